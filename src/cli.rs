@@ -1,0 +1,116 @@
+//! Command-line arguments (clap derive). Parsed once in `main` into a validated [`Config`]
+//! and [`RunOptions`]; nothing below looks at argv.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{Config, ConfigSources};
+use crate::driver::RunOptions;
+use crate::error::Result;
+use crate::scores::Layout;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "advcalc",
+    version,
+    about = "Advantages and returns for logged LLM RL rollouts, with verl 0.9.1's numbers",
+    long_about = "advcalc reads rollout dumps (one row per response: uid, response_mask, rm_scores, ...), \
+applies the configured advantage estimator exactly as verl 0.9.1's trainer would, and writes \
+token_level_rewards, advantages and returns back out.\n\nExample:\n  advcalc run -e grpo in.parquet out.parquet"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compute advantages and returns for a rollout dump
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Input Parquet file
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+
+    /// Output Parquet file (written to a temporary file beside it, then renamed)
+    #[arg(value_name = "OUT")]
+    pub output: PathBuf,
+
+    /// Advantage estimator (verl's algorithm.adv_estimator; verl's default is gae)
+    #[arg(short = 'e', long, value_name = "NAME")]
+    pub estimator: Option<String>,
+
+    /// verl trainer YAML (its `algorithm:` section is read) or a file holding that section
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Override a config key, e.g. --set algorithm.norm_adv_by_std_in_grpo=false (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+
+    /// Discount factor (algorithm.gamma)
+    #[arg(long, value_name = "X")]
+    pub gamma: Option<f64>,
+
+    /// GAE lambda (algorithm.lam)
+    #[arg(long, value_name = "X")]
+    pub lam: Option<f64>,
+
+    /// GRPO without dividing by the group std (algorithm.norm_adv_by_std_in_grpo=false)
+    #[arg(long)]
+    pub no_norm_adv_by_std: bool,
+
+    /// Token list layout; decides where a scalar `score` column is placed
+    #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
+    pub layout: LayoutArg,
+
+    /// Worker threads [default: one per core]
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+
+    /// Print nothing but errors (no progress bar, no notes)
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Overwrite OUT if it exists
+    #[arg(short, long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LayoutArg {
+    /// Each list as long as the row's response; a scalar score goes on the last position
+    Ragged,
+    /// All lists padded to one length; a scalar score goes on the last mask-1 position
+    Padded,
+}
+
+impl RunArgs {
+    /// Validate the arguments into the configuration and run options the library trusts.
+    pub fn resolve(&self, progress: bool) -> Result<(Config, RunOptions)> {
+        let config = Config::load(&ConfigSources {
+            file: self.config.as_deref(),
+            sets: &self.sets,
+            estimator: self.estimator.as_deref(),
+            gamma: self.gamma,
+            lam: self.lam,
+            no_norm_adv_by_std: self.no_norm_adv_by_std,
+        })?;
+        let options = RunOptions {
+            input: self.input.clone(),
+            output: self.output.clone(),
+            force: self.force,
+            threads: self.threads.map(usize::from),
+            progress: progress && !self.quiet,
+            layout: match self.layout {
+                LayoutArg::Ragged => Layout::Ragged,
+                LayoutArg::Padded => Layout::Padded,
+            },
+        };
+        Ok((config, options))
+    }
+}

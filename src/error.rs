@@ -1,0 +1,78 @@
+//! The one error type of the library: a message that names the file, column and row at
+//! fault, a kind that decides the exit code, and an optional cause. Only `main` formats it.
+
+use std::fmt;
+
+/// Which exit code an error maps to (design §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad data or I/O: exit 1.
+    Data,
+    /// Bad arguments or configuration: exit 2.
+    Usage,
+}
+
+/// An error with context. `message` is one line; `source` is the underlying cause, printed by
+/// `main` as `caused by:` lines.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn data(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Data,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Usage,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Attach the underlying cause.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Exit code for this error: 1 for data and I/O, 2 for usage.
+    pub fn exit_code(&self) -> i32 {
+        match self.kind {
+            ErrorKind::Data => 1,
+            ErrorKind::Usage => 2,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

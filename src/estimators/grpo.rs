@@ -1,0 +1,168 @@
+//! `grpo`: group-relative outcome advantages (reference §5.2, verl
+//! `compute_grpo_outcome_advantage`).
+//!
+//! **Computes** one scalar per row, broadcast onto the row's mask:
+//!
+//! ```text
+//! s_i   = Σ_t token_level_rewards[i, t]          (all positions: the mask is NOT applied)
+//! μ_g   = mean(s_j : j ∈ g),  σ_g = std(s_j : j ∈ g)   (unbiased, n − 1)
+//! a_i   = (s_i − μ_g) / (σ_g + ε)   with norm_adv_by_std_in_grpo (default)
+//! a_i   =  s_i − μ_g                without it (Dr. GRPO)
+//! advantages[i, t] = returns[i, t] = a_i · m[i, t]
+//! ```
+//!
+//! **Inputs**: per-row outcome scores `s` and the `uid` grouping of one training batch.
+//! **Parameters**: `norm_by_std` (`algorithm.norm_adv_by_std_in_grpo`); ε = 1e-6 (the trainer
+//! never passes another).
+//!
+//! **Edge cases**, as verl:
+//! - a singleton group has μ = 0, σ = 1, so it gets `s/(1 + 1e-6)` (or `s`), not 0;
+//! - a row whose mask is all zero still counts in its group's statistics, and gets 0;
+//! - a reward sitting on a mask-0 position (a tool token) still counts in `s`.
+//!
+//! **Deliberate deviation**: statistics are accumulated in f64, so a group whose scores are
+//! all equal gets exactly 0. verl's f32 mean can be 1 ulp off for non-dyadic values and give
+//! ≈ 0.029 instead (reference §4.2, §9.6); advcalc returns the exact answer.
+
+use crate::groups::Grouping;
+
+/// verl's default `epsilon` for the GRPO family.
+pub const EPSILON: f64 = 1e-6;
+
+/// Per-row GRPO advantage scalars for one batch.
+pub fn grpo(scores: &[f64], grouping: &Grouping, norm_by_std: bool) -> Vec<f64> {
+    debug_assert_eq!(scores.len(), grouping.group_of_row.len());
+    let (mean, std) = group_mean_std(scores, grouping);
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| {
+            if norm_by_std {
+                (s - mean[g]) / (std[g] + EPSILON)
+            } else {
+                s - mean[g]
+            }
+        })
+        .collect()
+}
+
+/// Group mean and unbiased standard deviation; a singleton group gets (0, 1) as in verl.
+pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64>) {
+    let n = grouping.n_groups;
+    let mut count = vec![0usize; n];
+    let mut sum = vec![0.0f64; n];
+    for (&s, &g) in scores.iter().zip(&grouping.group_of_row) {
+        count[g] += 1;
+        sum[g] += s;
+    }
+    let mean: Vec<f64> = (0..n)
+        .map(|g| {
+            if count[g] > 1 {
+                sum[g] / count[g] as f64
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut sq = vec![0.0f64; n];
+    for (&s, &g) in scores.iter().zip(&grouping.group_of_row) {
+        let d = s - mean[g];
+        sq[g] += d * d;
+    }
+    let std = (0..n)
+        .map(|g| {
+            if count[g] > 1 {
+                (sq[g] / (count[g] - 1) as f64).sqrt()
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    (mean, std)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::GroupKey;
+
+    fn grouping(labels: &[&str]) -> Grouping {
+        let keys: Vec<GroupKey> = labels.iter().map(|l| GroupKey::Str((*l).into())).collect();
+        Grouping::by_key(keys.iter())
+    }
+
+    /// Scores as verl holds them: f32 values.
+    fn f32_scores(s: &[f32]) -> Vec<f64> {
+        s.iter().map(|&x| x as f64).collect()
+    }
+
+    fn assert_f32_eq(actual: &[f64], expected: &[f32]) {
+        let actual: Vec<f32> = actual.iter().map(|&a| a as f32).collect();
+        for (a, e) in actual.iter().zip(expected) {
+            assert!(
+                (a - e).abs() <= 2e-7 + 1e-6 * e.abs(),
+                "{actual:?} vs {expected:?}"
+            );
+        }
+    }
+
+    // Reference §5.2 / §11: idx [a,a,a,b,c,c], s = [1,0,1,.7,.1,.1].
+    #[test]
+    fn worked_example_norm_on() {
+        let g = grouping(&["a", "a", "a", "b", "c", "c"]);
+        let s = f32_scores(&[1.0, 0.0, 1.0, 0.7, 0.1, 0.1]);
+        assert_f32_eq(
+            &grpo(&s, &g, true),
+            &[0.577349246, -1.15469861, 0.577349246, 0.699999332, 0.0, 0.0],
+        );
+    }
+
+    #[test]
+    fn worked_example_norm_off() {
+        let g = grouping(&["a", "a", "a", "b", "c", "c"]);
+        let s = f32_scores(&[1.0, 0.0, 1.0, 0.7, 0.1, 0.1]);
+        assert_f32_eq(
+            &grpo(&s, &g, false),
+            &[
+                0.333333313,
+                -0.666666687,
+                0.333333313,
+                0.699999988,
+                0.0,
+                0.0,
+            ],
+        );
+    }
+
+    // Hand computation: a group {2, 4}: μ = 3, σ = √2; a = ±1/(√2 + 1e-6).
+    #[test]
+    fn two_member_group_by_hand() {
+        let g = grouping(&["x", "x"]);
+        let a = grpo(&[2.0, 4.0], &g, true);
+        let expect = 1.0 / (2f64.sqrt() + 1e-6);
+        assert!((a[0] + expect).abs() < 1e-12 && (a[1] - expect).abs() < 1e-12);
+    }
+
+    // Reference §11 trap: seven 0.3 give 0.028872898 in verl (an f32 artefact); advcalc
+    // returns the exact answer, 0.
+    #[test]
+    fn equal_non_dyadic_scores_give_exactly_zero() {
+        let g = grouping(&["t"; 7]);
+        let s = f32_scores(&[0.3; 7]);
+        assert!(grpo(&s, &g, true).iter().all(|&a| a == 0.0));
+    }
+
+    #[test]
+    fn singleton_group_is_not_zero() {
+        let g = grouping(&["only"]);
+        assert_eq!(grpo(&[0.5], &g, true), vec![0.5 / (1.0 + 1e-6)]);
+        assert_eq!(grpo(&[0.5], &g, false), vec![0.5]);
+    }
+
+    #[test]
+    fn group_members_need_not_be_adjacent() {
+        let g = grouping(&["a", "b", "a", "b"]);
+        let a = grpo(&[1.0, 5.0, 0.0, 5.0], &g, false);
+        assert_eq!(a, vec![0.5, 0.0, -0.5, 0.0]);
+    }
+}

@@ -1,0 +1,114 @@
+//! The advantage estimators. Each one lives in the file named after it and works on plain
+//! slices and scalars of one training batch; the driver feeds it and the I/O layer converts.
+
+pub mod grpo;
+pub mod grpo_vectorized;
+
+use crate::error::{Error, Result};
+
+/// Every estimator name verl 0.9.1 registers (reference §5), in its registry's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Estimator {
+    Gae,
+    Grpo,
+    GrpoVectorized,
+    GrpoPassk,
+    ReinforcePlusPlus,
+    ReinforcePlusPlusBaseline,
+    Remax,
+    Rloo,
+    RlooVectorized,
+    Opo,
+    Gpg,
+    OptimalTokenBaseline,
+    TirOptimalTokenBaseline,
+    Gdpo,
+}
+
+impl Estimator {
+    pub const ALL: [Estimator; 14] = [
+        Estimator::Gae,
+        Estimator::Grpo,
+        Estimator::GrpoVectorized,
+        Estimator::GrpoPassk,
+        Estimator::ReinforcePlusPlus,
+        Estimator::ReinforcePlusPlusBaseline,
+        Estimator::Remax,
+        Estimator::Rloo,
+        Estimator::RlooVectorized,
+        Estimator::Opo,
+        Estimator::Gpg,
+        Estimator::OptimalTokenBaseline,
+        Estimator::TirOptimalTokenBaseline,
+        Estimator::Gdpo,
+    ];
+
+    /// The name used by verl's config, by `--estimator` and by the estimator's file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Estimator::Gae => "gae",
+            Estimator::Grpo => "grpo",
+            Estimator::GrpoVectorized => "grpo_vectorized",
+            Estimator::GrpoPassk => "grpo_passk",
+            Estimator::ReinforcePlusPlus => "reinforce_plus_plus",
+            Estimator::ReinforcePlusPlusBaseline => "reinforce_plus_plus_baseline",
+            Estimator::Remax => "remax",
+            Estimator::Rloo => "rloo",
+            Estimator::RlooVectorized => "rloo_vectorized",
+            Estimator::Opo => "opo",
+            Estimator::Gpg => "gpg",
+            Estimator::OptimalTokenBaseline => "optimal_token_baseline",
+            Estimator::TirOptimalTokenBaseline => "tir_optimal_token_baseline",
+            Estimator::Gdpo => "gdpo",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Self::ALL.iter().map(|e| e.name()).collect();
+                Error::usage(format!(
+                    "unknown estimator `{name}` (verl 0.9.1 knows: {})",
+                    known.join(", ")
+                ))
+            })
+    }
+
+    /// Estimators this version computes.
+    pub fn is_implemented(self) -> bool {
+        matches!(self, Estimator::Grpo | Estimator::GrpoVectorized)
+    }
+
+    pub fn check_implemented(self) -> Result<()> {
+        if self.is_implemented() {
+            return Ok(());
+        }
+        let done: Vec<&str> = Self::ALL
+            .iter()
+            .filter(|e| e.is_implemented())
+            .map(|e| e.name())
+            .collect();
+        Err(Error::usage(format!(
+            "estimator `{}` is not implemented yet (available: {}); verl's default is gae, so pass -e or adv_estimator",
+            self.name(),
+            done.join(", ")
+        )))
+    }
+
+    /// Whether the estimator groups rows by `uid`.
+    pub fn needs_uid(self) -> bool {
+        !matches!(
+            self,
+            Estimator::Gae | Estimator::ReinforcePlusPlus | Estimator::Remax
+        )
+    }
+}
+
+/// `advantages[t] = a · m[t]`: an outcome estimator's row scalar under the row's mask.
+pub fn broadcast_outcome(a: f32, mask: &[f32], out: &mut [f32]) {
+    for (o, &m) in out.iter_mut().zip(mask) {
+        *o = a * m;
+    }
+}

@@ -1,0 +1,88 @@
+//! The output record batch of one row group: the input columns, then the computed columns
+//! as `list<float32>` sharing the input rows' offsets.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float32Array, ListArray, RecordBatch};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, SchemaRef};
+
+use crate::error::{Error, Result};
+use crate::io::schema::InputColumns;
+
+/// The computed token columns of one row group, flat, aligned with the row offsets.
+#[derive(Debug, Clone)]
+pub struct TokenOutputs {
+    pub token_level_rewards: Vec<f32>,
+    pub advantages: Vec<f32>,
+    /// `None` when returns equal advantages (the outcome estimators).
+    pub returns: Option<Vec<f32>>,
+}
+
+pub fn assemble(
+    input: &RecordBatch,
+    columns: &InputColumns,
+    output_schema: &SchemaRef,
+    offsets: &[usize],
+    outputs: TokenOutputs,
+    file: &str,
+) -> Result<RecordBatch> {
+    let offsets = offset_buffer(offsets, file)?;
+    let list = |values: Vec<f32>| -> Result<ArrayRef> {
+        let DataType::List(item) = crate::io::schema::float_list_field("x").data_type().clone()
+        else {
+            unreachable!("float_list_field is a list")
+        };
+        ListArray::try_new(
+            item,
+            offsets.clone(),
+            Arc::new(Float32Array::from(values)),
+            None,
+        )
+        .map(|a| Arc::new(a) as ArrayRef)
+        .map_err(|e| Error::data(format!("{file}: cannot build an output column")).with_source(e))
+    };
+    let advantages = list(outputs.advantages)?;
+    let returns = match outputs.returns {
+        Some(r) => list(r)?,
+        None => advantages.clone(),
+    };
+    let rewards = list(outputs.token_level_rewards)?;
+    let mask_name = columns.schema.field(columns.mask).name();
+    let arrays = output_schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let name = field.name().as_str();
+            Ok(match name {
+                "token_level_rewards" => rewards.clone(),
+                "advantages" => advantages.clone(),
+                "returns" => returns.clone(),
+                "loss_mask" if !columns.has_loss_mask => {
+                    input.column_by_name(mask_name).cloned().ok_or_else(|| {
+                        Error::data(format!("{file}: `{mask_name}` missing from a row group"))
+                    })?
+                }
+                _ => input.column_by_name(name).cloned().ok_or_else(|| {
+                    Error::data(format!("{file}: `{name}` missing from a row group"))
+                })?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    RecordBatch::try_new(output_schema.clone(), arrays).map_err(|e| {
+        Error::data(format!("{file}: cannot assemble an output row group")).with_source(e)
+    })
+}
+
+fn offset_buffer(offsets: &[usize], file: &str) -> Result<OffsetBuffer<i32>> {
+    let converted = offsets
+        .iter()
+        .map(|&o| i32::try_from(o))
+        .collect::<std::result::Result<Vec<i32>, _>>()
+        .map_err(|_| {
+            Error::data(format!(
+                "{file}: a row group holds more than 2^31 tokens; rewrite the input with smaller row groups"
+            ))
+        })?;
+    Ok(OffsetBuffer::new(converted.into()))
+}

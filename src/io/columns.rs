@@ -1,0 +1,301 @@
+//! Arrow arrays to plain Rust values: token lists to flat `f32` slices with row offsets, group
+//! labels to [`GroupKey`]s. Every error names the file, the column and the row.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
+
+use crate::error::{Error, Result};
+use crate::groups::GroupKey;
+
+/// Which column of which file, and the global index of the array's first row, for messages.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnRef<'a> {
+    pub file: &'a str,
+    pub column: &'a str,
+    pub first_row: usize,
+}
+
+impl ColumnRef<'_> {
+    pub fn error(&self, row: usize, what: impl std::fmt::Display) -> Error {
+        Error::data(format!(
+            "{}: column `{}` row {}: {what}",
+            self.file,
+            self.column,
+            self.first_row + row
+        ))
+    }
+
+    pub fn type_error(&self, found: &DataType, expected: &str) -> Error {
+        Error::data(format!(
+            "{}: column `{}` has type {found}, expected {expected}",
+            self.file, self.column
+        ))
+    }
+}
+
+/// A token column of one batch: row `i` owns `values[offsets[i]..offsets[i + 1]]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TokenColumn {
+    pub offsets: Vec<usize>,
+    pub values: Vec<f32>,
+}
+
+impl TokenColumn {
+    pub fn rows(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.values[self.offsets[i]..self.offsets[i + 1]]
+    }
+
+    pub fn row_len(&self, i: usize) -> usize {
+        self.offsets[i + 1] - self.offsets[i]
+    }
+}
+
+/// What a token column may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// Floats (float16/32/64), read as f32 like verl's tensors.
+    Values,
+    /// 0/1 as integers, booleans or floats.
+    Mask,
+}
+
+impl TokenKind {
+    fn expected(self) -> &'static str {
+        match self {
+            TokenKind::Values => "a list of float32 or float64",
+            TokenKind::Mask => "a list of 0/1 integers, booleans or floats",
+        }
+    }
+
+    fn accepts(self, item: &DataType) -> bool {
+        match self {
+            TokenKind::Values => item.is_floating(),
+            TokenKind::Mask => {
+                item.is_integer() || item.is_floating() || *item == DataType::Boolean
+            }
+        }
+    }
+}
+
+/// Check that a column's Arrow type fits a token column of this kind.
+pub fn check_token_type(data_type: &DataType, kind: TokenKind, col: &ColumnRef<'_>) -> Result<()> {
+    let item = match data_type {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => f.data_type(),
+        other => return Err(col.type_error(other, kind.expected())),
+    };
+    if kind.accepts(item) {
+        Ok(())
+    } else {
+        Err(col.type_error(data_type, kind.expected()))
+    }
+}
+
+/// Decode a list column into flat f32 values with per-row offsets.
+pub fn token_column(array: &ArrayRef, kind: TokenKind, col: &ColumnRef<'_>) -> Result<TokenColumn> {
+    check_token_type(array.data_type(), kind, col)?;
+    if let Some(row) = first_null(array.as_ref()) {
+        return Err(col.error(row, "null list (every row needs a list, even an empty one)"));
+    }
+    let n = array.len();
+    let (offsets, child): (Vec<usize>, ArrayRef) = match array.data_type() {
+        DataType::List(_) => {
+            let list = array.as_list::<i32>();
+            (
+                list.value_offsets().iter().map(|&o| o as usize).collect(),
+                list.values().clone(),
+            )
+        }
+        DataType::LargeList(_) => {
+            let list = array.as_list::<i64>();
+            (
+                list.value_offsets().iter().map(|&o| o as usize).collect(),
+                list.values().clone(),
+            )
+        }
+        DataType::FixedSizeList(_, size) => {
+            let list = array.as_fixed_size_list();
+            let size = *size as usize;
+            let start = list.offset() * size;
+            (
+                (0..=n).map(|i| start + i * size).collect(),
+                list.values().clone(),
+            )
+        }
+        _ => unreachable!("checked by check_token_type"),
+    };
+    let start = offsets[0];
+    let child = child.slice(start, offsets[n] - start);
+    let offsets: Vec<usize> = offsets.iter().map(|&o| o - start).collect();
+    if child.null_count() > 0 {
+        let token = first_null(child.as_ref()).unwrap_or(0);
+        let row = offsets.partition_point(|&o| o <= token) - 1;
+        return Err(col.error(row, format!("null value at token {}", token - offsets[row])));
+    }
+    let values = cast(&child, &DataType::Float32).map_err(|e| {
+        col.type_error(array.data_type(), kind.expected())
+            .with_source(e)
+    })?;
+    let values = values.as_primitive::<Float32Type>().values().to_vec();
+    if kind == TokenKind::Mask
+        && let Some(token) = values.iter().position(|&v| v != 0.0 && v != 1.0)
+    {
+        let row = offsets.partition_point(|&o| o <= token) - 1;
+        return Err(col.error(
+            row,
+            format!(
+                "mask value {} at token {} (masks hold 0 or 1)",
+                values[token],
+                token - offsets[row]
+            ),
+        ));
+    }
+    Ok(TokenColumn { offsets, values })
+}
+
+/// Group labels: strings (utf8, large_utf8, utf8_view, dictionary of strings) or integers.
+pub fn group_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>> {
+    const EXPECTED: &str = "strings or integers";
+    if let Some(row) = first_null(array.as_ref()) {
+        return Err(col.error(row, "null label"));
+    }
+    let dt = array.data_type();
+    let keys = if dt.is_integer() {
+        let ints = cast(array, &DataType::Decimal128(38, 0))
+            .map_err(|e| col.type_error(dt, EXPECTED).with_source(e))?;
+        ints.as_primitive::<arrow::datatypes::Decimal128Type>()
+            .values()
+            .iter()
+            .map(|&i| GroupKey::Int(i))
+            .collect()
+    } else if matches!(
+        dt,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(_, _)
+    ) {
+        let strings = cast(array, &DataType::Utf8)
+            .map_err(|e| col.type_error(dt, EXPECTED).with_source(e))?;
+        strings
+            .as_string::<i32>()
+            .iter()
+            .map(|s| GroupKey::Str(s.unwrap_or_default().into()))
+            .collect()
+    } else {
+        return Err(col.type_error(dt, EXPECTED));
+    };
+    Ok(keys)
+}
+
+/// A scalar integer column (`step`, `output_index`).
+pub fn int_scalars(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<i64>> {
+    if !array.data_type().is_integer() {
+        return Err(col.type_error(array.data_type(), "integers"));
+    }
+    if let Some(row) = first_null(array.as_ref()) {
+        return Err(col.error(row, "null value"));
+    }
+    let ints = cast(array, &DataType::Int64).map_err(|e| {
+        col.error(0, "integer out of the int64 range")
+            .with_source(e)
+    })?;
+    Ok(ints.as_primitive::<Int64Type>().values().to_vec())
+}
+
+/// A scalar float column (`score`), read as f32 like verl's reward tensor.
+pub fn float_scalars(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<f32>> {
+    let dt = array.data_type();
+    if !(dt.is_floating() || dt.is_integer()) {
+        return Err(col.type_error(dt, "numbers (float32 or float64)"));
+    }
+    if let Some(row) = first_null(array.as_ref()) {
+        return Err(col.error(row, "null value"));
+    }
+    let values = cast(array, &DataType::Float64)
+        .map_err(|e| col.type_error(dt, "numbers").with_source(e))?;
+    Ok(values
+        .as_primitive::<Float64Type>()
+        .values()
+        .iter()
+        .map(|&v| v as f32)
+        .collect())
+}
+
+fn first_null(array: &dyn Array) -> Option<usize> {
+    if array.null_count() == 0 {
+        return None;
+    }
+    (0..array.len()).find(|&i| array.is_null(i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{BooleanBuilder, Float32Builder, ListBuilder};
+    use std::sync::Arc;
+
+    const COL: ColumnRef<'static> = ColumnRef {
+        file: "in.parquet",
+        column: "c",
+        first_row: 10,
+    };
+
+    #[test]
+    fn list_of_bool_mask() {
+        let mut b = ListBuilder::new(BooleanBuilder::new());
+        b.append_value([Some(true), Some(false)]);
+        b.append_value([]);
+        b.append_value([Some(true)]);
+        let array: ArrayRef = Arc::new(b.finish());
+        let t = token_column(&array, TokenKind::Mask, &COL).unwrap();
+        assert_eq!(t.offsets, vec![0, 2, 2, 3]);
+        assert_eq!(t.values, vec![1.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn sliced_list_is_rebased() {
+        let mut b = ListBuilder::new(Float32Builder::new());
+        b.append_value([Some(1.0), Some(2.0)]);
+        b.append_value([Some(3.0)]);
+        b.append_value([Some(4.0), Some(5.0)]);
+        let array: ArrayRef = Arc::new(b.finish().slice(1, 2));
+        let t = token_column(&array, TokenKind::Values, &COL).unwrap();
+        assert_eq!(t.offsets, vec![0, 1, 3]);
+        assert_eq!(t.row(1), &[4.0, 5.0]);
+    }
+
+    #[test]
+    fn bad_mask_value_names_row_and_token() {
+        let mut b = ListBuilder::new(Float32Builder::new());
+        b.append_value([Some(1.0)]);
+        b.append_value([Some(1.0), Some(0.5)]);
+        let array: ArrayRef = Arc::new(b.finish());
+        let e = token_column(&array, TokenKind::Mask, &COL).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "in.parquet: column `c` row 11: mask value 0.5 at token 1 (masks hold 0 or 1)"
+        );
+    }
+
+    #[test]
+    fn null_list_is_an_error() {
+        let mut b = ListBuilder::new(Float32Builder::new());
+        b.append_value([Some(1.0)]);
+        b.append_null();
+        let array: ArrayRef = Arc::new(b.finish());
+        let e = token_column(&array, TokenKind::Values, &COL).unwrap_err();
+        assert!(e.message().contains("row 11: null list"), "{}", e.message());
+    }
+
+    #[test]
+    fn wrong_type_is_an_error() {
+        let array: ArrayRef = Arc::new(arrow::array::Float32Array::from(vec![1.0]));
+        let e = token_column(&array, TokenKind::Values, &COL).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "in.parquet: column `c` has type Float32, expected a list of float32 or float64"
+        );
+    }
+}

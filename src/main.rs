@@ -1,0 +1,55 @@
+//! The binary: parse arguments, call the library, print errors and map them to exit codes
+//! (0 success, 1 bad data or I/O, 2 usage).
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use advcalc::Error;
+use advcalc::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                eprintln!("caused by: {cause}");
+                source = cause.source();
+            }
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Command::Run(args) => {
+            let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
+            let say = |line: &str| {
+                if !args.quiet {
+                    eprintln!("{line}");
+                }
+            };
+            for note in &config.notes {
+                say(&format!("note: {note}"));
+            }
+            let summary = advcalc::run(&config, &options)?;
+            for warning in &summary.warnings {
+                say(&format!("warning: {warning}"));
+            }
+            say(&format!(
+                "advcalc: {} rows in {} batch{} -> {} ({})",
+                summary.rows,
+                summary.batches,
+                if summary.batches == 1 { "" } else { "es" },
+                options.output.display(),
+                config.algorithm.adv_estimator.name()
+            ));
+            Ok(())
+        }
+    }
+}

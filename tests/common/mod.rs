@@ -1,0 +1,109 @@
+//! Helpers shared by the integration tests: write small Parquet inputs, run the real
+//! binary, read its output back.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, Float32Builder, Int8Builder, ListArray, ListBuilder, RecordBatch,
+    StringArray,
+};
+use arrow::compute::concat_batches;
+use arrow::datatypes::Float32Type;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::properties::WriterProperties;
+
+pub fn advcalc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_advcalc"))
+}
+
+/// Run advcalc with `args` in `dir`.
+pub fn run_in(dir: &Path, args: &[&str]) -> Output {
+    advcalc()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("advcalc runs")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn write_parquet(path: &Path, batch: &RecordBatch, rows_per_group: usize) {
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(rows_per_group.max(1)))
+        .build();
+    let mut w =
+        ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
+pub fn read_parquet(path: &Path) -> RecordBatch {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+    let schema = builder.schema().clone();
+    let batches: Vec<RecordBatch> = builder.build().unwrap().map(|b| b.unwrap()).collect();
+    concat_batches(&schema, &batches).unwrap()
+}
+
+/// A list<float32> column from rows.
+pub fn f32_lists(rows: &[Vec<f32>]) -> ArrayRef {
+    let mut b = ListBuilder::new(Float32Builder::new());
+    for r in rows {
+        b.append_value(r.iter().map(|&v| Some(v)));
+    }
+    Arc::new(b.finish())
+}
+
+/// A list<int8> mask column from rows.
+pub fn i8_lists(rows: &[Vec<i8>]) -> ArrayRef {
+    let mut b = ListBuilder::new(Int8Builder::new());
+    for r in rows {
+        b.append_value(r.iter().map(|&v| Some(v)));
+    }
+    Arc::new(b.finish())
+}
+
+pub fn strings(values: &[&str]) -> ArrayRef {
+    Arc::new(StringArray::from(values.to_vec()))
+}
+
+/// Rows of a list<float32> column as vectors.
+pub fn lists_f32(batch: &RecordBatch, name: &str) -> Vec<Vec<f32>> {
+    let col = batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"));
+    let list: &ListArray = col.as_list::<i32>();
+    (0..list.len())
+        .map(|i| {
+            let v = list.value(i);
+            v.as_primitive::<Float32Type>().values().to_vec()
+        })
+        .collect()
+}
+
+/// A small valid GRPO input: two groups, ragged rows.
+pub fn grpo_batch() -> RecordBatch {
+    RecordBatch::try_from_iter(vec![
+        ("uid", strings(&["a", "b", "a", "b"])),
+        (
+            "response_mask",
+            i8_lists(&[vec![1, 1], vec![1, 0, 1], vec![1], vec![0, 1]]),
+        ),
+        (
+            "rm_scores",
+            f32_lists(&[
+                vec![0.0, 1.0],
+                vec![0.0, 0.0, 2.0],
+                vec![0.0],
+                vec![0.0, 4.0],
+            ]),
+        ),
+    ])
+    .unwrap()
+}
