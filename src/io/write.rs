@@ -94,7 +94,7 @@ impl ParquetOutput {
         let mut next = writers.iter_mut();
         for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
             for leaf in compute_leaves(field, column).map_err(|e| context().with_source(e))? {
-                let writer = next.next().ok_or_else(|| context())?;
+                let writer = next.next().ok_or_else(context)?;
                 writer.write(&leaf).map_err(|e| context().with_source(e))?;
             }
         }

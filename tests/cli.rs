@@ -1,0 +1,279 @@
+//! The real binary on small files: the main job, exit codes, one-line errors, and that a
+//! failed run leaves no OUT behind.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float32Array, Int64Array, RecordBatch};
+use common::*;
+
+/// Assert a failed run: the exit code, one `error:` line mentioning each of `needles`,
+/// only `caused by:` lines after it, no panic, and no OUT.
+fn assert_fails(out: &std::process::Output, code: i32, needles: &[&str], out_path: &Path) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let mut lines = err.lines();
+    let first = lines.next().unwrap_or_default();
+    assert!(first.starts_with("error: "), "first line: {first}");
+    for n in needles {
+        assert!(first.contains(n), "`{n}` not in: {first}");
+    }
+    for rest in lines {
+        assert!(rest.starts_with("caused by: "), "extra line: {rest}");
+    }
+    assert!(!out_path.exists(), "OUT was left behind");
+    let leftovers: Vec<_> = std::fs::read_dir(out_path.parent().unwrap())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".advcalc-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+fn demo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet")
+}
+
+#[test]
+fn demo_runs_and_writes_the_output_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_path = tmp.path().join("out.parquet");
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", demo().to_str().unwrap(), "out.parquet"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let input = read_parquet(&demo());
+    let output = read_parquet(&out_path);
+    assert_eq!(input.num_rows(), output.num_rows());
+    for f in input.schema().fields() {
+        assert_eq!(
+            output.column_by_name(f.name()).unwrap().as_ref(),
+            input.column_by_name(f.name()).unwrap().as_ref(),
+            "{} changed",
+            f.name()
+        );
+    }
+    let mask = output.column_by_name("response_mask").unwrap();
+    assert_eq!(output.column_by_name("loss_mask").unwrap().as_ref(), mask.as_ref());
+    let rewards = lists_f32(&output, "token_level_rewards");
+    let scores = lists_f32(&input, "rm_scores");
+    assert_eq!(rewards, scores);
+    let adv = lists_f32(&output, "advantages");
+    assert_eq!(adv, lists_f32(&output, "returns"));
+    for (a, s) in adv.iter().zip(&scores) {
+        assert_eq!(a.len(), s.len());
+    }
+}
+
+// Hand computation: group a = rows {0, 2} with scores {1, 0}, group b = rows {1, 3} with
+// {2, 4}; each is {lo, hi} with σ = |hi − lo|/√2, so a = ±(Δ/2)/(Δ/√2 + 1e-6).
+#[test]
+fn small_grpo_by_hand() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 3);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
+    let a = 0.5 / (1.0 / 2f64.sqrt() + 1e-6);
+    let b = 1.0 / (2.0 / 2f64.sqrt() + 1e-6);
+    let (a, b) = (a as f32, b as f32);
+    assert_eq!(adv, vec![vec![a, a], vec![-b, 0.0, -b], vec![-a], vec![0.0, b]]);
+
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--no-norm-adv-by-std", "-f", "in.parquet", "out.parquet"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
+    assert_eq!(adv, vec![vec![0.5, 0.5], vec![-1.0, 0.0, -1.0], vec![-0.5], vec![0.0, 1.0]]);
+}
+
+#[test]
+fn missing_column_names_what_is_needed_and_what_the_file_has() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = grpo_batch();
+    let batch = RecordBatch::try_from_iter(vec![
+        ("response_mask", batch.column(1).clone()),
+        ("rm_scores", batch.column(2).clone()),
+    ])
+    .unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 10);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 1, &["in.parquet", "missing column uid", "the file has: response_mask, rm_scores"], &tmp.path().join("out.parquet"));
+}
+
+#[test]
+fn wrong_column_type_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = grpo_batch();
+    let scores: ArrayRef = Arc::new(Float32Array::from(vec![1.0, 2.0, 3.0, 4.0]));
+    let batch = RecordBatch::try_from_iter(vec![
+        ("uid", batch.column(0).clone()),
+        ("response_mask", scores),
+        ("rm_scores", batch.column(2).clone()),
+    ])
+    .unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 10);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 1, &["in.parquet", "`response_mask`", "Float32"], &tmp.path().join("out.parquet"));
+}
+
+#[test]
+fn unequal_list_lengths_name_the_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = RecordBatch::try_from_iter(vec![
+        ("uid", strings(&["a", "a", "a"])),
+        ("response_mask", i8_lists(&[vec![1], vec![1, 1], vec![1]])),
+        ("rm_scores", f32_lists(&[vec![1.0], vec![1.0], vec![0.0]])),
+    ])
+    .unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 1, &["`rm_scores` row 1", "1 elements", "`response_mask` has 2"], &tmp.path().join("out.parquet"));
+}
+
+#[test]
+fn bad_mask_value_names_row_and_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = RecordBatch::try_from_iter(vec![
+        ("uid", strings(&["a", "a", "a"])),
+        ("response_mask", i8_lists(&[vec![1], vec![1], vec![1, 2]])),
+        ("rm_scores", f32_lists(&[vec![1.0], vec![1.0], vec![0.0, 0.0]])),
+    ])
+    .unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 1, &["`response_mask` row 2", "token 1"], &tmp.path().join("out.parquet"));
+}
+
+#[test]
+fn unreadable_input_is_a_data_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("in.parquet"), b"this is not parquet").unwrap();
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 1, &["in.parquet", "not a readable Parquet file"], &tmp.path().join("out.parquet"));
+
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "missing.parquet", "out.parquet"]);
+    assert_fails(&out, 1, &["missing.parquet", "cannot open"], &tmp.path().join("out.parquet"));
+
+    std::fs::create_dir(tmp.path().join("dir")).unwrap();
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "dir", "out.parquet"]);
+    assert_fails(&out, 1, &["dir", "is a directory"], &tmp.path().join("out.parquet"));
+}
+
+#[test]
+fn truncated_input_is_a_data_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_parquet(&tmp.path().join("full.parquet"), &grpo_batch(), 2);
+    let bytes = std::fs::read(tmp.path().join("full.parquet")).unwrap();
+    std::fs::write(tmp.path().join("in.parquet"), &bytes[..bytes.len() / 2]).unwrap();
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 1, &["in.parquet"], &tmp.path().join("out.parquet"));
+}
+
+#[test]
+fn output_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 2);
+    // OUT equal to IN, also through another spelling of the path
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "./in.parquet"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("same file"));
+    // missing parent directory
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "nowhere/out.parquet"]);
+    assert_fails(&out, 1, &["nowhere", "does not exist"], &tmp.path().join("nowhere/out.parquet"));
+    // an existing OUT is kept unless --force
+    std::fs::write(tmp.path().join("out.parquet"), b"precious").unwrap();
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"));
+    assert_eq!(std::fs::read(tmp.path().join("out.parquet")).unwrap(), b"precious");
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--force", "in.parquet", "out.parquet"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read_parquet(&tmp.path().join("out.parquet")).num_rows(), 4);
+}
+
+#[test]
+fn failed_data_check_keeps_an_existing_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = RecordBatch::try_from_iter(vec![
+        ("uid", strings(&["a", "a"])),
+        ("response_mask", i8_lists(&[vec![1], vec![3]])),
+        ("rm_scores", f32_lists(&[vec![1.0], vec![1.0]])),
+    ])
+    .unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 1);
+    std::fs::write(tmp.path().join("out.parquet"), b"previous").unwrap();
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "-f", "in.parquet", "out.parquet"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read(tmp.path().join("out.parquet")).unwrap(), b"previous");
+}
+
+#[test]
+fn config_errors_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 2);
+    std::fs::write(tmp.path().join("c.yaml"), "algorithm:\n  adv_estimator: grpo\n  norm_adv_by_stdd: true\n").unwrap();
+    let out = run_in(tmp.path(), &["run", "--config", "c.yaml", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 2, &["unknown key `algorithm.norm_adv_by_stdd`", "c.yaml"], &tmp.path().join("out.parquet"));
+    let out = run_in(tmp.path(), &["run", "-e", "grpoo", "in.parquet", "out.parquet"]);
+    assert_fails(&out, 2, &["unknown estimator `grpoo`"], &tmp.path().join("out.parquet"));
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--threads", "0", "in.parquet", "out.parquet"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn grpo_vectorized_says_it_ignores_the_norm_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 2);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo_vectorized", "--no-norm-adv-by-std", "in.parquet", "out.parquet"]);
+    assert!(out.status.success());
+    assert!(stderr(&out).contains("grpo_vectorized divides by the group std"), "{}", stderr(&out));
+    let out = run_in(tmp.path(), &["run", "-q", "-f", "-e", "grpo_vectorized", "--no-norm-adv-by-std", "in.parquet", "out.parquet"]);
+    assert!(out.status.success());
+    assert_eq!(stderr(&out), "");
+}
+
+#[test]
+fn empty_input_gives_an_empty_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = grpo_batch().slice(0, 0);
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let output = read_parquet(&tmp.path().join("out.parquet"));
+    assert_eq!(output.num_rows(), 0);
+    assert!(output.column_by_name("advantages").is_some());
+}
+
+#[test]
+fn thread_count_does_not_change_a_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = |threads: &str, out: &str| {
+        run_in(tmp.path(), &["run", "-q", "-e", "grpo", "--threads", threads, demo().to_str().unwrap(), out])
+    };
+    assert!(args("1", "one.parquet").status.success());
+    assert!(args("2", "two.parquet").status.success());
+    assert!(args("3", "three.parquet").status.success());
+    let one = std::fs::read(tmp.path().join("one.parquet")).unwrap();
+    assert_eq!(one, std::fs::read(tmp.path().join("two.parquet")).unwrap());
+    assert_eq!(one, std::fs::read(tmp.path().join("three.parquet")).unwrap());
+}
+
+#[test]
+fn steps_split_batches() {
+    // The same uid in two steps is two groups: step 0 {1, 3}, step 1 {10}.
+    let tmp = tempfile::tempdir().unwrap();
+    let step: ArrayRef = Arc::new(Int64Array::from(vec![0, 1, 0]));
+    let batch = RecordBatch::try_from_iter(vec![
+        ("uid", strings(&["a", "a", "a"])),
+        ("step", step),
+        ("response_mask", i8_lists(&[vec![1], vec![1], vec![1]])),
+        ("rm_scores", f32_lists(&[vec![1.0], vec![10.0], vec![3.0]])),
+    ])
+    .unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
+    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--no-norm-adv-by-std", "in.parquet", "out.parquet"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
+    assert_eq!(adv, vec![vec![-1.0], vec![10.0], vec![1.0]]);
+}
