@@ -32,6 +32,21 @@ pub struct RolloutCorrectionConfig {
     pub loss_type: String,
 }
 
+impl Default for RolloutCorrectionConfig {
+    /// verl's `algorithm/rollout_correction.yaml`.
+    fn default() -> Self {
+        RolloutCorrectionConfig {
+            rollout_is: None,
+            rollout_is_threshold: Some(Value::from(2.0)),
+            rollout_is_batch_normalize: false,
+            rollout_rs: None,
+            rollout_rs_threshold: None,
+            bypass_mode: false,
+            loss_type: "ppo_clip".into(),
+        }
+    }
+}
+
 /// verl's `algorithm` section after validation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AlgoConfig {
@@ -147,26 +162,11 @@ impl Config {
         Ok(config)
     }
 
-    /// Refuse settings this version does not compute yet, rather than ignoring them.
+    /// Refuse settings that cannot be reproduced from a dump, rather than ignoring them.
     fn check_supported(&self) -> Result<()> {
-        let a = &self.algorithm;
-        a.adv_estimator.check_implemented()?;
-        if a.use_kl_in_reward {
-            return Err(Error::usage(
-                "algorithm.use_kl_in_reward=true: KL shaping in the reward is not implemented yet",
-            ));
-        }
-        if a.use_pf_ppo {
+        if self.algorithm.use_pf_ppo {
             return Err(Error::usage(
                 "algorithm.use_pf_ppo=true: verl resamples rows at random there, which cannot be reproduced from a dump",
-            ));
-        }
-        if let Some(rc) = &a.rollout_correction
-            && (rc.rollout_is.is_some() || rc.rollout_rs.is_some())
-            && !rc.bypass_mode
-        {
-            return Err(Error::usage(
-                "algorithm.rollout_correction: rollout_is / rollout_rs are not implemented yet",
             ));
         }
         Ok(())
@@ -263,7 +263,11 @@ impl Reader<'_> {
             p.float("weight_pow", 2.0)?;
             p.finish()?;
         }
+        // verl's trainer YAML always carries this section (rollout_is and rollout_rs null): an
+        // absent key means those defaults; an explicit null disables correction entirely.
+        let explicit_null = matches!(s.map.get("rollout_correction"), Some(Value::Null));
         let rollout_correction = match s.subsection("rollout_correction")? {
+            None if !explicit_null => Some(RolloutCorrectionConfig::default()),
             Some(mut r) => {
                 let cfg = RolloutCorrectionConfig {
                     rollout_is: r.opt_string("rollout_is")?,

@@ -1,14 +1,19 @@
-//! Per training batch, run the configured estimator on the per-row statistics of the
-//! statistics pass — the counterpart of verl's `compute_advantage` dispatcher and V1's
-//! multi-output folding (reference §6).
+//! Per training batch, turn the per-row statistics of the statistics pass into what the
+//! output pass needs — the counterpart of verl's `compute_advantage` dispatcher, V1's
+//! multi-output folding and the trainer's KL controller / IS normalisation (reference §6).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::config::AlgoConfig;
 use crate::error::{Error, Result};
-use crate::estimators::{Estimator, grpo, grpo_vectorized};
+use crate::estimators::optimal_token_baseline::{ColumnSums, zero_tail};
+use crate::estimators::{
+    Estimator, gdpo, gpg, grpo, grpo_passk, grpo_vectorized, opo, reinforce_plus_plus_baseline,
+    rloo, rloo_vectorized,
+};
 use crate::groups::{GroupKey, Grouping};
+use crate::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
 use crate::sessions::{OutputRow, fold_sessions};
+use crate::stats::{Moments, Whitening};
 
 /// What the statistics pass keeps per row, for the whole input in file order.
 #[derive(Debug, Clone, Default)]
@@ -20,8 +25,22 @@ pub struct RowStats {
     pub session: Option<(Vec<GroupKey>, Vec<i64>)>,
     /// Outcome score: Σ of `token_level_rewards` over all positions of the row.
     pub score: Vec<f64>,
-    /// Whether the row has a mask-1 token.
-    pub has_valid: Vec<bool>,
+    /// Valid tokens after rejection.
+    pub valid: Vec<f64>,
+    /// Valid tokens before rejection.
+    pub orig_valid: Vec<f64>,
+    /// Σ_t kld·m (KL in reward).
+    pub kl_sum: Vec<f64>,
+    /// Partial sums of the IS batch-normalisation mean.
+    pub is_norm_parts: Vec<(f64, f64)>,
+    /// Per-row moments of the values gae / reinforce_plus_plus whiten.
+    pub moments: Vec<Moments>,
+    /// gdpo reward components, `components[k][row]`.
+    pub components: Vec<Vec<f64>>,
+    /// OTB column sums per (step, uid), merged in row-group order.
+    pub columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
+    /// Rows whose scalar score had no position.
+    pub dropped_scores: usize,
 }
 
 impl RowStats {
@@ -40,7 +59,21 @@ impl RowStats {
             oo.extend(o);
         }
         self.score.extend(other.score);
-        self.has_valid.extend(other.has_valid);
+        self.valid.extend(other.valid);
+        self.orig_valid.extend(other.orig_valid);
+        self.kl_sum.extend(other.kl_sum);
+        self.is_norm_parts.extend(other.is_norm_parts);
+        self.moments.extend(other.moments);
+        if self.components.len() < other.components.len() {
+            self.components.resize(other.components.len(), Vec::new());
+        }
+        for (mine, theirs) in self.components.iter_mut().zip(other.components) {
+            mine.extend(theirs);
+        }
+        for (key, sums) in other.columns {
+            self.columns.entry(key).or_default().merge(&sums);
+        }
+        self.dropped_scores += other.dropped_scores;
     }
 }
 
@@ -62,57 +95,213 @@ pub fn training_batches(step: Option<&[i64]>, rows: usize) -> Vec<(Option<i64>, 
     }
 }
 
-/// Advantage scalar of every row (to be broadcast onto its mask), batch by batch.
-pub fn row_advantages(algo: &AlgoConfig, stats: &RowStats, file: &str) -> Result<Vec<f32>> {
-    let mut out = vec![0.0f32; stats.rows()];
-    for (_, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
-        let scores: Vec<f64> = rows.iter().map(|&r| stats.score[r]).collect();
-        let labels: Vec<GroupKey> = rows.iter().map(|&r| stats.uid[r].clone()).collect();
-        let advantages = match algo.adv_estimator {
-            Estimator::Grpo => match &stats.session {
+/// verl's KL controller and IS normalisation over the steps, from per-row statistics.
+/// Also returns `(current_kl, β)` per step for the metrics.
+pub fn step_constants(
+    pipeline: &Pipeline,
+    stats: &RowStats,
+) -> (Constants, BTreeMap<Option<i64>, (f64, f64)>) {
+    let mut controller = pipeline.controller.clone();
+    let mut constants = Constants::uniform(StepConstants {
+        beta: controller.value(),
+        is_norm: None,
+    });
+    let mut kl_metrics = BTreeMap::new();
+    let is_level = pipeline
+        .correction
+        .as_ref()
+        .and_then(|c| c.is.as_ref())
+        .filter(|s| s.batch_normalize);
+    for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
+        let beta = controller.value();
+        let mut is_norm = None;
+        if pipeline.kl.is_some() {
+            let current: f64 = rows
+                .iter()
+                .map(|&r| stats.kl_sum[r] / (stats.orig_valid[r] + 1e-8))
+                .sum::<f64>()
+                / rows.len().max(1) as f64;
+            kl_metrics.insert(step, (current, beta));
+            controller.update(current, rows.len());
+        }
+        if let Some(spec) = is_level {
+            let (sum, count) = rows.iter().fold((0.0, 0.0), |(a, b), &r| {
+                (a + stats.is_norm_parts[r].0, b + stats.is_norm_parts[r].1)
+            });
+            is_norm = is_norm_factor(spec.level, sum, count);
+        }
+        constants
+            .per_step
+            .insert(step, StepConstants { beta, is_norm });
+    }
+    (constants, kl_metrics)
+}
+
+/// What the output pass needs for the estimator.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Outcome estimators: each row's advantage scalar (already whitened where the estimator
+    /// whitens), broadcast onto its mask.
+    pub row_scalar: Vec<f32>,
+    /// gae / reinforce_plus_plus: the batch whitening of each step.
+    pub whitening: BTreeMap<Option<i64>, Whitening>,
+    /// OTB: per row, whether its baseline is 0 (singleton group, or left out) and the
+    /// position from which the zero-tail rule zeroes it.
+    pub otb_singleton: Vec<bool>,
+    pub otb_zero_tail: Vec<Option<usize>>,
+    /// OPO rows set to 0 where verl writes NaN.
+    pub nan_rows: usize,
+}
+
+fn whitening_error(
+    file: &str,
+    step: Option<i64>,
+    e: &Estimator,
+    err: crate::stats::WhitenError,
+    n: f64,
+) -> Error {
+    let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();
+    Error::data(format!(
+        "{file}:{at} {} whitens over the batch's valid tokens and needs at least 2 valid tokens, found {n} (verl raises ValueError: {})",
+        e.name(),
+        err.verl_message()
+    ))
+}
+
+/// Per training batch, the estimator's batch-level work.
+pub fn plan(pipeline: &Pipeline, stats: &RowStats, file: &str) -> Result<Plan> {
+    let rows = stats.rows();
+    let e = pipeline.estimator;
+    let mut plan = Plan {
+        row_scalar: vec![0.0; rows],
+        otb_singleton: vec![false; rows],
+        otb_zero_tail: vec![None; rows],
+        ..Default::default()
+    };
+    for (step, batch) in training_batches(stats.step.as_deref(), rows) {
+        let scores: Vec<f64> = batch.iter().map(|&r| stats.score[r]).collect();
+        let labels: Vec<GroupKey> = if e.needs_uid() {
+            batch.iter().map(|&r| stats.uid[r].clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let grouping = || Grouping::by_key(labels.iter());
+        let scalars: Option<Vec<f64>> = match e {
+            Estimator::Grpo => Some(match &stats.session {
                 // verl V1 folds multi-output sessions for exact grpo only (§6.3)
                 Some((sessions, index)) => {
-                    let outputs: Vec<OutputRow> = rows
+                    let outputs: Vec<OutputRow> = batch
                         .iter()
                         .map(|&r| OutputRow {
                             uid: &stats.uid[r],
                             session: &sessions[r],
                             output_index: index[r],
                             score: stats.score[r],
-                            has_valid: stats.has_valid[r],
+                            has_valid: stats.valid[r] > 0.0,
                         })
                         .collect();
-                    fold_sessions(&outputs, algo.norm_adv_by_std_in_grpo)
+                    fold_sessions(&outputs, pipeline.norm_by_std)
                 }
-                None => grpo::grpo(
-                    &scores,
-                    &Grouping::by_key(labels.iter()),
-                    algo.norm_adv_by_std_in_grpo,
-                ),
-            },
+                None => grpo::grpo(&scores, &grouping(), pipeline.norm_by_std),
+            }),
             Estimator::GrpoVectorized => {
-                let grouping = grpo_vectorized::canonical_grouping(&labels).map_err(|i| {
+                let g = grpo_vectorized::canonical_grouping(&labels).map_err(|i| {
                     Error::data(format!(
                         "{file}: column `uid` row {}: label {} is a negative integer, and verl 0.9.1's grpo_vectorized fails on negative group labels (index_add_ with a negative index); use -e grpo or non-negative uids",
-                        rows[i], labels[i]
+                        batch[i], labels[i]
                     ))
                 })?;
-                grpo_vectorized::grpo_vectorized(&scores, &grouping)
+                Some(grpo_vectorized::grpo_vectorized(&scores, &g))
             }
-            other => {
-                return Err(other.check_implemented().err().unwrap_or_else(|| {
-                    Error::usage(format!(
-                        "estimator `{}` has no batch dispatch",
-                        other.name()
+            Estimator::Rloo => Some(rloo::rloo(&scores, &grouping())),
+            Estimator::RlooVectorized => {
+                Some(rloo_vectorized::rloo_vectorized(&scores, &grouping()))
+            }
+            Estimator::Opo => {
+                let lengths: Vec<f64> = batch.iter().map(|&r| stats.valid[r]).collect();
+                let (a, nan_rows) = opo::opo(&scores, &lengths, &grouping());
+                plan.nan_rows += nan_rows;
+                Some(a)
+            }
+            Estimator::Gpg => Some(gpg::gpg(&scores, &grouping())),
+            Estimator::GrpoPassk => {
+                let g = grouping();
+                Some(grpo_passk::grpo_passk(&scores, &g, pipeline.norm_by_std).map_err(|group| {
+                    let row = g.group_of_row.iter().position(|&x| x == group).unwrap_or(0);
+                    Error::data(format!(
+                        "{file}: column `uid` row {}: group {} has 1 row, and Pass@k requires at least 2 samples per group (verl raises ValueError)",
+                        batch[row], labels[row]
                     ))
-                }));
+                })?)
+            }
+            Estimator::ReinforcePlusPlusBaseline | Estimator::Gdpo => {
+                let centred = if e == Estimator::Gdpo {
+                    let components: Vec<Vec<f64>> = stats
+                        .components
+                        .iter()
+                        .map(|c| batch.iter().map(|&r| c[r]).collect())
+                        .collect();
+                    gdpo::gdpo(&components, &pipeline.gdpo_weights, &grouping())
+                } else {
+                    reinforce_plus_plus_baseline::reinforce_plus_plus_baseline(&scores, &grouping())
+                };
+                // each row's value counts once per valid token, as the tiled tensor does
+                let mut m = Moments::default();
+                for (&c, &r) in centred.iter().zip(&batch) {
+                    m.push_repeated(c as f32 as f64, stats.valid[r]);
+                }
+                let w = Whitening::from_moments(&m)
+                    .map_err(|err| whitening_error(file, step, &e, err, m.n))?;
+                Some(
+                    centred
+                        .iter()
+                        .map(|&c| (c as f32 as f64 - w.mean) * w.inv_std)
+                        .collect(),
+                )
+            }
+            Estimator::Gae | Estimator::ReinforcePlusPlus => {
+                let mut m = Moments::default();
+                for &r in &batch {
+                    m.merge(&stats.moments[r]);
+                }
+                let w = Whitening::from_moments(&m)
+                    .map_err(|err| whitening_error(file, step, &e, err, m.n))?;
+                plan.whitening.insert(step, w);
+                None
+            }
+            Estimator::Remax => None,
+            Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline => {
+                let tir = e == Estimator::TirOptimalTokenBaseline;
+                let mut members: HashMap<&GroupKey, Vec<usize>> = HashMap::new();
+                for (&r, label) in batch.iter().zip(&labels) {
+                    // TIR leaves rows without valid tokens out of their group
+                    if !tir || stats.valid[r] > 0.0 {
+                        members.entry(label).or_default().push(r);
+                    } else {
+                        plan.otb_singleton[r] = true;
+                    }
+                }
+                for rows in members.values() {
+                    if rows.len() == 1 {
+                        plan.otb_singleton[rows[0]] = true;
+                        continue;
+                    }
+                    let lengths: Vec<usize> =
+                        rows.iter().map(|&r| stats.valid[r] as usize).collect();
+                    if let Some((member, from)) = zero_tail(&lengths) {
+                        plan.otb_zero_tail[rows[member]] = Some(from);
+                    }
+                }
+                None
             }
         };
-        for (&row, a) in rows.iter().zip(advantages) {
-            out[row] = a as f32;
+        if let Some(scalars) = scalars {
+            for (&r, a) in batch.iter().zip(scalars) {
+                plan.row_scalar[r] = a as f32;
+            }
         }
     }
-    Ok(out)
+    Ok(plan)
 }
 
 #[cfg(test)]

@@ -14,16 +14,20 @@ use std::path::PathBuf;
 use rayon::prelude::*;
 
 use crate::config::Config;
-use crate::dispatch::{self, RowStats};
+use crate::dispatch::{self, RowStats, step_constants, training_batches};
 use crate::error::{Error, Result};
-use crate::estimators::broadcast_outcome;
-use crate::io::assemble::{TokenOutputs, assemble};
-use crate::io::decode::{DecodeKeys, RowGroup, decode};
+use crate::estimators::Estimator;
+use crate::io::assemble::assemble;
+use crate::io::decode::{RowGroup, decode};
 use crate::io::read::ParquetInput;
-use crate::io::schema::{InputColumns, Needs};
+use crate::io::schema::{InputColumns, TokenRole};
 use crate::io::write::{ParquetOutput, check_destination, same_file};
+use crate::outputs::token_outputs;
+use crate::pipeline::{self, Constants, Pipeline, StepConstants};
 use crate::progress::Progress;
 use crate::scores::Layout;
+use crate::shaping::kl::KlController;
+use crate::statistics::row_stats;
 
 /// How to run, beyond the algorithm configuration.
 #[derive(Debug, Clone)]
@@ -54,16 +58,9 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
             opts.output.display()
         )));
     }
+    let pipeline = Pipeline::new(&config.algorithm)?;
     let input = ParquetInput::open(&opts.input)?;
-    let estimator = config.algorithm.adv_estimator;
-    let columns = InputColumns::resolve(
-        input.schema(),
-        Needs {
-            uid: estimator.needs_uid(),
-            estimator: estimator.name(),
-        },
-        input.name(),
-    )?;
+    let columns = InputColumns::resolve(input.schema(), &pipeline.needs(), input.name())?;
     check_destination(&opts.output, opts.force)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads.unwrap_or(0))
@@ -71,8 +68,8 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
         .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))?;
     pool.install(|| {
         Passes {
-            config,
             opts,
+            pipeline: &pipeline,
             input: &input,
             columns: &columns,
         }
@@ -81,8 +78,8 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
 }
 
 struct Passes<'a> {
-    config: &'a Config,
     opts: &'a RunOptions,
+    pipeline: &'a Pipeline,
     input: &'a ParquetInput,
     columns: &'a InputColumns,
 }
@@ -98,18 +95,75 @@ impl Passes<'_> {
             row_groups,
             ..Default::default()
         };
+        let has_rollout = self.columns.token(TokenRole::RolloutLogProbs).is_some();
+        if let Some(c) = &self.pipeline.correction
+            && c.is_some_active()
+            && !has_rollout
+        {
+            return Err(Error::data(format!(
+                "{}: missing column rollout_log_probs — rollout correction (rollout_is / rollout_rs) needs it (verl would silently skip the correction)",
+                self.input.name()
+            )));
+        }
+
+        // Constants the shaping needs before pass 1: β per step for an adaptive KL controller,
+        // and the IS normalisation when OTB consumes the weights in pass 1.
+        let needs_prepass = (self.pipeline.kl.is_some()
+            && matches!(self.pipeline.controller, KlController::Adaptive { .. }))
+            || (self
+                .pipeline
+                .correction
+                .as_ref()
+                .and_then(|c| c.is.as_ref())
+                .is_some_and(|s| s.batch_normalize)
+                && matches!(
+                    self.pipeline.estimator,
+                    Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline
+                ));
+        let mut constants = Constants::uniform(StepConstants {
+            beta: self.pipeline.controller.value(),
+            is_norm: None,
+        });
+        if needs_prepass {
+            progress.pass("constants");
+            let pre = self.statistics(&starts, &progress, &constants, false)?;
+            constants = step_constants(self.pipeline, &pre).0;
+        }
 
         progress.pass("statistics");
-        let stats = self.statistics(&starts, &progress, &mut summary)?;
-        summary.batches = dispatch::training_batches(stats.step.as_deref(), rows).len();
-        let advantages =
-            dispatch::row_advantages(&self.config.algorithm, &stats, self.input.name())?;
-        drop(stats);
+        let stats = self.statistics(&starts, &progress, &constants, true)?;
+        if stats.dropped_scores > 0 {
+            summary.warnings.push(format!(
+                "{} rows have a non-zero `score` but no position to hold it (an empty response, or no mask-1 token under --layout padded); their score is dropped",
+                stats.dropped_scores
+            ));
+        }
+        summary.batches = training_batches(stats.step.as_deref(), rows).len();
+        if self.pipeline.correction_runs(has_rollout).is_some() {
+            for (step, batch) in training_batches(stats.step.as_deref(), rows) {
+                if batch.iter().all(|&r| stats.orig_valid[r] == 0.0) {
+                    let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();
+                    return Err(Error::data(format!(
+                        "{}:{at} rollout correction needs at least one valid token in the batch (verl raises ValueError: response_mask must contain at least one valid token (1).)",
+                        self.input.name()
+                    )));
+                }
+            }
+        }
+        let (final_constants, _kl_metrics) = step_constants(self.pipeline, &stats);
+        let plan = dispatch::plan(self.pipeline, &stats, self.input.name())?;
+        if plan.nan_rows > 0 {
+            summary.warnings.push(format!(
+                "{} rows belong to opo groups with no valid token, where verl writes NaN; advcalc writes 0 there",
+                plan.nan_rows
+            ));
+        }
 
         progress.pass("writing");
+        let is_weights = self.pipeline.is_weights(has_rollout);
         let mut output = ParquetOutput::create(
             &self.opts.output,
-            self.columns.output_schema(),
+            self.columns.output_schema(is_weights),
             self.opts.force,
         )?;
         // A window of row groups in flight bounds memory; order is kept by appending in turn.
@@ -120,8 +174,21 @@ impl Passes<'_> {
                 .par_iter()
                 .map(|&rg| {
                     let batch = self.input.read_row_group(rg, None)?;
-                    let group = self.decode(&batch, starts[rg], false)?;
-                    let outputs = token_outputs(&group, &advantages[starts[rg]..starts[rg + 1]]);
+                    let group = self.decode(&batch, starts[rg])?;
+                    let shaped = pipeline::shape(
+                        self.pipeline,
+                        &group,
+                        &final_constants,
+                        self.input.name(),
+                    )?;
+                    let outputs = token_outputs(
+                        self.pipeline,
+                        &group,
+                        shaped,
+                        &plan,
+                        &stats,
+                        self.input.name(),
+                    )?;
                     let out = assemble(
                         &batch,
                         self.columns,
@@ -148,86 +215,46 @@ impl Passes<'_> {
         &self,
         batch: &arrow::record_batch::RecordBatch,
         first_row: usize,
-        labels: bool,
     ) -> Result<RowGroup> {
         decode(
             batch,
             self.columns,
             self.opts.layout,
-            DecodeKeys { labels },
             self.input.name(),
             first_row,
         )
     }
 
-    /// Pass 1: per-row scalars of every row group, merged in row-group order.
+    /// Pass 1 (or the constants pre-pass, without the estimator's statistics): per-row
+    /// scalars of every row group, merged in row-group order.
     fn statistics(
         &self,
         starts: &[usize],
         progress: &Progress,
-        summary: &mut RunSummary,
+        constants: &Constants,
+        estimator_stats: bool,
     ) -> Result<RowStats> {
         let projection = self.columns.statistics_projection();
         let parts = (0..self.input.num_row_groups())
             .into_par_iter()
             .map(|rg| {
                 let batch = self.input.read_row_group(rg, Some(&projection))?;
-                let group = self.decode(&batch, starts[rg], true)?;
+                let group = self.decode(&batch, starts[rg])?;
                 progress.inc(group.rows());
-                let dropped = group.dropped_scores;
-                Ok((row_stats(group), dropped))
+                let shaped = pipeline::shape(self.pipeline, &group, constants, self.input.name())?;
+                if estimator_stats {
+                    row_stats(self.pipeline, group, &shaped, self.input.name())
+                } else {
+                    let mut plain = self.pipeline.clone();
+                    plain.estimator = Estimator::Grpo;
+                    row_stats(&plain, group, &shaped, self.input.name())
+                }
             })
             .collect::<Result<Vec<_>>>()?;
         let mut stats = RowStats::default();
-        let mut dropped = 0;
-        for (part, d) in parts {
+        for part in parts {
             stats.append(part);
-            dropped += d;
-        }
-        if dropped > 0 {
-            summary.warnings.push(format!(
-                "{dropped} rows have a non-zero `score` but no position to hold it (an empty response, or no mask-1 token under --layout padded); their score is dropped"
-            ));
         }
         Ok(stats)
-    }
-}
-
-/// Reduce a row group to the per-row scalars the estimators need.
-fn row_stats(group: RowGroup) -> RowStats {
-    let rows = group.rows();
-    let offsets = &group.mask.offsets;
-    let score = (0..rows)
-        .map(|i| {
-            group.scores[offsets[i]..offsets[i + 1]]
-                .iter()
-                .map(|&v| v as f64)
-                .sum()
-        })
-        .collect();
-    let has_valid = (0..rows)
-        .map(|i| group.mask.row(i).contains(&1.0))
-        .collect();
-    RowStats {
-        uid: group.uid.unwrap_or_default(),
-        step: group.step,
-        session: group.session,
-        score,
-        has_valid,
-    }
-}
-
-/// Pass 2 maths for one row group: the outcome scalar broadcast onto each row's mask.
-fn token_outputs(group: &RowGroup, row_advantages: &[f32]) -> TokenOutputs {
-    let mut advantages = vec![0.0f32; group.mask.values.len()];
-    let offsets = &group.mask.offsets;
-    for (i, &a) in row_advantages.iter().enumerate() {
-        let span = offsets[i]..offsets[i + 1];
-        broadcast_outcome(a, &group.mask.values[span.clone()], &mut advantages[span]);
-    }
-    TokenOutputs {
-        token_level_rewards: group.scores.clone(),
-        advantages,
-        returns: None,
     }
 }

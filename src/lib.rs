@@ -12,9 +12,14 @@ pub mod error;
 pub mod estimators;
 pub mod groups;
 pub mod io;
+pub mod outputs;
+pub mod pipeline;
 pub mod progress;
 pub mod scores;
 pub mod sessions;
+pub mod shaping;
+pub mod statistics;
+pub mod stats;
 
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use driver::{RunOptions, RunSummary, run};

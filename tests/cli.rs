@@ -42,7 +42,10 @@ fn demo() -> std::path::PathBuf {
 fn demo_runs_and_writes_the_output_columns() {
     let tmp = tempfile::tempdir().unwrap();
     let out_path = tmp.path().join("out.parquet");
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", demo().to_str().unwrap(), "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", demo().to_str().unwrap(), "out.parquet"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let input = read_parquet(&demo());
     let output = read_parquet(&out_path);
@@ -56,7 +59,10 @@ fn demo_runs_and_writes_the_output_columns() {
         );
     }
     let mask = output.column_by_name("response_mask").unwrap();
-    assert_eq!(output.column_by_name("loss_mask").unwrap().as_ref(), mask.as_ref());
+    assert_eq!(
+        output.column_by_name("loss_mask").unwrap().as_ref(),
+        mask.as_ref()
+    );
     let rewards = lists_f32(&output, "token_level_rewards");
     let scores = lists_f32(&input, "rm_scores");
     assert_eq!(rewards, scores);
@@ -73,18 +79,43 @@ fn demo_runs_and_writes_the_output_columns() {
 fn small_grpo_by_hand() {
     let tmp = tempfile::tempdir().unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 3);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
     let a = 0.5 / (1.0 / 2f64.sqrt() + 1e-6);
     let b = 1.0 / (2.0 / 2f64.sqrt() + 1e-6);
     let (a, b) = (a as f32, b as f32);
-    assert_eq!(adv, vec![vec![a, a], vec![-b, 0.0, -b], vec![-a], vec![0.0, b]]);
+    assert_eq!(
+        adv,
+        vec![vec![a, a], vec![-b, 0.0, -b], vec![-a], vec![0.0, b]]
+    );
 
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--no-norm-adv-by-std", "-f", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &[
+            "run",
+            "-e",
+            "grpo",
+            "--no-norm-adv-by-std",
+            "-f",
+            "in.parquet",
+            "out.parquet",
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
-    assert_eq!(adv, vec![vec![0.5, 0.5], vec![-1.0, 0.0, -1.0], vec![-0.5], vec![0.0, 1.0]]);
+    assert_eq!(
+        adv,
+        vec![
+            vec![0.5, 0.5],
+            vec![-1.0, 0.0, -1.0],
+            vec![-0.5],
+            vec![0.0, 1.0]
+        ]
+    );
 }
 
 #[test]
@@ -97,8 +128,20 @@ fn missing_column_names_what_is_needed_and_what_the_file_has() {
     ])
     .unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &batch, 10);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
-    assert_fails(&out, 1, &["in.parquet", "missing column uid", "the file has: response_mask, rm_scores"], &tmp.path().join("out.parquet"));
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        1,
+        &[
+            "in.parquet",
+            "missing column uid",
+            "the file has: response_mask, rm_scores",
+        ],
+        &tmp.path().join("out.parquet"),
+    );
 }
 
 #[test]
@@ -113,8 +156,16 @@ fn wrong_column_type_is_named() {
     ])
     .unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &batch, 10);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
-    assert_fails(&out, 1, &["in.parquet", "`response_mask`", "Float32"], &tmp.path().join("out.parquet"));
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        1,
+        &["in.parquet", "`response_mask`", "Float32"],
+        &tmp.path().join("out.parquet"),
+    );
 }
 
 #[test]
@@ -127,8 +178,16 @@ fn unequal_list_lengths_name_the_row() {
     ])
     .unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
-    assert_fails(&out, 1, &["`rm_scores` row 1", "1 elements", "`response_mask` has 2"], &tmp.path().join("out.parquet"));
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        1,
+        &["`rm_scores` row 1", "1 elements", "`response_mask` has 2"],
+        &tmp.path().join("out.parquet"),
+    );
 }
 
 #[test]
@@ -137,27 +196,59 @@ fn bad_mask_value_names_row_and_token() {
     let batch = RecordBatch::try_from_iter(vec![
         ("uid", strings(&["a", "a", "a"])),
         ("response_mask", i8_lists(&[vec![1], vec![1], vec![1, 2]])),
-        ("rm_scores", f32_lists(&[vec![1.0], vec![1.0], vec![0.0, 0.0]])),
+        (
+            "rm_scores",
+            f32_lists(&[vec![1.0], vec![1.0], vec![0.0, 0.0]]),
+        ),
     ])
     .unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
-    assert_fails(&out, 1, &["`response_mask` row 2", "token 1"], &tmp.path().join("out.parquet"));
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        1,
+        &["`response_mask` row 2", "token 1"],
+        &tmp.path().join("out.parquet"),
+    );
 }
 
 #[test]
 fn unreadable_input_is_a_data_error() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("in.parquet"), b"this is not parquet").unwrap();
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
-    assert_fails(&out, 1, &["in.parquet", "not a readable Parquet file"], &tmp.path().join("out.parquet"));
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        1,
+        &["in.parquet", "not a readable Parquet file"],
+        &tmp.path().join("out.parquet"),
+    );
 
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "missing.parquet", "out.parquet"]);
-    assert_fails(&out, 1, &["missing.parquet", "cannot open"], &tmp.path().join("out.parquet"));
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "missing.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        1,
+        &["missing.parquet", "cannot open"],
+        &tmp.path().join("out.parquet"),
+    );
 
     std::fs::create_dir(tmp.path().join("dir")).unwrap();
     let out = run_in(tmp.path(), &["run", "-e", "grpo", "dir", "out.parquet"]);
-    assert_fails(&out, 1, &["dir", "is a directory"], &tmp.path().join("out.parquet"));
+    assert_fails(
+        &out,
+        1,
+        &["dir", "is a directory"],
+        &tmp.path().join("out.parquet"),
+    );
 }
 
 #[test]
@@ -166,7 +257,10 @@ fn truncated_input_is_a_data_error() {
     write_parquet(&tmp.path().join("full.parquet"), &grpo_batch(), 2);
     let bytes = std::fs::read(tmp.path().join("full.parquet")).unwrap();
     std::fs::write(tmp.path().join("in.parquet"), &bytes[..bytes.len() / 2]).unwrap();
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
     assert_fails(&out, 1, &["in.parquet"], &tmp.path().join("out.parquet"));
 }
 
@@ -175,19 +269,39 @@ fn output_rules() {
     let tmp = tempfile::tempdir().unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 2);
     // OUT equal to IN, also through another spelling of the path
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "./in.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "./in.parquet"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("same file"));
     // missing parent directory
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "nowhere/out.parquet"]);
-    assert_fails(&out, 1, &["nowhere", "does not exist"], &tmp.path().join("nowhere/out.parquet"));
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "nowhere/out.parquet"],
+    );
+    assert_fails(
+        &out,
+        1,
+        &["nowhere", "does not exist"],
+        &tmp.path().join("nowhere/out.parquet"),
+    );
     // an existing OUT is kept unless --force
     std::fs::write(tmp.path().join("out.parquet"), b"precious").unwrap();
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"));
-    assert_eq!(std::fs::read(tmp.path().join("out.parquet")).unwrap(), b"precious");
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--force", "in.parquet", "out.parquet"]);
+    assert_eq!(
+        std::fs::read(tmp.path().join("out.parquet")).unwrap(),
+        b"precious"
+    );
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "--force", "in.parquet", "out.parquet"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(read_parquet(&tmp.path().join("out.parquet")).num_rows(), 4);
 }
@@ -203,21 +317,58 @@ fn failed_data_check_keeps_an_existing_output() {
     .unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &batch, 1);
     std::fs::write(tmp.path().join("out.parquet"), b"previous").unwrap();
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "-f", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "-f", "in.parquet", "out.parquet"],
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(std::fs::read(tmp.path().join("out.parquet")).unwrap(), b"previous");
+    assert_eq!(
+        std::fs::read(tmp.path().join("out.parquet")).unwrap(),
+        b"previous"
+    );
 }
 
 #[test]
 fn config_errors_are_usage_errors() {
     let tmp = tempfile::tempdir().unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 2);
-    std::fs::write(tmp.path().join("c.yaml"), "algorithm:\n  adv_estimator: grpo\n  norm_adv_by_stdd: true\n").unwrap();
-    let out = run_in(tmp.path(), &["run", "--config", "c.yaml", "in.parquet", "out.parquet"]);
-    assert_fails(&out, 2, &["unknown key `algorithm.norm_adv_by_stdd`", "c.yaml"], &tmp.path().join("out.parquet"));
-    let out = run_in(tmp.path(), &["run", "-e", "grpoo", "in.parquet", "out.parquet"]);
-    assert_fails(&out, 2, &["unknown estimator `grpoo`"], &tmp.path().join("out.parquet"));
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--threads", "0", "in.parquet", "out.parquet"]);
+    std::fs::write(
+        tmp.path().join("c.yaml"),
+        "algorithm:\n  adv_estimator: grpo\n  norm_adv_by_stdd: true\n",
+    )
+    .unwrap();
+    let out = run_in(
+        tmp.path(),
+        &["run", "--config", "c.yaml", "in.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        2,
+        &["unknown key `algorithm.norm_adv_by_stdd`", "c.yaml"],
+        &tmp.path().join("out.parquet"),
+    );
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpoo", "in.parquet", "out.parquet"],
+    );
+    assert_fails(
+        &out,
+        2,
+        &["unknown estimator `grpoo`"],
+        &tmp.path().join("out.parquet"),
+    );
+    let out = run_in(
+        tmp.path(),
+        &[
+            "run",
+            "-e",
+            "grpo",
+            "--threads",
+            "0",
+            "in.parquet",
+            "out.parquet",
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -225,10 +376,36 @@ fn config_errors_are_usage_errors() {
 fn grpo_vectorized_says_it_ignores_the_norm_flag() {
     let tmp = tempfile::tempdir().unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &grpo_batch(), 2);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo_vectorized", "--no-norm-adv-by-std", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &[
+            "run",
+            "-e",
+            "grpo_vectorized",
+            "--no-norm-adv-by-std",
+            "in.parquet",
+            "out.parquet",
+        ],
+    );
     assert!(out.status.success());
-    assert!(stderr(&out).contains("grpo_vectorized divides by the group std"), "{}", stderr(&out));
-    let out = run_in(tmp.path(), &["run", "-q", "-f", "-e", "grpo_vectorized", "--no-norm-adv-by-std", "in.parquet", "out.parquet"]);
+    assert!(
+        stderr(&out).contains("grpo_vectorized divides by the group std"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_in(
+        tmp.path(),
+        &[
+            "run",
+            "-q",
+            "-f",
+            "-e",
+            "grpo_vectorized",
+            "--no-norm-adv-by-std",
+            "in.parquet",
+            "out.parquet",
+        ],
+    );
     assert!(out.status.success());
     assert_eq!(stderr(&out), "");
 }
@@ -238,7 +415,10 @@ fn empty_input_gives_an_empty_output() {
     let tmp = tempfile::tempdir().unwrap();
     let batch = grpo_batch().slice(0, 0);
     write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let output = read_parquet(&tmp.path().join("out.parquet"));
     assert_eq!(output.num_rows(), 0);
@@ -249,14 +429,29 @@ fn empty_input_gives_an_empty_output() {
 fn thread_count_does_not_change_a_byte() {
     let tmp = tempfile::tempdir().unwrap();
     let args = |threads: &str, out: &str| {
-        run_in(tmp.path(), &["run", "-q", "-e", "grpo", "--threads", threads, demo().to_str().unwrap(), out])
+        run_in(
+            tmp.path(),
+            &[
+                "run",
+                "-q",
+                "-e",
+                "grpo",
+                "--threads",
+                threads,
+                demo().to_str().unwrap(),
+                out,
+            ],
+        )
     };
     assert!(args("1", "one.parquet").status.success());
     assert!(args("2", "two.parquet").status.success());
     assert!(args("3", "three.parquet").status.success());
     let one = std::fs::read(tmp.path().join("one.parquet")).unwrap();
     assert_eq!(one, std::fs::read(tmp.path().join("two.parquet")).unwrap());
-    assert_eq!(one, std::fs::read(tmp.path().join("three.parquet")).unwrap());
+    assert_eq!(
+        one,
+        std::fs::read(tmp.path().join("three.parquet")).unwrap()
+    );
 }
 
 #[test]
@@ -272,7 +467,17 @@ fn steps_split_batches() {
     ])
     .unwrap();
     write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
-    let out = run_in(tmp.path(), &["run", "-e", "grpo", "--no-norm-adv-by-std", "in.parquet", "out.parquet"]);
+    let out = run_in(
+        tmp.path(),
+        &[
+            "run",
+            "-e",
+            "grpo",
+            "--no-norm-adv-by-std",
+            "in.parquet",
+            "out.parquet",
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
     assert_eq!(adv, vec![vec![-1.0], vec![10.0], vec![1.0]]);

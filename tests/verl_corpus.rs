@@ -10,7 +10,14 @@ use common::{lists_f32, read_parquet, run_in, stderr};
 
 const ATOL: f32 = 2e-5;
 const RTOL: f32 = 2e-4;
-const COMPARED: [&str; 3] = ["token_level_rewards", "advantages", "returns"];
+/// Columns compared with verl's when expected.parquet has them.
+const COMPARED: [&str; 5] = [
+    "token_level_rewards",
+    "advantages",
+    "returns",
+    "response_mask",
+    "rollout_is_weights",
+];
 
 fn cases() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases");
@@ -45,8 +52,27 @@ fn check_case(dir: &Path) -> Vec<String> {
         dir,
         &["run"].iter().copied().chain(arg_refs).collect::<Vec<_>>(),
     );
+    let err = stderr(&out);
+    if let Some(expected) = spec["expect_error"].as_str() {
+        // verl raises here: advcalc must refuse with the same reason, in one line, and write nothing.
+        let first = err.lines().next().unwrap_or_default();
+        let mut problems = Vec::new();
+        if !matches!(out.status.code(), Some(1 | 2)) {
+            problems.push(format!(
+                "expected an error ({expected}), got {:?}",
+                out.status.code()
+            ));
+        }
+        if !first.starts_with("error: ") || !first.contains(expected) {
+            problems.push(format!("error line lacks `{expected}`: {first}"));
+        }
+        if err.contains("panicked") || out_path.exists() {
+            problems.push("panic or output left behind".into());
+        }
+        return problems;
+    }
     if !out.status.success() {
-        return vec![format!("advcalc failed: {}", stderr(&out))];
+        return vec![format!("advcalc failed: {err}")];
     }
     let input = read_parquet(&dir.join("input.parquet"));
     let expected = read_parquet(&dir.join("expected.parquet"));
@@ -65,6 +91,19 @@ fn check_case(dir: &Path) -> Vec<String> {
         }
     }
     for name in COMPARED {
+        if expected.column_by_name(name).is_none() {
+            if name == "rollout_is_weights"
+                && actual.column_by_name(name).is_some()
+                && input.column_by_name(name).is_none()
+            {
+                problems.push("rollout_is_weights written but verl produced none".into());
+            }
+            continue;
+        }
+        if actual.column_by_name(name).is_none() {
+            problems.push(format!("{name} missing from the output"));
+            continue;
+        }
         let (a, e) = (lists_f32(&actual, name), lists_f32(&expected, name));
         if a.len() != e.len() {
             problems.push(format!("{name}: {} rows, expected {}", a.len(), e.len()));

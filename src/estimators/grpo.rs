@@ -46,15 +46,21 @@ pub fn grpo(scores: &[f64], grouping: &Grouping, norm_by_std: bool) -> Vec<f64> 
         .collect()
 }
 
-/// Group mean and unbiased standard deviation; a singleton group gets (0, 1) as in verl.
-pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64>) {
-    let n = grouping.n_groups;
-    let mut count = vec![0usize; n];
-    let mut sum = vec![0.0f64; n];
+/// Row count and score sum of each group.
+pub fn group_sums(scores: &[f64], grouping: &Grouping) -> (Vec<usize>, Vec<f64>) {
+    let mut count = vec![0usize; grouping.n_groups];
+    let mut sum = vec![0.0f64; grouping.n_groups];
     for (&s, &g) in scores.iter().zip(&grouping.group_of_row) {
         count[g] += 1;
         sum[g] += s;
     }
+    (count, sum)
+}
+
+/// Group mean and unbiased standard deviation; a singleton group gets (0, 1) as in verl.
+pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64>) {
+    let n = grouping.n_groups;
+    let (count, sum) = group_sums(scores, grouping);
     let mean: Vec<f64> = (0..n)
         .map(|g| {
             if count[g] > 1 {

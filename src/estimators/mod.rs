@@ -1,8 +1,20 @@
 //! The advantage estimators. Each one lives in the file named after it and works on plain
 //! slices and scalars of one training batch; the driver feeds it and the I/O layer converts.
 
+pub mod gae;
+pub mod gdpo;
+pub mod gpg;
 pub mod grpo;
+pub mod grpo_passk;
 pub mod grpo_vectorized;
+pub mod opo;
+pub mod optimal_token_baseline;
+pub mod reinforce_plus_plus;
+pub mod reinforce_plus_plus_baseline;
+pub mod remax;
+pub mod rloo;
+pub mod rloo_vectorized;
+pub mod tir_optimal_token_baseline;
 
 use crate::error::{Error, Result};
 
@@ -78,7 +90,7 @@ impl Estimator {
 
     /// Estimators this version computes.
     pub fn is_implemented(self) -> bool {
-        matches!(self, Estimator::Grpo | Estimator::GrpoVectorized)
+        true
     }
 
     pub fn check_implemented(self) -> Result<()> {
@@ -110,5 +122,20 @@ impl Estimator {
 pub fn broadcast_outcome(a: f32, mask: &[f32], out: &mut [f32]) {
     for (o, &m) in out.iter_mut().zip(mask) {
         *o = a * m;
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::groups::{GroupKey, Grouping};
+
+    pub fn grouping(labels: &[&str]) -> Grouping {
+        let keys: Vec<GroupKey> = labels.iter().map(|l| GroupKey::Str((*l).into())).collect();
+        Grouping::by_key(keys.iter())
+    }
+
+    /// Scores as verl holds them: f32 values.
+    pub fn f32_scores(s: &[f32]) -> Vec<f64> {
+        s.iter().map(|&x| x as f64).collect()
     }
 }

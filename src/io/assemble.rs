@@ -17,6 +17,9 @@ pub struct TokenOutputs {
     pub advantages: Vec<f32>,
     /// `None` when returns equal advantages (the outcome estimators).
     pub returns: Option<Vec<f32>>,
+    /// The mask after rejection, when rollout correction ran (written back in the input's type).
+    pub response_mask: Option<Vec<f32>>,
+    pub rollout_is_weights: Option<Vec<f32>>,
 }
 
 pub fn assemble(
@@ -48,7 +51,21 @@ pub fn assemble(
         None => advantages.clone(),
     };
     let rewards = list(outputs.token_level_rewards)?;
+    let weights = outputs.rollout_is_weights.map(list).transpose()?;
     let mask_name = columns.schema.field(columns.mask).name();
+    let new_mask = match outputs.response_mask {
+        Some(values) => {
+            let floats = list(values)?;
+            let original = columns.schema.field(columns.mask).data_type();
+            Some(arrow::compute::cast(&floats, original).map_err(|e| {
+                Error::data(format!(
+                    "{file}: cannot write the rejected `{mask_name}` back as {original}"
+                ))
+                .with_source(e)
+            })?)
+        }
+        None => None,
+    };
     let arrays = output_schema
         .fields()
         .iter()
@@ -58,6 +75,12 @@ pub fn assemble(
                 "token_level_rewards" => rewards.clone(),
                 "advantages" => advantages.clone(),
                 "returns" => returns.clone(),
+                "rollout_is_weights" if weights.is_some() => {
+                    weights.clone().unwrap_or_else(|| returns.clone())
+                }
+                n if n == mask_name && new_mask.is_some() => {
+                    new_mask.clone().unwrap_or_else(|| returns.clone())
+                }
                 "loss_mask" if !columns.has_loss_mask => {
                     input.column_by_name(mask_name).cloned().ok_or_else(|| {
                         Error::data(format!("{file}: `{mask_name}` missing from a row group"))

@@ -5,7 +5,7 @@ use arrow::record_batch::RecordBatch;
 use crate::error::{Error, Result};
 use crate::groups::GroupKey;
 use crate::io::columns::{self, ColumnRef, TokenColumn, TokenKind};
-use crate::io::schema::{InputColumns, ScoreSource};
+use crate::io::schema::{InputColumns, ScoreSource, TokenRole};
 use crate::scores::{Layout, place_scalar_scores};
 
 /// The rows of one row group, as plain slices.
@@ -17,6 +17,11 @@ pub struct RowGroup {
     pub mask: TokenColumn,
     /// `token_level_scores`, aligned with `mask.offsets`.
     pub scores: Vec<f32>,
+    /// Optional token columns (flat, aligned with `mask.offsets`).
+    pub tokens: Vec<(TokenRole, Vec<f32>)>,
+    pub reward_baselines: Option<Vec<f32>>,
+    /// gdpo reward components, `components[k][row]`.
+    pub components: Vec<Vec<f32>>,
     pub uid: Option<Vec<GroupKey>>,
     pub step: Option<Vec<i64>>,
     pub session: Option<(Vec<GroupKey>, Vec<i64>)>,
@@ -28,19 +33,30 @@ impl RowGroup {
     pub fn rows(&self) -> usize {
         self.mask.rows()
     }
-}
 
-/// What to decode besides the mask and scores.
-#[derive(Debug, Clone, Copy)]
-pub struct DecodeKeys {
-    pub labels: bool,
+    /// The token range of row `i` in the flat columns.
+    pub fn span(&self, i: usize) -> std::ops::Range<usize> {
+        self.mask.offsets[i]..self.mask.offsets[i + 1]
+    }
+
+    /// A whole optional token column, flat.
+    pub fn token(&self, role: TokenRole) -> Option<&[f32]> {
+        self.tokens
+            .iter()
+            .find(|(r, _)| *r == role)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// The step of row `i` (None without a step column).
+    pub fn step_of(&self, i: usize) -> Option<i64> {
+        self.step.as_ref().map(|s| s[i])
+    }
 }
 
 pub fn decode(
     batch: &RecordBatch,
     columns: &InputColumns,
     layout: Layout,
-    keys: DecodeKeys,
     file: &str,
     first_row: usize,
 ) -> Result<RowGroup> {
@@ -63,21 +79,51 @@ pub fn decode(
     };
     let (array, col) = get(columns.mask)?;
     let mask = columns::token_column(array, TokenKind::Mask, &col)?;
+    let same_lengths = |values: TokenColumn, col: &ColumnRef<'_>| -> Result<Vec<f32>> {
+        if let Some(row) = (0..mask.rows()).find(|&i| mask.row_len(i) != values.row_len(i)) {
+            return Err(col.error(
+                row,
+                format!(
+                    "list has {} elements but `response_mask` has {} (token columns of a row must have equal lengths)",
+                    values.row_len(row),
+                    mask.row_len(row)
+                ),
+            ));
+        }
+        Ok(values.values)
+    };
+    let mut tokens = Vec::new();
+    for &(role, index) in &columns.tokens {
+        if batch
+            .column_by_name(columns.schema.field(index).name())
+            .is_none()
+        {
+            continue; // not in this pass's projection
+        }
+        let (array, col) = get(index)?;
+        let values = columns::token_column(array, TokenKind::Values, &col)?;
+        tokens.push((role, same_lengths(values, &col)?));
+    }
+    let reward_baselines = match columns.reward_baselines {
+        Some(i) => {
+            let (array, col) = get(i)?;
+            Some(columns::float_scalars(array, &col)?)
+        }
+        None => None,
+    };
+    let components = columns
+        .components
+        .iter()
+        .map(|&(_, i)| {
+            let (array, col) = get(i)?;
+            columns::float_scalars(array, &col)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let (scores, dropped_scores) = match &columns.scores {
         ScoreSource::Tokens { index, .. } => {
             let (array, col) = get(*index)?;
             let scores = columns::token_column(array, TokenKind::Values, &col)?;
-            if let Some(row) = (0..mask.rows()).find(|&i| mask.row_len(i) != scores.row_len(i)) {
-                return Err(col.error(
-                    row,
-                    format!(
-                        "list has {} elements but `response_mask` has {} (token columns of a row must have equal lengths)",
-                        scores.row_len(row),
-                        mask.row_len(row)
-                    ),
-                ));
-            }
-            (scores.values, 0)
+            (same_lengths(scores, &col)?, 0)
         }
         ScoreSource::Scalar { index } => {
             let (array, col) = get(*index)?;
@@ -89,12 +135,15 @@ pub fn decode(
         first_row,
         mask,
         scores,
+        tokens,
+        reward_baselines,
+        components,
         uid: None,
         step: None,
         session: None,
         dropped_scores,
     };
-    if keys.labels {
+    {
         if let Some(i) = columns.uid {
             let (array, col) = get(i)?;
             group.uid = Some(columns::group_keys(array, &col)?);

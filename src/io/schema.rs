@@ -14,7 +14,12 @@ pub const TOKEN_SCORE_COLUMNS: [&str; 2] = ["rm_scores", "token_level_scores"];
 pub const SCALAR_SCORE_COLUMN: &str = "score";
 
 /// Output columns advcalc writes (replacing input columns of the same name).
-pub const OUTPUT_COLUMNS: [&str; 3] = ["token_level_rewards", "advantages", "returns"];
+pub const OUTPUT_COLUMNS: [&str; 4] = [
+    "token_level_rewards",
+    "advantages",
+    "returns",
+    "rollout_is_weights",
+];
 
 /// Where the sequence reward comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +28,36 @@ pub enum ScoreSource {
     Tokens { index: usize, name: String },
     /// A scalar float per row (`score`).
     Scalar { index: usize },
+}
+
+/// Optional per-token float columns, by verl's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TokenRole {
+    OldLogProbs,
+    RefLogProb,
+    RolloutLogProbs,
+    Values,
+    SumPiSquared,
+}
+
+impl TokenRole {
+    pub const ALL: [TokenRole; 5] = [
+        TokenRole::OldLogProbs,
+        TokenRole::RefLogProb,
+        TokenRole::RolloutLogProbs,
+        TokenRole::Values,
+        TokenRole::SumPiSquared,
+    ];
+
+    pub fn column(self) -> &'static str {
+        match self {
+            TokenRole::OldLogProbs => "old_log_probs",
+            TokenRole::RefLogProb => "ref_log_prob",
+            TokenRole::RolloutLogProbs => "rollout_log_probs",
+            TokenRole::Values => "values",
+            TokenRole::SumPiSquared => "sum_pi_squared",
+        }
+    }
 }
 
 /// Resolved roles of the input columns.
@@ -36,17 +71,27 @@ pub struct InputColumns {
     /// `(session_id, output_index)`, present together or not at all.
     pub session: Option<(usize, usize)>,
     pub has_loss_mask: bool,
+    /// Optional token columns present in the file (role, index).
+    pub tokens: Vec<(TokenRole, usize)>,
+    /// `reward_baselines`, when present.
+    pub reward_baselines: Option<usize>,
+    /// Scalar reward-component columns for gdpo, in config order (name, index).
+    pub components: Vec<(String, usize)>,
 }
 
-/// What the run needs from the file.
-#[derive(Debug, Clone, Copy)]
+/// What the run needs from the file, and why (for the error message).
+#[derive(Debug, Clone, Default)]
 pub struct Needs {
     pub uid: bool,
-    pub estimator: &'static str,
+    pub tokens: Vec<TokenRole>,
+    pub reward_baselines: bool,
+    pub components: Vec<String>,
+    /// e.g. "estimator gae", "KL in reward (kl_penalty low_var_kl)".
+    pub purpose: String,
 }
 
 impl InputColumns {
-    pub fn resolve(schema: SchemaRef, needs: Needs, file: &str) -> Result<Self> {
+    pub fn resolve(schema: SchemaRef, needs: &Needs, file: &str) -> Result<Self> {
         let find = |name: &str| schema.index_of(name).ok();
         let col = |name: &'static str| ColumnRef {
             file,
@@ -64,26 +109,46 @@ impl InputColumns {
             .or_else(|| find(SCALAR_SCORE_COLUMN).map(|index| ScoreSource::Scalar { index }));
         let mask = find("response_mask");
         let uid = find("uid");
-        let mut missing = Vec::new();
+        let mut need: Vec<String> = Vec::new();
+        if needs.uid {
+            need.push("uid".into());
+        }
+        need.push("response_mask".into());
+        need.push("rm_scores (or score)".into());
+        need.extend(needs.tokens.iter().map(|t| t.column().to_string()));
+        if needs.reward_baselines {
+            need.push("reward_baselines".into());
+        }
+        need.extend(needs.components.iter().cloned());
+        let mut missing: Vec<String> = Vec::new();
+        if needs.uid && uid.is_none() {
+            missing.push("uid".into());
+        }
         if mask.is_none() {
-            missing.push("response_mask");
+            missing.push("response_mask".into());
         }
         if scores.is_none() {
-            missing.push("rm_scores (or token_level_scores, or a scalar score)");
+            missing.push("rm_scores (or token_level_scores, or a scalar score)".into());
         }
-        if needs.uid && uid.is_none() {
-            missing.push("uid");
+        for t in &needs.tokens {
+            if find(t.column()).is_none() {
+                missing.push(t.column().into());
+            }
+        }
+        if needs.reward_baselines && find("reward_baselines").is_none() {
+            missing.push("reward_baselines".into());
+        }
+        for c in &needs.components {
+            if find(c).is_none() {
+                missing.push(c.clone());
+            }
         }
         if !missing.is_empty() {
             let have: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-            let mut need = vec!["response_mask", "rm_scores (or score)"];
-            if needs.uid {
-                need.insert(0, "uid");
-            }
             return Err(Error::data(format!(
-                "{file}: missing column {} — estimator {} needs {}; the file has: {}",
+                "{file}: missing column {} — {} needs {}; the file has: {}",
                 missing.join(", "),
-                needs.estimator,
+                needs.purpose,
                 need.join(", "),
                 if have.is_empty() {
                     "no columns".to_string()
@@ -115,10 +180,7 @@ impl InputColumns {
                 )?;
             }
             ScoreSource::Scalar { index } => {
-                let dt = schema.field(*index).data_type();
-                if !(dt.is_floating() || dt.is_integer()) {
-                    return Err(col("score").type_error(dt, "numbers (float32 or float64)"));
-                }
+                check_number_type(schema.field(*index).data_type(), &col("score"))?;
             }
         }
         let uid = if needs.uid { uid } else { None };
@@ -147,6 +209,41 @@ impl InputColumns {
                 )));
             }
         };
+        let mut tokens = Vec::new();
+        for role in TokenRole::ALL {
+            if let Some(i) = find(role.column()) {
+                // Only the columns the run uses are checked; others pass through untouched.
+                if needs.tokens.contains(&role) || role == TokenRole::RolloutLogProbs {
+                    check_token_type(
+                        schema.field(i).data_type(),
+                        TokenKind::Values,
+                        &col(role.column()),
+                    )?;
+                    tokens.push((role, i));
+                }
+            }
+        }
+        let reward_baselines = if needs.reward_baselines {
+            find("reward_baselines")
+        } else {
+            None
+        };
+        if let Some(i) = reward_baselines {
+            check_number_type(schema.field(i).data_type(), &col("reward_baselines"))?;
+        }
+        let mut components = Vec::new();
+        for name in &needs.components {
+            let i = find(name).unwrap_or_default();
+            check_number_type(
+                schema.field(i).data_type(),
+                &ColumnRef {
+                    file,
+                    column: name,
+                    first_row: 0,
+                },
+            )?;
+            components.push((name.clone(), i));
+        }
         Ok(InputColumns {
             uid,
             mask,
@@ -154,13 +251,26 @@ impl InputColumns {
             step,
             session,
             has_loss_mask: find("loss_mask").is_some(),
+            tokens,
+            reward_baselines,
+            components,
             schema,
         })
+    }
+
+    pub fn token(&self, role: TokenRole) -> Option<usize> {
+        self.tokens
+            .iter()
+            .find(|(r, _)| *r == role)
+            .map(|&(_, i)| i)
     }
 
     /// Root column indices the statistics pass decodes.
     pub fn statistics_projection(&self) -> Vec<usize> {
         let mut cols = vec![self.mask, self.score_index()];
+        cols.extend(self.tokens.iter().map(|&(_, i)| i));
+        cols.extend(self.reward_baselines);
+        cols.extend(self.components.iter().map(|&(_, i)| i));
         cols.extend(self.uid);
         cols.extend(self.step);
         if let Some((s, o)) = self.session {
@@ -177,15 +287,16 @@ impl InputColumns {
         }
     }
 
-    /// The output schema: every input column (the output columns replaced in place, as
+    /// The output schema: every input column (the computed columns replaced in place, as
     /// list<float32>), then `loss_mask` when the input has none, then the new columns.
-    pub fn output_schema(&self) -> SchemaRef {
+    pub fn output_schema(&self, is_weights: bool) -> SchemaRef {
+        let computed = computed_columns(is_weights);
         let mut fields: Vec<Arc<Field>> = self
             .schema
             .fields()
             .iter()
             .map(|f| {
-                if OUTPUT_COLUMNS.contains(&f.name().as_str()) {
+                if computed.contains(&f.name().as_str()) {
                     Arc::new(float_list_field(f.name()))
                 } else {
                     f.clone()
@@ -196,7 +307,7 @@ impl InputColumns {
             let mask = self.schema.field(self.mask);
             fields.push(Arc::new(mask.clone().with_name("loss_mask")));
         }
-        for name in OUTPUT_COLUMNS {
+        for name in computed {
             if self.schema.index_of(name).is_err() {
                 fields.push(Arc::new(float_list_field(name)));
             }
@@ -205,6 +316,15 @@ impl InputColumns {
             fields,
             self.schema.metadata().clone(),
         ))
+    }
+}
+
+/// The float columns a run writes.
+pub fn computed_columns(is_weights: bool) -> &'static [&'static str] {
+    if is_weights {
+        &OUTPUT_COLUMNS
+    } else {
+        &OUTPUT_COLUMNS[..3]
     }
 }
 
@@ -228,6 +348,14 @@ fn check_label_type(dt: &DataType, col: &ColumnRef<'_>) -> Result<()> {
         Ok(())
     } else {
         Err(col.type_error(dt, "strings or integers"))
+    }
+}
+
+fn check_number_type(dt: &DataType, col: &ColumnRef<'_>) -> Result<()> {
+    if dt.is_floating() || dt.is_integer() {
+        Ok(())
+    } else {
+        Err(col.type_error(dt, "numbers (float32 or float64)"))
     }
 }
 

@@ -73,16 +73,21 @@ pub fn strings(values: &[&str]) -> ArrayRef {
     Arc::new(StringArray::from(values.to_vec()))
 }
 
-/// Rows of a list<float32> column as vectors.
+/// Rows of a list column of numbers (list or large_list) as f32 vectors.
 pub fn lists_f32(batch: &RecordBatch, name: &str) -> Vec<Vec<f32>> {
+    use arrow::datatypes::{DataType, Field};
     let col = batch
         .column_by_name(name)
         .unwrap_or_else(|| panic!("no column {name}"));
+    let as_list = DataType::List(Arc::new(Field::new("item", DataType::Float32, true)));
+    let col = arrow::compute::cast(col, &as_list).unwrap();
     let list: &ListArray = col.as_list::<i32>();
     (0..list.len())
         .map(|i| {
-            let v = list.value(i);
-            v.as_primitive::<Float32Type>().values().to_vec()
+            list.value(i)
+                .as_primitive::<Float32Type>()
+                .values()
+                .to_vec()
         })
         .collect()
 }

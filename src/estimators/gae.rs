@@ -1,0 +1,114 @@
+//! `gae`: generalised advantage estimation with a critic (reference §5.1, verl
+//! `compute_gae_advantage_return`).
+//!
+//! **Computes**, right to left over a row (f32, as torch):
+//! ```text
+//! δ_t      = r_t + γ·nextv − V_t
+//! g_t      = δ_t + (γλ)·lastgae
+//! nextv    = V_t·m_t + (1 − m_t)·nextv        (tool tokens are skipped)
+//! lastgae  = g_t·m_t + (1 − m_t)·lastgae
+//! A_raw[t] = lastgae;   returns = A_raw + V
+//! advantages = masked_whiten(A_raw, m)       over the whole batch, NOT re-masked
+//! ```
+//! **Inputs**: `token_level_rewards`, `values`, mask. **Parameters**: γ (`gamma`), λ (`lam`);
+//! γλ is multiplied in f64 first, as Python does. **Edge cases**: the value past the end
+//! bootstraps as 0; masked positions carry the next valid token's A_raw (0 after the last),
+//! so padding and tool tokens get whitened values, not 0 (quirk §9.3); rewards on masked
+//! positions are dropped (§9.2); a batch with ≤ 1 valid token is an error.
+
+/// A_raw of one row.
+pub fn gae_row(
+    rewards: &[f32],
+    values: &[f32],
+    mask: &[f32],
+    gamma: f64,
+    lam: f64,
+    a_raw: &mut [f32],
+) {
+    let g = gamma as f32;
+    let gl = (gamma * lam) as f32;
+    let mut nextv = 0.0f32;
+    let mut lastgae = 0.0f32;
+    for t in (0..rewards.len()).rev() {
+        let delta = rewards[t] + g * nextv - values[t];
+        let gae = delta + gl * lastgae;
+        let m = mask[t];
+        nextv = values[t] * m + (1.0 - m) * nextv;
+        lastgae = gae * m + (1.0 - m) * lastgae;
+        a_raw[t] = lastgae;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Moments, Whitening};
+
+    // Reference §5.1: γ = .9, λ = .95, two rows.
+    #[test]
+    fn worked_example() {
+        let r = [[0.0f32, 0.0, 1.0, 0.0], [0.0, 0.5, 0.0, 0.0]];
+        let v = [[0.1f32, 0.2, 0.3, 0.0], [0.4, 0.5, 0.0, 0.0]];
+        let m = [[1.0f32, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]];
+        let mut a = [[0.0f32; 4]; 2];
+        let mut moments = Moments::default();
+        for i in 0..2 {
+            gae_row(&r[i], &v[i], &m[i], 0.9, 0.95, &mut a[i]);
+            for t in 0..4 {
+                if m[i][t] == 1.0 {
+                    moments.push(a[i][t] as f64);
+                }
+            }
+        }
+        let ret: Vec<f32> = (0..8).map(|k| a[k / 4][k % 4] + v[k / 4][k % 4]).collect();
+        let e_ret = [
+            0.751567543,
+            0.868499994,
+            1.0,
+            0.0,
+            0.449999988,
+            0.5,
+            0.0,
+            0.0,
+        ];
+        for (x, y) in ret.iter().zip(e_ret) {
+            assert!((x - y).abs() < 1e-6, "{ret:?}");
+        }
+        let w = Whitening::from_moments(&moments).unwrap();
+        let adv: Vec<f32> = (0..8).map(|k| w.apply(a[k / 4][k % 4])).collect();
+        let e_adv = [
+            0.667317808,
+            0.714883208,
+            0.803370416,
+            -1.16301346,
+            -1.02255762,
+            -1.16301346,
+            -1.16301346,
+            -1.16301346,
+        ];
+        for (x, y) in adv.iter().zip(e_adv) {
+            assert!((x - y).abs() < 2e-6, "{adv:?}");
+        }
+    }
+
+    // Reference §5.1: V = [.5, 9, 9, .7, 0], m = [1,0,0,1,0], r_3 = 1 → returns [1, 9.3, 9.3, 1, 0]
+    // (γ = λ = 1).
+    #[test]
+    fn masked_values_are_skipped() {
+        let v = [0.5f32, 9.0, 9.0, 0.7, 0.0];
+        let mut a = [0.0f32; 5];
+        gae_row(
+            &[0.0, 0.0, 0.0, 1.0, 0.0],
+            &v,
+            &[1.0, 0.0, 0.0, 1.0, 0.0],
+            1.0,
+            1.0,
+            &mut a,
+        );
+        let ret: Vec<f32> = a.iter().zip(v).map(|(a, v)| a + v).collect();
+        let e = [1.0, 9.3, 9.3, 1.0, 0.0];
+        for (x, y) in ret.iter().zip(e) {
+            assert!((x - y).abs() < 1e-6, "{ret:?}");
+        }
+    }
+}

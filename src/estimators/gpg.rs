@@ -1,0 +1,53 @@
+//! `gpg`: group policy gradient (reference §5.10, verl `compute_gpg_outcome_advantage`).
+//!
+//! **Computes** `α = B / max(#{i : s_i ≠ 0}, 1)` over the whole batch (B counts every row,
+//! quirk §9.10) and `a_i = α·(s_i − μ_g)` (a singleton has μ = 0, f_norm = 1);
+//! `advantages = returns = a·m`. ε and the group std are unused, as in verl.
+
+use crate::groups::Grouping;
+
+use super::grpo::group_sums;
+
+pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
+    let nonzero = scores.iter().filter(|&&s| s != 0.0).count().max(1);
+    let alpha = (scores.len() as f32 / nonzero as f32) as f64; // an f32 tensor in verl
+    let (count, sum) = group_sums(scores, grouping);
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| {
+            let mean = if count[g] > 1 {
+                sum[g] / count[g] as f64
+            } else {
+                0.0
+            };
+            alpha * (s - mean)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::{f32_scores, grouping};
+
+    // Reference §5.10: α = 6/5 = 1.2 → [0.4, −0.8, 0.4, 0.84, 0, 0].
+    #[test]
+    fn worked_example() {
+        let a = gpg(
+            &f32_scores(&[1.0, 0.0, 1.0, 0.7, 0.1, 0.1]),
+            &grouping(&["a", "a", "a", "b", "c", "c"]),
+        );
+        let e = [
+            0.400000006,
+            -0.800000072,
+            0.400000006,
+            0.840000033,
+            0.0,
+            0.0,
+        ];
+        for (x, y) in a.iter().zip(e) {
+            assert!((x - y).abs() < 1e-6, "{a:?}");
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! `grpo_passk`: pass@k advantages (reference §5.5, verl `compute_grpo_passk_outcome_advantage`).
+//!
+//! **Computes**, per group, the top two scores r1 ≥ r2: the top-1 row gets `r1 − r2`, divided
+//! by `std_g + ε` (unbiased) when `norm_adv_by_std_in_grpo` — which this estimator, unlike the
+//! others, reads from the config — and every other row gets 0; `advantages = returns = a·m`.
+//! **Edge cases**: a tie at the top gives all zeros; a group with fewer than 2 rows is an
+//! error, as in verl ("Pass@k requires at least 2 samples per group").
+
+use crate::groups::Grouping;
+
+use super::grpo::{EPSILON, group_mean_std};
+
+/// `Err(group)` names a group with a single row.
+pub fn grpo_passk(
+    scores: &[f64],
+    grouping: &Grouping,
+    norm_by_std: bool,
+) -> Result<Vec<f64>, usize> {
+    let (_, std) = group_mean_std(scores, grouping);
+    let mut a = vec![0.0; scores.len()];
+    for (g, members) in grouping.members().iter().enumerate() {
+        if members.len() < 2 {
+            return Err(g);
+        }
+        // torch.topk keeps the first of equal maxima; the value is the same either way.
+        let mut top = members[0];
+        for &i in &members[1..] {
+            if scores[i] > scores[top] {
+                top = i;
+            }
+        }
+        let second = members
+            .iter()
+            .filter(|&&i| i != top)
+            .map(|&i| scores[i])
+            .fold(f64::NEG_INFINITY, f64::max);
+        let diff = scores[top] - second;
+        a[top] = if norm_by_std {
+            diff / (std[g] + EPSILON)
+        } else {
+            diff
+        };
+    }
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::grouping;
+
+    // Reference §5.5: groups [1, 0, .25] and [.5, 1] → [1.44115055, 0, 0, 0, 1.41420949].
+    #[test]
+    fn worked_example() {
+        let a = grpo_passk(
+            &[1.0, 0.0, 0.25, 0.5, 1.0],
+            &grouping(&["x", "x", "x", "y", "y"]),
+            true,
+        )
+        .unwrap();
+        let e = [1.44115055, 0.0, 0.0, 0.0, 1.41420949];
+        for (x, y) in a.iter().zip(e) {
+            assert!((x - y).abs() < 1e-6, "{a:?}");
+        }
+    }
+
+    #[test]
+    fn singleton_group_is_an_error() {
+        assert_eq!(
+            grpo_passk(&[1.0, 0.0, 2.0], &grouping(&["x", "x", "y"]), true),
+            Err(1)
+        );
+    }
+
+    #[test]
+    fn tie_at_the_top_gives_zeros() {
+        let a = grpo_passk(&[1.0, 1.0, 0.0], &grouping(&["x", "x", "x"]), false).unwrap();
+        assert_eq!(a, vec![0.0, 0.0, 0.0]);
+    }
+}

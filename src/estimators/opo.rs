@@ -1,0 +1,73 @@
+//! `opo`: length-weighted group baseline (reference §5.9, verl `compute_opo_outcome_advantage`).
+//!
+//! **Computes** `b_g = Σ_{j∈g} ℓ_j s_j / Σ_{j∈g} ℓ_j` with `ℓ_j` the row's valid-token count
+//! (after rejection), `a_i = s_i − b_g` (a singleton has b = 0); `advantages = returns = a·m`.
+//! **Edge case / deviation**: when every row of a group has ℓ = 0, verl divides 0 by 0 and
+//! writes NaN over the whole rows (quirk §9.9); advcalc writes 0 there and counts the rows.
+
+use crate::groups::Grouping;
+
+/// Returns the per-row scalars and the number of rows whose group had no valid token.
+pub fn opo(scores: &[f64], lengths: &[f64], grouping: &Grouping) -> (Vec<f64>, usize) {
+    let n = grouping.n_groups;
+    let mut count = vec![0usize; n];
+    let mut weighted = vec![0.0f64; n];
+    let mut total = vec![0.0f64; n];
+    for ((&s, &l), &g) in scores.iter().zip(lengths).zip(&grouping.group_of_row) {
+        count[g] += 1;
+        weighted[g] += l * s;
+        total[g] += l;
+    }
+    let mut empty_rows = 0;
+    let a = scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| {
+            if count[g] <= 1 {
+                s
+            } else if total[g] == 0.0 {
+                empty_rows += 1;
+                0.0
+            } else {
+                s - weighted[g] / total[g]
+            }
+        })
+        .collect();
+    (a, empty_rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::{f32_scores, grouping};
+
+    // Reference §11: three-token rows, row 1's last token masked (ℓ = [3,2,3,3,3,3]):
+    // b_a = (3 + 3)/8 = 0.75 → [0.25, −0.75, 0.25, 0.7, 0, 0].
+    #[test]
+    fn worked_example() {
+        let (a, empty) = opo(
+            &f32_scores(&[1.0, 0.0, 1.0, 0.7, 0.1, 0.1]),
+            &[3.0, 2.0, 3.0, 3.0, 3.0, 3.0],
+            &grouping(&["a", "a", "a", "b", "c", "c"]),
+        );
+        let e = [0.25, -0.75, 0.25, 0.699999988, 0.0, 0.0];
+        for (x, y) in a.iter().zip(e) {
+            assert!((x - y).abs() < 1e-7, "{a:?}");
+        }
+        assert_eq!(empty, 0);
+    }
+
+    // Hand computation: lengths [1, 3] for scores [1, 0]: b = 1/4 → [0.75, −0.25].
+    #[test]
+    fn length_weighted() {
+        let (a, _) = opo(&[1.0, 0.0], &[1.0, 3.0], &grouping(&["g", "g"]));
+        assert_eq!(a, vec![0.75, -0.25]);
+    }
+
+    #[test]
+    fn all_empty_group_gives_zero_not_nan() {
+        let (a, empty) = opo(&[1.0, 0.0], &[0.0, 0.0], &grouping(&["g", "g"]));
+        assert_eq!(a, vec![0.0, 0.0]);
+        assert_eq!(empty, 2);
+    }
+}

@@ -1,0 +1,140 @@
+//! `optimal_token_baseline`: a per-token, per-group baseline weighted by a score-norm proxy
+//! (reference §5.13, verl `compute_optimal_token_baseline_advantage`).
+//!
+//! **Computes**
+//! ```text
+//! G_t  = Σ_{u ≥ t} r_u·m_u                         reward-to-go (f64 cumsum, f32 prefixes)
+//! w_t  = 1 − 2·exp(old_log_probs_t) + sum_pi_squared_t   (× rollout_is_weights_t² when present)
+//! W_t  = Σ_{u ≤ t} w_u·m_u                         forward cumulative weight
+//! b_t  = Σ_{i∈g} G_it·W_it·m_it / (Σ_{i∈g} W_it·m_it + 1e-8)   per absolute column t
+//! advantages = (G − b)·m;  returns = G (unmasked)
+//! ```
+//! **Inputs**: `token_level_rewards`, mask, `old_log_probs`, `sum_pi_squared`, and the IS
+//! weights when rollout correction computes them. **Edge cases**, as verl: a singleton group
+//! has b = 0; columns where nobody in the group is valid get b = 0; with `handle_zero_tail`
+//! (always on) the unique longest row's baseline is 0 from column `second_max_len` on — a
+//! token *count* used as a column index, which is off for masks with holes (quirk §9.12).
+
+/// G and W of one row.
+pub fn row_terms(
+    rewards: &[f32],
+    mask: &[f32],
+    old_log_probs: &[f32],
+    sum_pi_squared: &[f32],
+    is_weights: Option<&[f32]>,
+    g: &mut [f32],
+    w: &mut [f32],
+) {
+    super::remax::reward_to_go(rewards, mask, g);
+    let mut acc = 0.0f64;
+    for t in 0..rewards.len() {
+        let mut wt = 1.0 - 2.0 * old_log_probs[t].exp() + sum_pi_squared[t];
+        if let Some(is) = is_weights {
+            wt *= is[t] * is[t];
+        }
+        acc += (wt * mask[t]) as f64;
+        w[t] = acc as f32;
+    }
+}
+
+/// Per-column numerator and denominator sums of one group.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnSums {
+    pub num: Vec<f64>,
+    pub den: Vec<f64>,
+}
+
+impl ColumnSums {
+    /// Add a row's terms at positions `index(t)` for its valid tokens.
+    pub fn add(&mut self, g: &[f32], w: &[f32], mask: &[f32], index: impl Fn(usize) -> usize) {
+        for t in 0..g.len() {
+            if mask[t] == 0.0 {
+                continue;
+            }
+            let k = index(t);
+            if k >= self.num.len() {
+                self.num.resize(k + 1, 0.0);
+                self.den.resize(k + 1, 0.0);
+            }
+            self.num[k] += (g[t] * w[t] * mask[t]) as f64;
+            self.den[k] += (w[t] * mask[t]) as f64;
+        }
+    }
+
+    pub fn merge(&mut self, other: &ColumnSums) {
+        if other.num.len() > self.num.len() {
+            self.num.resize(other.num.len(), 0.0);
+            self.den.resize(other.den.len(), 0.0);
+        }
+        for (k, (&n, &d)) in other.num.iter().zip(&other.den).enumerate() {
+            self.num[k] += n;
+            self.den[k] += d;
+        }
+    }
+
+    /// The baseline at position k (0 where nobody was valid).
+    pub fn baseline(&self, k: usize) -> f32 {
+        match (self.num.get(k), self.den.get(k)) {
+            (Some(&n), Some(&d)) => ((n as f32) / (d as f32 + 1e-8)) as f32,
+            _ => 0.0,
+        }
+    }
+}
+
+/// verl's zero-tail rule: given the group's valid-token counts, the member whose baseline is
+/// zeroed from position `second_max` on, if exactly one row has the maximum count.
+pub fn zero_tail(lengths: &[usize]) -> Option<(usize, usize)> {
+    if lengths.len() < 2 {
+        return None;
+    }
+    let mut sorted = lengths.to_vec();
+    sorted.sort_unstable();
+    let max = sorted[sorted.len() - 1];
+    let second = sorted[sorted.len() - 2];
+    let holders: Vec<usize> = (0..lengths.len()).filter(|&i| lengths[i] == max).collect();
+    (holders.len() == 1 && max > second).then(|| (holders[0], second))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Hand computation: two rows, no holes. w_t = 1 − 2e^{lp} + spi with lp = ln 0.5, spi = 0.5
+    // gives w = 0.5 per token, W = [0.5, 1.0, 1.5]. Row a: r = [0,0,1] (G = [1,1,1]), 3 tokens;
+    // row b: r = [0,2] (G = [2,2]), 2 tokens. Columns 0,1: b = (1·W + 2·W)/(2W) = 1.5;
+    // column 2: only a → b = 1 (but zero-tail: a is the unique longest, second max 2 → b = 0).
+    #[test]
+    fn two_rows_by_hand() {
+        let lp = 0.5f32.ln();
+        let (mut ga, mut wa) = ([0.0f32; 3], [0.0f32; 3]);
+        let (mut gb, mut wb) = ([0.0f32; 2], [0.0f32; 2]);
+        row_terms(
+            &[0.0, 0.0, 1.0],
+            &[1.0; 3],
+            &[lp; 3],
+            &[0.5; 3],
+            None,
+            &mut ga,
+            &mut wa,
+        );
+        row_terms(
+            &[0.0, 2.0],
+            &[1.0; 2],
+            &[lp; 2],
+            &[0.5; 2],
+            None,
+            &mut gb,
+            &mut wb,
+        );
+        assert_eq!(wa, [0.5, 1.0, 1.5]);
+        let mut sums = ColumnSums::default();
+        sums.add(&ga, &wa, &[1.0; 3], |t| t);
+        sums.add(&gb, &wb, &[1.0; 2], |t| t);
+        assert!((sums.baseline(0) - 1.5).abs() < 1e-6);
+        assert!((sums.baseline(1) - 1.5).abs() < 1e-6);
+        assert!((sums.baseline(2) - 1.0).abs() < 1e-6);
+        assert_eq!(zero_tail(&[3, 2]), Some((0, 2)));
+        assert_eq!(zero_tail(&[3, 3]), None);
+        assert_eq!(zero_tail(&[3]), None);
+    }
+}

@@ -1,0 +1,44 @@
+//! `remax`: reward-to-go minus the greedy response's reward (reference §5.12, verl
+//! `compute_remax_outcome_advantage`).
+//!
+//! **Computes** `G_t = Σ_{u ≥ t} r_u·m_u` (torch's cumsum: f64 accumulator, each prefix
+//! rounded to f32), `advantages = G − b·m` with `b = reward_baselines` (a scalar column),
+//! `returns = G`. **Edge cases**: the advantage is **not** masked, so mask-0 positions before
+//! the last valid reward hold G (quirk §9.3); rewards on masked positions are dropped.
+
+/// Reward-to-go over valid tokens, as `flip(cumsum(flip(r·m)))`.
+pub fn reward_to_go(rewards: &[f32], mask: &[f32], out: &mut [f32]) {
+    let mut acc = 0.0f64;
+    for t in (0..rewards.len()).rev() {
+        acc += (rewards[t] * mask[t]) as f64;
+        out[t] = acc as f32;
+    }
+}
+
+/// Advantages and returns of one row.
+pub fn remax_row(rewards: &[f32], mask: &[f32], baseline: f32, adv: &mut [f32], ret: &mut [f32]) {
+    reward_to_go(rewards, mask, ret);
+    for t in 0..rewards.len() {
+        adv[t] = ret[t] - baseline * mask[t];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Reference §5.12: r = [0,0,0,.5], m = [1,0,1,1], b = 1 → adv [−.5, .5, −.5, −.5].
+    #[test]
+    fn worked_example() {
+        let (mut adv, mut ret) = ([0.0f32; 4], [0.0f32; 4]);
+        remax_row(
+            &[0.0, 0.0, 0.0, 0.5],
+            &[1.0, 0.0, 1.0, 1.0],
+            1.0,
+            &mut adv,
+            &mut ret,
+        );
+        assert_eq!(adv, [-0.5, 0.5, -0.5, -0.5]);
+        assert_eq!(ret, [0.5; 4]);
+    }
+}

@@ -1,0 +1,46 @@
+//! `rloo`: leave-one-out baseline (reference §5.7, verl `compute_rloo_outcome_advantage`).
+//!
+//! **Computes** `a_i = s_i·n/(n−1) − μ_g·n/(n−1)` = `s_i − mean(s_j, j ≠ i)` for a group of
+//! n > 1, and `a_i = s_i` (the raw score) for a singleton; `advantages = returns = a_i · m`.
+//! **Inputs**: outcome scores `s_i = Σ_t token_level_rewards` (all positions), `uid` groups.
+//! **Parameters**: none. **Edge case**: singleton → `s` (unlike `rloo_vectorized`, §9.5).
+
+use crate::groups::Grouping;
+
+use super::grpo::group_sums;
+
+pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
+    let (count, sum) = group_sums(scores, grouping);
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| {
+            let n = count[g] as f64;
+            if count[g] > 1 {
+                let mean = sum[g] / n;
+                s * n / (n - 1.0) - mean * n / (n - 1.0)
+            } else {
+                s
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::{f32_scores, grouping};
+
+    // Reference §11: s = [1,0,1,.7,.1,.1] over [a,a,a,b,c,c] → [0.5, −1, 0.5, 0.7, 0, 0].
+    #[test]
+    fn worked_example() {
+        let a = rloo(
+            &f32_scores(&[1.0, 0.0, 1.0, 0.7, 0.1, 0.1]),
+            &grouping(&["a", "a", "a", "b", "c", "c"]),
+        );
+        let e = [0.5, -1.0, 0.5, 0.699999988, 0.0, 0.0];
+        for (x, y) in a.iter().zip(e) {
+            assert!((x - y).abs() < 1e-7, "{a:?}");
+        }
+    }
+}

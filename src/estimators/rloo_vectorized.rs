@@ -1,0 +1,45 @@
+//! `rloo_vectorized`: verl's tensorised leave-one-out (reference §5.8,
+//! `compute_rloo_vectorized_outcome_advantage`).
+//!
+//! **Computes** `a_i = (c·s_i − S_g)/max(c − 1, 1) · [c > 1]` with c the group size and S_g the
+//! group's score sum; `advantages = returns = a_i · m`. **Edge case**: a singleton gets **0**
+//! (where `rloo` gives `s`, quirk §9.5). Labels are grouped by value (`np.unique`).
+
+use crate::groups::Grouping;
+
+use super::grpo::group_sums;
+
+pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
+    let (count, sum) = group_sums(scores, grouping);
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| {
+            let c = count[g] as f64;
+            if count[g] > 1 {
+                (c * s - sum[g]) / (c - 1.0)
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::{f32_scores, grouping};
+
+    // Reference §11: [0.5, −1, 0.5, 0, 0, 0] (the singleton b gets 0).
+    #[test]
+    fn worked_example() {
+        let a = rloo_vectorized(
+            &f32_scores(&[1.0, 0.0, 1.0, 0.7, 0.1, 0.1]),
+            &grouping(&["a", "a", "a", "b", "c", "c"]),
+        );
+        let e = [0.5, -1.0, 0.5, 0.0, 0.0, 0.0];
+        for (x, y) in a.iter().zip(e) {
+            assert!((x - y).abs() < 1e-7, "{a:?}");
+        }
+    }
+}

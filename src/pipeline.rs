@@ -1,0 +1,288 @@
+//! The per-row stages before the estimator (design §2): token scores → KL-shaped rewards →
+//! rollout correction (rejected mask, IS weights). Built once from the validated config; the
+//! same code shapes a row group in the statistics pass and again in the output pass.
+
+use std::collections::BTreeMap;
+
+use crate::config::AlgoConfig;
+use crate::error::{Error, Result};
+use crate::estimators::Estimator;
+use crate::io::decode::RowGroup;
+use crate::io::schema::{Needs, TokenRole};
+use crate::shaping::correction::{self, Correction, IsLevel};
+use crate::shaping::kl::{KlController, KlEstimator};
+
+/// What a run computes, derived from the configuration.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    pub estimator: Estimator,
+    pub kl: Option<KlEstimator>,
+    /// The controller as configured (its state is carried across steps by the driver).
+    pub controller: KlController,
+    /// Decoupled-mode rollout correction, when configured (verl's trainer YAML always has
+    /// the section; with rollout_is and rollout_rs null it computes metrics only).
+    pub correction: Option<Correction>,
+    /// Bypass mode: `old_log_probs` are replaced by `rollout_log_probs`, nothing is corrected.
+    pub bypass: bool,
+    pub gamma: f64,
+    pub lam: f64,
+    pub norm_by_std: bool,
+    pub gdpo_keys: Vec<String>,
+    pub gdpo_weights: Vec<f64>,
+}
+
+/// Constants per training batch, with a default for steps not (yet) known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Constants {
+    pub default: StepConstants,
+    pub per_step: BTreeMap<Option<i64>, StepConstants>,
+}
+
+impl Constants {
+    pub fn uniform(default: StepConstants) -> Self {
+        Constants {
+            default,
+            per_step: BTreeMap::new(),
+        }
+    }
+
+    pub fn get(&self, step: Option<i64>) -> StepConstants {
+        self.per_step.get(&step).copied().unwrap_or(self.default)
+    }
+}
+
+/// Per training batch constants that the stages need before they can run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepConstants {
+    /// The KL coefficient β used for this step (before the controller's update).
+    pub beta: f64,
+    /// Batch mean of the IS weights, to divide by (`None`: not normalising, or not known yet).
+    pub is_norm: Option<f64>,
+}
+
+impl Pipeline {
+    pub fn new(algo: &AlgoConfig) -> Result<Self> {
+        let kl = if algo.use_kl_in_reward {
+            Some(KlEstimator::parse(&algo.kl_penalty)?)
+        } else {
+            None
+        };
+        let c = &algo.kl_ctrl;
+        let controller = KlController::new(&c.kind, c.kl_coef, c.target_kl, c.horizon)?;
+        let correction = Correction::parse(algo.rollout_correction.as_ref())?;
+        let bypass = algo
+            .rollout_correction
+            .as_ref()
+            .is_some_and(|r| r.bypass_mode);
+        let mut gdpo_keys = Vec::new();
+        let mut gdpo_weights = Vec::new();
+        if algo.adv_estimator == Estimator::Gdpo {
+            gdpo_keys = algo.gdpo_reward_keys.clone().unwrap_or_default();
+            if gdpo_keys.is_empty() {
+                return Err(Error::usage(
+                    "GDPO requires 'algorithm.gdpo_reward_keys' listing the individual reward component keys (scalar columns of the input, e.g. [format_reward, accuracy_reward])",
+                ));
+            }
+            gdpo_weights = match &algo.gdpo_reward_weights {
+                Some(w) if w.len() < gdpo_keys.len() => {
+                    return Err(Error::usage(format!(
+                        "algorithm.gdpo_reward_weights has {} entries for {} gdpo_reward_keys (verl fails with IndexError)",
+                        w.len(),
+                        gdpo_keys.len()
+                    )));
+                }
+                Some(w) => w[..gdpo_keys.len()].to_vec(),
+                None => vec![1.0; gdpo_keys.len()],
+            };
+        }
+        Ok(Pipeline {
+            estimator: algo.adv_estimator,
+            kl,
+            controller,
+            correction,
+            bypass,
+            gamma: algo.gamma,
+            lam: algo.lam,
+            norm_by_std: algo.norm_adv_by_std_in_grpo,
+            gdpo_keys,
+            gdpo_weights,
+        })
+    }
+
+    /// The columns this run needs.
+    pub fn needs(&self) -> Needs {
+        let e = self.estimator;
+        let mut tokens = Vec::new();
+        let mut purpose = vec![format!("estimator {}", e.name())];
+        if self.kl.is_some() {
+            tokens.push(if self.bypass {
+                TokenRole::RolloutLogProbs
+            } else {
+                TokenRole::OldLogProbs
+            });
+            tokens.push(TokenRole::RefLogProb);
+            purpose.push("KL in reward".into());
+        }
+        if self.correction.as_ref().is_some_and(|c| c.is_some_active()) {
+            tokens.extend([TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]);
+            purpose.push("rollout correction".into());
+        }
+        match e {
+            Estimator::Gae => tokens.push(TokenRole::Values),
+            Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline => {
+                tokens.push(TokenRole::SumPiSquared);
+                tokens.push(if self.bypass {
+                    TokenRole::RolloutLogProbs
+                } else {
+                    TokenRole::OldLogProbs
+                });
+            }
+            _ => {}
+        }
+        tokens.sort();
+        tokens.dedup();
+        Needs {
+            uid: e.needs_uid(),
+            tokens,
+            reward_baselines: e == Estimator::Remax,
+            components: self.gdpo_keys.clone(),
+            purpose: purpose.join(" with "),
+        }
+    }
+
+    /// Whether correction runs on this file: configured, decoupled, and the file has
+    /// `rollout_log_probs` (verl's condition).
+    pub fn correction_runs(&self, has_rollout: bool) -> Option<&Correction> {
+        self.correction.as_ref().filter(|_| has_rollout)
+    }
+
+    /// verl's `old_log_probs` for this run: `rollout_log_probs` in bypass mode.
+    pub fn old_log_probs<'g>(&self, group: &'g RowGroup) -> Option<&'g [f32]> {
+        group.token(if self.bypass {
+            TokenRole::RolloutLogProbs
+        } else {
+            TokenRole::OldLogProbs
+        })
+    }
+
+    /// Whether IS weights are produced.
+    pub fn is_weights(&self, has_rollout: bool) -> bool {
+        self.correction_runs(has_rollout)
+            .is_some_and(|c| c.is.is_some())
+    }
+}
+
+impl Correction {
+    /// IS or RS is configured (beyond metrics).
+    pub fn is_some_active(&self) -> bool {
+        self.is.is_some() || !self.rs.is_empty()
+    }
+}
+
+/// The shaped tokens of one row group, flat like the group's columns.
+#[derive(Debug, Clone, Default)]
+pub struct Shaped {
+    pub rewards: Vec<f32>,
+    /// The mask after rejection (equal to the input mask without RS).
+    pub mask: Vec<f32>,
+    /// IS weights (normalised when the step's factor is known).
+    pub is_weights: Option<Vec<f32>>,
+    /// Per row: Σ_t kld·m (0 without KL).
+    pub kl_sum: Vec<f64>,
+    /// Per row: the two partial sums of the IS batch-normalisation mean.
+    pub is_norm_parts: Vec<(f64, f64)>,
+}
+
+/// Run stages 2 and 3 on every row of a group.
+pub fn shape(
+    pipeline: &Pipeline,
+    group: &RowGroup,
+    constants: &Constants,
+    file: &str,
+) -> Result<Shaped> {
+    let rows = group.rows();
+    let n = group.mask.values.len();
+    let mask = &group.mask.values;
+    let old = pipeline.old_log_probs(group);
+    let mut out = Shaped {
+        rewards: group.scores.clone(),
+        mask: mask.clone(),
+        is_weights: None,
+        kl_sum: vec![0.0; rows],
+        is_norm_parts: vec![(0.0, 0.0); rows],
+    };
+    let constant = |i: usize| -> Result<StepConstants> { Ok(constants.get(group.step_of(i))) };
+    if let Some(estimator) = pipeline.kl {
+        let (Some(old), Some(reference)) = (old, group.token(TokenRole::RefLogProb)) else {
+            return Err(Error::data(format!(
+                "{file}: KL in reward needs old_log_probs and ref_log_prob"
+            )));
+        };
+        for i in 0..rows {
+            let s = group.span(i);
+            let beta = constant(i)?.beta as f32;
+            out.kl_sum[i] = crate::shaping::kl::penalize_row(
+                estimator,
+                beta,
+                &group.scores[s.clone()],
+                &old[s.clone()],
+                &reference[s.clone()],
+                &mask[s.clone()],
+                &mut out.rewards[s],
+            );
+        }
+    }
+    let rollout = group.token(TokenRole::RolloutLogProbs);
+    if let (Some(c), Some(rollout), Some(old)) =
+        (pipeline.correction_runs(rollout.is_some()), rollout, old)
+    {
+        let mut log_ratio = vec![0.0f32; n];
+        correction::log_ratio_row(old, rollout, &mut log_ratio);
+        if !c.rs.is_empty() {
+            for i in 0..rows {
+                let s = group.span(i);
+                correction::reject_row(
+                    &c.rs,
+                    &log_ratio[s.clone()],
+                    &mask[s.clone()],
+                    &mut out.mask[s],
+                );
+            }
+        }
+        if let Some(spec) = &c.is {
+            let mut w = vec![0.0f32; n];
+            for i in 0..rows {
+                let s = group.span(i);
+                let (lr, m) = (&log_ratio[s.clone()], &mask[s.clone()]);
+                correction::raw_weights_row(spec, lr, m, &mut w[s.clone()]);
+                correction::truncate_weights(spec, &mut w[s.clone()]);
+                let valid: f64 = m.iter().map(|&x| x as f64).sum();
+                let wsum: f64 = w[s.clone()]
+                    .iter()
+                    .zip(m)
+                    .map(|(&a, &b)| (a * b) as f64)
+                    .sum();
+                out.is_norm_parts[i] = match spec.level {
+                    IsLevel::Token => (wsum, valid),
+                    IsLevel::Sequence if valid > 0.0 => (wsum / (valid + 1e-8), 1.0),
+                    IsLevel::Sequence => (0.0, 0.0),
+                };
+                if let Some(norm) = constant(i)?.is_norm {
+                    w[s].iter_mut().for_each(|x| *x = (*x as f64 / norm) as f32);
+                }
+            }
+            out.is_weights = Some(w);
+        }
+    }
+    Ok(out)
+}
+
+/// The IS batch-normalisation divisor from the summed parts: `None` when it is ≤ 1e-8
+/// (verl then leaves the weights as they are).
+pub fn is_norm_factor(level: IsLevel, sum: f64, count: f64) -> Option<f64> {
+    let mean = match level {
+        IsLevel::Token => sum / (count + 1e-8),
+        IsLevel::Sequence => sum / count.max(1e-8),
+    };
+    (mean > 1e-8).then_some(mean)
+}

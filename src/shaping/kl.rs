@@ -1,0 +1,224 @@
+//! Pipeline stage 2: the KL penalty in the reward (reference §2, verl `apply_kl_penalty`).
+//!
+//! ```text
+//! kld[t]     = kl_penalty(old_log_probs[t], ref_log_prob[t]) · m[t]
+//! rewards[t] = token_level_scores[t] − β · kld[t]
+//! seq_kl_i   = Σ_t kld / (Σ_t m + 1e-8);  current_kl = mean_i seq_kl_i   (all rows count)
+//! ```
+//! β is the controller's value *before* its update with `current_kl`, and the controller is
+//! carried across training batches (steps) in step order. The mask is the one before rollout
+//! correction rejects anything (verl shapes first, quirk §9.15).
+
+use crate::error::{Error, Result};
+
+/// verl's `kl_penalty` estimators (§2.1). A trailing `+` selects the straight-through
+/// gradient variant, whose *value* is the base estimator's, so it maps to the same variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KlEstimator {
+    /// `kl`, `k1`: log π − log π_ref.
+    K1,
+    /// `abs`: |d|.
+    Abs,
+    /// `mse`, `k2`: ½ d².
+    K2,
+    /// `low_var_kl`, `k3`: clamp(exp(k) − k − 1, −10, 10) with k = clamp(−d, −20, 20).
+    K3,
+}
+
+impl KlEstimator {
+    pub fn parse(name: &str) -> Result<Self> {
+        let base = name.strip_suffix('+').unwrap_or(name);
+        match base {
+            "kl" | "k1" => Ok(KlEstimator::K1),
+            "abs" => Ok(KlEstimator::Abs),
+            "mse" | "k2" => Ok(KlEstimator::K2),
+            "low_var_kl" | "k3" => Ok(KlEstimator::K3),
+            "full" => Err(Error::usage(
+                "algorithm.kl_penalty=full needs the full vocabulary logits, which a rollout dump does not hold (verl raises NotImplementedError for it too)",
+            )),
+            other => Err(Error::usage(format!(
+                "algorithm.kl_penalty: unknown estimator `{other}` (verl 0.9.1 knows kl, k1, abs, mse, k2, low_var_kl, k3, each also with a `+` suffix); verl raises NotImplementedError"
+            ))),
+        }
+    }
+
+    /// The per-token value, in f32 as torch computes it.
+    pub fn value(self, logprob: f32, ref_logprob: f32) -> f32 {
+        let d = logprob - ref_logprob;
+        match self {
+            KlEstimator::K1 => d,
+            KlEstimator::Abs => d.abs(),
+            KlEstimator::K2 => 0.5 * d * d,
+            KlEstimator::K3 => {
+                let k = (-d).clamp(-20.0, 20.0);
+                (k.exp() - k - 1.0).clamp(-10.0, 10.0)
+            }
+        }
+    }
+}
+
+/// verl's KL controllers (§2.3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum KlController {
+    Fixed {
+        value: f64,
+    },
+    Adaptive {
+        value: f64,
+        target: f64,
+        horizon: f64,
+    },
+}
+
+impl KlController {
+    /// `get_kl_controller`: `fixed` or `adaptive` (horizon must be positive).
+    pub fn new(kind: &str, kl_coef: f64, target_kl: f64, horizon: i64) -> Result<Self> {
+        match kind {
+            "fixed" => Ok(KlController::Fixed { value: kl_coef }),
+            "adaptive" => {
+                if horizon <= 0 {
+                    return Err(Error::usage(format!(
+                        "algorithm.kl_ctrl.horizon must be larger than 0 for the adaptive controller, got {horizon} (verl asserts this)"
+                    )));
+                }
+                Ok(KlController::Adaptive {
+                    value: kl_coef,
+                    target: target_kl,
+                    horizon: horizon as f64,
+                })
+            }
+            other => Err(Error::usage(format!(
+                "algorithm.kl_ctrl.type: unknown controller `{other}` (fixed or adaptive); verl raises NotImplementedError"
+            ))),
+        }
+    }
+
+    pub fn value(&self) -> f64 {
+        match self {
+            KlController::Fixed { value } | KlController::Adaptive { value, .. } => *value,
+        }
+    }
+
+    /// `update(current_kl, n_steps)`: the adaptive controller moves β toward the target.
+    pub fn update(&mut self, current_kl: f64, n_steps: usize) {
+        if let KlController::Adaptive {
+            value,
+            target,
+            horizon,
+        } = self
+        {
+            let error = (current_kl / *target - 1.0).clamp(-0.2, 0.2);
+            *value *= 1.0 + error * n_steps as f64 / *horizon;
+        }
+    }
+}
+
+/// Apply the penalty to one row: writes `rewards` and returns Σ_t kld[t] (masked), in f64.
+pub fn penalize_row(
+    estimator: KlEstimator,
+    beta: f32,
+    scores: &[f32],
+    old: &[f32],
+    reference: &[f32],
+    mask: &[f32],
+    rewards: &mut [f32],
+) -> f64 {
+    let mut kl_sum = 0.0f64;
+    for t in 0..scores.len() {
+        let kld = estimator.value(old[t], reference[t]) * mask[t];
+        rewards[t] = scores[t] - beta * kld;
+        kl_sum += kld as f64;
+    }
+    kl_sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Reference §2.1: lp = [-1, -0.5, -30, -2], ref = [-1.2, -0.4, -0.1, -25].
+    const LP: [f32; 4] = [-1.0, -0.5, -30.0, -2.0];
+    const REF: [f32; 4] = [-1.2, -0.4, -0.1, -25.0];
+
+    fn values(e: KlEstimator) -> Vec<f32> {
+        LP.iter().zip(REF).map(|(&l, r)| e.value(l, r)).collect()
+    }
+
+    fn close(a: &[f32], e: &[f32]) {
+        for (x, y) in a.iter().zip(e) {
+            assert!((x - y).abs() <= 1e-6 * y.abs().max(1.0), "{a:?} vs {e:?}");
+        }
+    }
+
+    #[test]
+    fn estimators_worked_numbers() {
+        close(
+            &values(KlEstimator::K1),
+            &[0.200000048, -0.099999994, -29.8999996, 23.0],
+        );
+        close(
+            &values(KlEstimator::K2),
+            &[0.0200000089, 0.00499999942, 447.004974, 264.5],
+        );
+        close(
+            &values(KlEstimator::K3),
+            &[0.0187307596, 0.00517094135, 10.0, 10.0],
+        );
+        close(
+            &values(KlEstimator::Abs),
+            &[0.200000048, 0.099999994, 29.8999996, 23.0],
+        );
+    }
+
+    #[test]
+    fn names_and_plus_variants() {
+        assert_eq!(KlEstimator::parse("low_var_kl").unwrap(), KlEstimator::K3);
+        assert_eq!(KlEstimator::parse("k3+").unwrap(), KlEstimator::K3);
+        assert_eq!(KlEstimator::parse("mse").unwrap(), KlEstimator::K2);
+        assert!(
+            KlEstimator::parse("full")
+                .unwrap_err()
+                .message()
+                .contains("logits")
+        );
+        assert!(KlEstimator::parse("k4").is_err());
+    }
+
+    // Reference §2.2: two rows, β = 0.1, scores 1.0 at (0,1) and (1,2).
+    #[test]
+    fn apply_kl_penalty_worked_example() {
+        let lp = [[-1.0f32, -0.5, -2.0], [-0.2, -0.3, -0.4]];
+        let rf = [[-1.2f32, -0.4, -1.0], [-0.2, -0.1, -0.9]];
+        let m = [[1.0f32, 1.0, 0.0], [1.0, 1.0, 1.0]];
+        let s = [[0.0f32, 1.0, 0.0], [0.0, 0.0, 1.0]];
+        let mut seq_kl = Vec::new();
+        let mut rows = Vec::new();
+        for i in 0..2 {
+            let mut r = [0.0f32; 3];
+            let sum = penalize_row(KlEstimator::K1, 0.1, &s[i], &lp[i], &rf[i], &m[i], &mut r);
+            let n: f32 = m[i].iter().sum();
+            seq_kl.push(sum / (n as f64 + 1e-8));
+            rows.push(r);
+        }
+        close(&rows[0], &[-0.02, 1.01, 0.0]);
+        close(&rows[1], &[0.0, 0.02, 0.95]);
+        let current = (seq_kl[0] + seq_kl[1]) / 2.0;
+        assert!((current - 0.075).abs() < 1e-7);
+        let mut ctrl = KlController::new("adaptive", 0.1, 0.05, 100).unwrap();
+        ctrl.update(current, 2);
+        assert!((ctrl.value() - 0.1004).abs() < 1e-9);
+    }
+
+    // Reference §2.3: 0.001 → 0.00100512 after update(0.5, 256), target 0.1, horizon 1e4.
+    #[test]
+    fn adaptive_controller() {
+        let mut c = KlController::new("adaptive", 0.001, 0.1, 10000).unwrap();
+        c.update(0.5, 256);
+        assert!((c.value() - 0.00100512).abs() < 1e-12);
+        let mut f = KlController::new("fixed", 0.001, 0.1, 10000).unwrap();
+        f.update(0.5, 256);
+        assert_eq!(f.value(), 0.001);
+        assert!(KlController::new("adaptive", 0.001, 0.1, 0).is_err());
+        assert!(KlController::new("pid", 0.001, 0.1, 1).is_err());
+    }
+}

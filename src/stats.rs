@@ -1,0 +1,148 @@
+//! Masked statistics shared by the estimators: verl's `masked_whiten` (reference §4.1),
+//! accumulated as mergeable moments so that row groups can be reduced in parallel and merged
+//! in a fixed order.
+
+/// Count, mean and sum of squared deviations of the masked values (Chan et al.'s mergeable
+/// form of Welford's algorithm), in f64.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Moments {
+    pub n: f64,
+    pub mean: f64,
+    pub m2: f64,
+}
+
+impl Moments {
+    pub fn push(&mut self, x: f64) {
+        self.n += 1.0;
+        let d = x - self.mean;
+        self.mean += d / self.n;
+        self.m2 += d * (x - self.mean);
+    }
+
+    /// `count` copies of `x` at once (an outcome scalar broadcast over a row's valid tokens).
+    pub fn push_repeated(&mut self, x: f64, count: f64) {
+        if count > 0.0 {
+            self.merge(&Moments {
+                n: count,
+                mean: x,
+                m2: 0.0,
+            });
+        }
+    }
+
+    pub fn merge(&mut self, other: &Moments) {
+        if other.n == 0.0 {
+            return;
+        }
+        if self.n == 0.0 {
+            *self = *other;
+            return;
+        }
+        let n = self.n + other.n;
+        let d = other.mean - self.mean;
+        self.mean += d * other.n / n;
+        self.m2 += other.m2 + d * d * self.n * other.n / n;
+        self.n = n;
+    }
+}
+
+/// Why verl's `masked_whiten` refuses a batch (its `masked_var(unbiased=True)` errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhitenError {
+    /// "At least one element in the mask has to be 1."
+    NoValidToken,
+    /// "The sum of the mask is one, which can cause a division by zero."
+    OneValidToken,
+}
+
+impl WhitenError {
+    pub fn verl_message(self) -> &'static str {
+        match self {
+            WhitenError::NoValidToken => "At least one element in the mask has to be 1.",
+            WhitenError::OneValidToken => {
+                "The sum of the mask is one, which can cause a division by zero."
+            }
+        }
+    }
+}
+
+/// `masked_whiten(v, m)`: `out = (v − μ) · rsqrt(var + 1e-8)` with μ and the unbiased variance
+/// taken over the valid tokens of the whole batch. Returns (μ, rsqrt(var + 1e-8)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Whitening {
+    pub mean: f64,
+    pub inv_std: f64,
+}
+
+impl Whitening {
+    pub fn from_moments(m: &Moments) -> Result<Self, WhitenError> {
+        if m.n == 0.0 {
+            return Err(WhitenError::NoValidToken);
+        }
+        if m.n == 1.0 {
+            return Err(WhitenError::OneValidToken);
+        }
+        let var = m.m2 / (m.n - 1.0);
+        Ok(Whitening {
+            mean: m.mean,
+            inv_std: 1.0 / (var + 1e-8).sqrt(),
+        })
+    }
+
+    pub fn apply(&self, v: f32) -> f32 {
+        ((v as f64 - self.mean) * self.inv_std) as f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moments_merge_like_one_pass() {
+        let xs = [1.0, 2.0, 4.0, 7.0, -3.0];
+        let mut all = Moments::default();
+        xs.iter().for_each(|&x| all.push(x));
+        let mut a = Moments::default();
+        let mut b = Moments::default();
+        xs[..2].iter().for_each(|&x| a.push(x));
+        xs[2..].iter().for_each(|&x| b.push(x));
+        a.merge(&b);
+        assert!((a.mean - 2.2).abs() < 1e-12 && (all.mean - 2.2).abs() < 1e-12);
+        // Σ(x − 2.2)² = 1.44 + 0.04 + 3.24 + 23.04 + 27.04 = 54.8
+        assert!((a.m2 - 54.8).abs() < 1e-9 && (all.m2 - 54.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn repeated_equals_pushing_each() {
+        let mut a = Moments::default();
+        a.push(1.0);
+        a.push_repeated(3.0, 3.0);
+        let mut b = Moments::default();
+        [1.0, 3.0, 3.0, 3.0].iter().for_each(|&x| b.push(x));
+        assert!((a.mean - b.mean).abs() < 1e-12 && (a.m2 - b.m2).abs() < 1e-12);
+    }
+
+    // verl: whitening needs at least two valid tokens in the batch (§4.1).
+    #[test]
+    fn whitening_refuses_fewer_than_two_tokens() {
+        assert_eq!(
+            Whitening::from_moments(&Moments::default()),
+            Err(WhitenError::NoValidToken)
+        );
+        let mut m = Moments::default();
+        m.push(1.0);
+        assert_eq!(Whitening::from_moments(&m), Err(WhitenError::OneValidToken));
+    }
+
+    // A constant batch is amplified ×1e4 by the 1e-8 inside the rsqrt (§4.1, §9.8).
+    #[test]
+    fn whitening_by_hand() {
+        let mut m = Moments::default();
+        [1.0, 3.0].iter().for_each(|&x| m.push(x));
+        let w = Whitening::from_moments(&m).unwrap();
+        // μ = 2, var = 2, rsqrt(2 + 1e-8)
+        assert_eq!(w.mean, 2.0);
+        assert!((w.inv_std - 1.0 / (2.0f64 + 1e-8).sqrt()).abs() < 1e-15);
+    }
+}
