@@ -68,6 +68,11 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
     pub layout: LayoutArg,
 
+    /// Write verl's metrics (actor/reward_kl_penalty, rollout_corr/...) and advcalc's own as
+    /// JSON: one object, or one object per step when the input has a `step` column
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+
     /// Worker threads [default: one per core]
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
@@ -106,6 +111,7 @@ impl RunArgs {
             force: self.force,
             threads: self.threads.map(usize::from),
             progress: progress && !self.quiet,
+            metrics: self.metrics.clone(),
             layout: match self.layout {
                 LayoutArg::Ragged => Layout::Ragged,
                 LayoutArg::Padded => Layout::Padded,

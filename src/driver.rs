@@ -22,6 +22,7 @@ use crate::io::decode::{RowGroup, decode};
 use crate::io::read::ParquetInput;
 use crate::io::schema::{InputColumns, TokenRole};
 use crate::io::write::{ParquetOutput, check_destination, same_file};
+use crate::metrics;
 use crate::outputs::token_outputs;
 use crate::pipeline::{self, Constants, Pipeline, StepConstants};
 use crate::progress::Progress;
@@ -39,6 +40,8 @@ pub struct RunOptions {
     pub threads: Option<usize>,
     pub progress: bool,
     pub layout: Layout,
+    /// Where to write the metrics as JSON (`--metrics`).
+    pub metrics: Option<PathBuf>,
 }
 
 /// What a run did, for the user.
@@ -126,12 +129,12 @@ impl Passes<'_> {
         });
         if needs_prepass {
             progress.pass("constants");
-            let pre = self.statistics(&starts, &progress, &constants, false)?;
+            let (pre, _) = self.statistics(&starts, &progress, &constants, false)?;
             constants = step_constants(self.pipeline, &pre).0;
         }
 
         progress.pass("statistics");
-        let stats = self.statistics(&starts, &progress, &constants, true)?;
+        let (stats, mut metric_parts) = self.statistics(&starts, &progress, &constants, true)?;
         if stats.dropped_scores > 0 {
             summary.warnings.push(format!(
                 "{} rows have a non-zero `score` but no position to hold it (an empty response, or no mask-1 token under --layout padded); their score is dropped",
@@ -150,7 +153,7 @@ impl Passes<'_> {
                 }
             }
         }
-        let (final_constants, _kl_metrics) = step_constants(self.pipeline, &stats);
+        let (final_constants, kl_metrics) = step_constants(self.pipeline, &stats);
         let plan = dispatch::plan(self.pipeline, &stats, self.input.name())?;
         if plan.nan_rows > 0 {
             summary.warnings.push(format!(
@@ -181,6 +184,7 @@ impl Passes<'_> {
                         &final_constants,
                         self.input.name(),
                     )?;
+                    let new_mask = shaped.mask.clone();
                     let outputs = token_outputs(
                         self.pipeline,
                         &group,
@@ -189,6 +193,11 @@ impl Passes<'_> {
                         &stats,
                         self.input.name(),
                     )?;
+                    let parts = if self.opts.metrics.is_some() {
+                        metrics::advantage_parts(&group, &new_mask, &outputs.advantages)
+                    } else {
+                        metrics::Parts::new()
+                    };
                     let out = assemble(
                         &batch,
                         self.columns,
@@ -199,16 +208,98 @@ impl Passes<'_> {
                     )?;
                     let encoded = output.encode(rg, &out)?;
                     progress.inc(group.rows());
-                    Ok(encoded)
+                    Ok((encoded, parts))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            for e in encoded {
+            for (e, parts) in encoded {
                 output.append(e)?;
+                metrics::merge(&mut metric_parts, parts);
             }
+        }
+        if let Some(path) = &self.opts.metrics {
+            let json =
+                self.metrics_json(&stats, &metric_parts, &kl_metrics, &final_constants, &plan);
+            let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+            std::fs::write(path, text + "\n").map_err(|e| {
+                Error::data(format!("{}: cannot write the metrics", path.display())).with_source(e)
+            })?;
         }
         output.finish()?;
         progress.finish();
         Ok(summary)
+    }
+
+    /// One JSON object of metrics per training batch (a single object without a step column).
+    fn metrics_json(
+        &self,
+        stats: &RowStats,
+        parts: &metrics::Parts,
+        kl_metrics: &std::collections::BTreeMap<Option<i64>, (f64, f64)>,
+        constants: &Constants,
+        plan: &dispatch::Plan,
+    ) -> serde_json::Value {
+        use serde_json::{Map, Value};
+        let has_rollout = self.columns.token(TokenRole::RolloutLogProbs).is_some();
+        let empty = metrics::StepParts::default();
+        let mut steps = Vec::new();
+        for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
+            let mut m = Map::new();
+            if let Some(s) = step {
+                m.insert("step".into(), Value::from(s));
+            }
+            if let Some(&(current, beta)) = kl_metrics.get(&step) {
+                m.insert("actor/reward_kl_penalty".into(), Value::from(current));
+                m.insert("actor/reward_kl_penalty_coeff".into(), Value::from(beta));
+            }
+            let p = parts.get(&step).unwrap_or(&empty);
+            if let Some(c) = self.pipeline.correction_runs(has_rollout) {
+                metrics::correction_metrics(c, p, constants.get(step).is_norm, &mut m);
+            }
+            m.insert("advcalc/rows".into(), Value::from(rows.len()));
+            let valid: f64 = rows.iter().map(|&r| stats.valid[r]).sum();
+            m.insert("advcalc/valid_tokens".into(), Value::from(valid));
+            m.insert(
+                "advcalc/rows_without_valid_token".into(),
+                Value::from(rows.iter().filter(|&&r| stats.valid[r] == 0.0).count()),
+            );
+            if !stats.uid.is_empty() {
+                let grouping = crate::groups::Grouping::by_key(rows.iter().map(|&r| &stats.uid[r]));
+                let members = grouping.members();
+                let mut histogram = std::collections::BTreeMap::new();
+                for g in &members {
+                    *histogram.entry(g.len()).or_insert(0usize) += 1;
+                }
+                let flat = members
+                    .iter()
+                    .filter(|g| {
+                        g.iter()
+                            .all(|&i| stats.score[rows[i]] == stats.score[rows[g[0]]])
+                    })
+                    .count();
+                m.insert("advcalc/groups".into(), Value::from(members.len()));
+                m.insert(
+                    "advcalc/group_size_histogram".into(),
+                    Value::Object(
+                        histogram
+                            .into_iter()
+                            .map(|(k, v)| (k.to_string(), Value::from(v)))
+                            .collect(),
+                    ),
+                );
+                m.insert(
+                    "advcalc/zero_variance_group_fraction".into(),
+                    Value::from(flat as f64 / members.len().max(1) as f64),
+                );
+            }
+            m.insert("advcalc/nan_rows_zeroed".into(), Value::from(plan.nan_rows));
+            metrics::advantage_metrics(p, &mut m);
+            steps.push(Value::Object(m));
+        }
+        if stats.step.is_some() {
+            Value::Array(steps)
+        } else {
+            steps.pop().unwrap_or(Value::Object(Map::new()))
+        }
     }
 
     fn decode(
@@ -233,7 +324,7 @@ impl Passes<'_> {
         progress: &Progress,
         constants: &Constants,
         estimator_stats: bool,
-    ) -> Result<RowStats> {
+    ) -> Result<(RowStats, metrics::Parts)> {
         let projection = self.columns.statistics_projection();
         let parts = (0..self.input.num_row_groups())
             .into_par_iter()
@@ -242,19 +333,29 @@ impl Passes<'_> {
                 let group = self.decode(&batch, starts[rg])?;
                 progress.inc(group.rows());
                 let shaped = pipeline::shape(self.pipeline, &group, constants, self.input.name())?;
-                if estimator_stats {
-                    row_stats(self.pipeline, group, &shaped, self.input.name())
+                let has_rollout = group.token(TokenRole::RolloutLogProbs).is_some();
+                let parts = match self.pipeline.correction_runs(has_rollout) {
+                    Some(c) if estimator_stats && self.opts.metrics.is_some() => {
+                        metrics::correction_parts(self.pipeline, c, &group)
+                    }
+                    _ => metrics::Parts::new(),
+                };
+                let stats = if estimator_stats {
+                    row_stats(self.pipeline, group, &shaped, self.input.name())?
                 } else {
                     let mut plain = self.pipeline.clone();
                     plain.estimator = Estimator::Grpo;
-                    row_stats(&plain, group, &shaped, self.input.name())
-                }
+                    row_stats(&plain, group, &shaped, self.input.name())?
+                };
+                Ok((stats, parts))
             })
             .collect::<Result<Vec<_>>>()?;
         let mut stats = RowStats::default();
-        for part in parts {
+        let mut metric_parts = metrics::Parts::new();
+        for (part, m) in parts {
             stats.append(part);
+            metrics::merge(&mut metric_parts, m);
         }
-        Ok(stats)
+        Ok((stats, metric_parts))
     }
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod estimators;
 pub mod groups;
 pub mod io;
+pub mod metrics;
 pub mod outputs;
 pub mod pipeline;
 pub mod progress;

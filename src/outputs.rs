@@ -11,6 +11,8 @@ use crate::io::decode::RowGroup;
 use crate::io::schema::TokenRole;
 use crate::pipeline::{Pipeline, Shaped};
 
+// Rows index several parallel columns through their spans.
+#[allow(clippy::needless_range_loop)]
 pub fn token_outputs(
     pipeline: &Pipeline,
     group: &RowGroup,

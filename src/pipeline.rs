@@ -141,9 +141,15 @@ impl Pipeline {
         }
         tokens.sort();
         tokens.dedup();
+        let optional = if self.correction.is_some() {
+            vec![TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]
+        } else {
+            Vec::new()
+        };
         Needs {
             uid: e.needs_uid(),
             tokens,
+            optional,
             reward_baselines: e == Estimator::Remax,
             components: self.gdpo_keys.clone(),
             purpose: purpose.join(" with "),

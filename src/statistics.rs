@@ -11,6 +11,8 @@ use crate::io::schema::TokenRole;
 use crate::pipeline::{Pipeline, Shaped};
 use crate::stats::Moments;
 
+// Rows index several parallel columns through their spans.
+#[allow(clippy::needless_range_loop)]
 pub fn row_stats(
     pipeline: &Pipeline,
     group: RowGroup,

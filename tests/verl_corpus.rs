@@ -47,6 +47,11 @@ fn check_case(dir: &Path) -> Vec<String> {
         "input.parquet".into(),
         out_path.display().to_string(),
     ]);
+    let metrics_path = tmp.path().join("metrics.json");
+    let expected_metrics = dir.join("expected_metrics.json");
+    if expected_metrics.is_file() {
+        args.extend(["--metrics".into(), metrics_path.display().to_string()]);
+    }
     let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run_in(
         dir,
@@ -90,6 +95,9 @@ fn check_case(dir: &Path) -> Vec<String> {
             None => problems.push(format!("column {name} missing from the output")),
         }
     }
+    if expected_metrics.is_file() {
+        problems.extend(compare_metrics(&expected_metrics, &metrics_path));
+    }
     for name in COMPARED {
         if expected.column_by_name(name).is_none() {
             if name == "rollout_is_weights"
@@ -131,6 +139,34 @@ fn check_case(dir: &Path) -> Vec<String> {
     problems
 }
 
+/// verl's metrics (every key it produced) against advcalc's, |a − e| ≤ 1e-6 + 1e-4·|e|.
+fn compare_metrics(expected: &Path, actual: &Path) -> Vec<String> {
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_default()).unwrap_or_default()
+    };
+    let (e, a) = (read(expected), read(actual));
+    let as_list = |v: serde_json::Value| match v {
+        serde_json::Value::Array(items) => items,
+        other => vec![other],
+    };
+    let (e, a) = (as_list(e), as_list(a));
+    if e.len() != a.len() {
+        return vec![format!("metrics: {} steps, expected {}", a.len(), e.len())];
+    }
+    let mut problems = Vec::new();
+    for (step, (es, as_)) in e.iter().zip(&a).enumerate() {
+        for (key, ev) in es.as_object().into_iter().flatten() {
+            let Some(ev) = ev.as_f64() else { continue };
+            match as_.get(key).and_then(|v| v.as_f64()) {
+                Some(av) if (av - ev).abs() <= 1e-6 + 1e-4 * ev.abs() => {}
+                Some(av) => problems.push(format!("metric {key} (step {step}): {av} vs verl {ev}")),
+                None => problems.push(format!("metric {key} (step {step}) missing")),
+            }
+        }
+    }
+    problems
+}
+
 #[test]
 fn verl_corpus_matches() {
     let cases = cases();
@@ -143,7 +179,7 @@ fn verl_corpus_matches() {
     for dir in &cases {
         let problems = check_case(dir);
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        for p in problems.iter().take(5) {
+        for p in problems.iter().take(8) {
             failures.push(format!("{name}: {p}"));
         }
     }

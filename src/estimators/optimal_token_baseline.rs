@@ -75,7 +75,7 @@ impl ColumnSums {
     /// The baseline at position k (0 where nobody was valid).
     pub fn baseline(&self, k: usize) -> f32 {
         match (self.num.get(k), self.den.get(k)) {
-            (Some(&n), Some(&d)) => ((n as f32) / (d as f32 + 1e-8)) as f32,
+            (Some(&n), Some(&d)) => (n as f32) / (d as f32 + 1e-8),
             _ => 0.0,
         }
     }

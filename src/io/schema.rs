@@ -84,6 +84,8 @@ pub struct InputColumns {
 pub struct Needs {
     pub uid: bool,
     pub tokens: Vec<TokenRole>,
+    /// Token columns used when the file has them (rollout-correction metrics).
+    pub optional: Vec<TokenRole>,
     pub reward_baselines: bool,
     pub components: Vec<String>,
     /// e.g. "estimator gae", "KL in reward (kl_penalty low_var_kl)".
@@ -213,7 +215,7 @@ impl InputColumns {
         for role in TokenRole::ALL {
             if let Some(i) = find(role.column()) {
                 // Only the columns the run uses are checked; others pass through untouched.
-                if needs.tokens.contains(&role) || role == TokenRole::RolloutLogProbs {
+                if needs.tokens.contains(&role) || needs.optional.contains(&role) {
                     check_token_type(
                         schema.field(i).data_type(),
                         TokenKind::Values,
