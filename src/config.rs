@@ -148,10 +148,15 @@ impl Config {
         if sources.no_norm_adv_by_std {
             algo.norm_adv_by_std_in_grpo = false;
         }
-        if algo.adv_estimator == Estimator::GrpoVectorized && !algo.norm_adv_by_std_in_grpo {
-            notes.push(
-                "grpo_vectorized divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)".into(),
-            );
+        if matches!(
+            algo.adv_estimator,
+            Estimator::GrpoVectorized | Estimator::Gdpo
+        ) && !algo.norm_adv_by_std_in_grpo
+        {
+            notes.push(format!(
+                "{} divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)",
+                algo.adv_estimator.name()
+            ));
         }
         let config = Config {
             algorithm: algo,

@@ -184,7 +184,7 @@ impl Passes<'_> {
                         &final_constants,
                         self.input.name(),
                     )?;
-                    let new_mask = shaped.mask.clone();
+                    let new_mask = self.opts.metrics.as_ref().map(|_| shaped.mask.clone());
                     let outputs = token_outputs(
                         self.pipeline,
                         &group,
@@ -193,10 +193,9 @@ impl Passes<'_> {
                         &stats,
                         self.input.name(),
                     )?;
-                    let parts = if self.opts.metrics.is_some() {
-                        metrics::advantage_parts(&group, &new_mask, &outputs.advantages)
-                    } else {
-                        metrics::Parts::new()
+                    let parts = match &new_mask {
+                        Some(mask) => metrics::advantage_parts(&group, mask, &outputs.advantages),
+                        None => metrics::Parts::new(),
                     };
                     let out = assemble(
                         &batch,

@@ -68,7 +68,12 @@ impl Pipeline {
             None
         };
         let c = &algo.kl_ctrl;
-        let controller = KlController::new(&c.kind, c.kl_coef, c.target_kl, c.horizon)?;
+        // verl builds the controller only with KL in the reward, so only then is it checked.
+        let controller = if algo.use_kl_in_reward {
+            KlController::new(&c.kind, c.kl_coef, c.target_kl, c.horizon)?
+        } else {
+            KlController::Fixed { value: c.kl_coef }
+        };
         let correction = Correction::parse(algo.rollout_correction.as_ref())?;
         let bypass = algo
             .rollout_correction
@@ -175,13 +180,6 @@ impl Pipeline {
     pub fn is_weights(&self, has_rollout: bool) -> bool {
         self.correction_runs(has_rollout)
             .is_some_and(|c| c.is.is_some())
-    }
-}
-
-impl Correction {
-    /// IS or RS is configured (beyond metrics).
-    pub fn is_some_active(&self) -> bool {
-        self.is.is_some() || !self.rs.is_empty()
     }
 }
 

@@ -88,27 +88,6 @@ impl Estimator {
             })
     }
 
-    /// Estimators this version computes.
-    pub fn is_implemented(self) -> bool {
-        true
-    }
-
-    pub fn check_implemented(self) -> Result<()> {
-        if self.is_implemented() {
-            return Ok(());
-        }
-        let done: Vec<&str> = Self::ALL
-            .iter()
-            .filter(|e| e.is_implemented())
-            .map(|e| e.name())
-            .collect();
-        Err(Error::usage(format!(
-            "estimator `{}` is not implemented yet (available: {}); verl's default is gae, so pass -e or adv_estimator",
-            self.name(),
-            done.join(", ")
-        )))
-    }
-
     /// Whether the estimator groups rows by `uid`.
     pub fn needs_uid(self) -> bool {
         !matches!(

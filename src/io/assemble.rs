@@ -71,25 +71,26 @@ pub fn assemble(
         .iter()
         .map(|field| {
             let name = field.name().as_str();
-            Ok(match name {
-                "token_level_rewards" => rewards.clone(),
-                "advantages" => advantages.clone(),
-                "returns" => returns.clone(),
-                "rollout_is_weights" if weights.is_some() => {
-                    weights.clone().unwrap_or_else(|| returns.clone())
-                }
-                n if n == mask_name && new_mask.is_some() => {
-                    new_mask.clone().unwrap_or_else(|| returns.clone())
-                }
-                "loss_mask" if !columns.has_loss_mask => {
-                    input.column_by_name(mask_name).cloned().ok_or_else(|| {
-                        Error::data(format!("{file}: `{mask_name}` missing from a row group"))
-                    })?
-                }
-                _ => input.column_by_name(name).cloned().ok_or_else(|| {
-                    Error::data(format!("{file}: `{name}` missing from a row group"))
-                })?,
-            })
+            let computed = match name {
+                "token_level_rewards" => Some(&rewards),
+                "advantages" => Some(&advantages),
+                "returns" => Some(&returns),
+                "rollout_is_weights" => weights.as_ref(),
+                n if n == mask_name => new_mask.as_ref(),
+                _ => None,
+            };
+            // `loss_mask` keeps the original mask when the input has none (verl's convention)
+            let source = if name == "loss_mask" && !columns.has_loss_mask {
+                mask_name
+            } else {
+                name
+            };
+            match computed {
+                Some(array) => Ok(array.clone()),
+                None => input.column_by_name(source).cloned().ok_or_else(|| {
+                    Error::data(format!("{file}: `{source}` missing from a row group"))
+                }),
+            }
         })
         .collect::<Result<Vec<_>>>()?;
     RecordBatch::try_new(output_schema.clone(), arrays).map_err(|e| {

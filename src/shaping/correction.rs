@@ -119,6 +119,11 @@ fn py_str(v: &Value) -> String {
 }
 
 impl Correction {
+    /// IS or RS is configured (beyond metrics).
+    pub fn is_some_active(&self) -> bool {
+        self.is.is_some() || !self.rs.is_empty()
+    }
+
     /// `None` when correction does not run (no config, or bypass mode).
     pub fn parse(cfg: Option<&RolloutCorrectionConfig>) -> Result<Option<Self>> {
         let Some(cfg) = cfg else { return Ok(None) };
