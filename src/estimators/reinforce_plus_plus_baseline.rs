@@ -26,3 +26,38 @@ pub fn reinforce_plus_plus_baseline(scores: &[f64], grouping: &Grouping) -> Vec<
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::{f32_scores, grouping};
+    use crate::stats::{Moments, Whitening};
+
+    // Reference §11: three-token rows, row 1's last token masked; whitened row values
+    // 0.42520234 / −2.06736302 / 0.42520234 / 1.33914304 / −0.405652732 ×2.
+    #[test]
+    fn worked_example() {
+        let c = reinforce_plus_plus_baseline(
+            &f32_scores(&[1.0, 0.0, 1.0, 0.7, 0.1, 0.1]),
+            &grouping(&["a", "a", "a", "b", "c", "c"]),
+        );
+        let valid = [3.0, 2.0, 3.0, 3.0, 3.0, 3.0];
+        let mut m = Moments::default();
+        for (&x, &n) in c.iter().zip(&valid) {
+            m.push_repeated(x as f32 as f64, n);
+        }
+        let w = Whitening::from_moments(&m).unwrap();
+        let a: Vec<f32> = c.iter().map(|&x| w.apply(x as f32)).collect();
+        let e = [
+            0.42520234,
+            -2.06736302,
+            0.42520234,
+            1.33914304,
+            -0.405652732,
+            -0.405652732,
+        ];
+        for (x, y) in a.iter().zip(e) {
+            assert!((x - y).abs() < 2e-6, "{a:?}");
+        }
+    }
+}

@@ -21,3 +21,33 @@ pub fn compact_index(mask: &[f32]) -> Vec<Option<usize>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::optimal_token_baseline::ColumnSums;
+
+    #[test]
+    fn compacted_positions_skip_holes() {
+        assert_eq!(
+            compact_index(&[1.0, 0.0, 1.0, 1.0, 0.0]),
+            vec![Some(0), None, Some(1), Some(2), None]
+        );
+    }
+
+    // Hand computation: with a hole, row a = valid at columns 0, 2 and row b at 0, 1. TIR aligns
+    // a's second generated token (column 2) with b's (column 1); the absolute alignment would not.
+    #[test]
+    fn aligns_by_generated_token() {
+        let (ga, wa, ma) = ([3.0f32, 3.0, 1.0], [1.0f32, 1.0, 2.0], [1.0f32, 0.0, 1.0]);
+        let (gb, wb, mb) = ([5.0f32, 2.0], [1.0f32, 2.0], [1.0f32, 1.0]);
+        let mut sums = ColumnSums::default();
+        let ka = compact_index(&ma);
+        sums.add(&ga, &wa, &ma, |t| ka[t].unwrap_or(0));
+        let kb = compact_index(&mb);
+        sums.add(&gb, &wb, &mb, |t| kb[t].unwrap_or(0));
+        // k = 0: (3·1 + 5·1)/(1 + 1) = 4; k = 1: (1·2 + 2·2)/(2 + 2) = 1.5
+        assert!((sums.baseline(0) - 4.0).abs() < 1e-6);
+        assert!((sums.baseline(1) - 1.5).abs() < 1e-6);
+    }
+}
