@@ -6,23 +6,16 @@
 
 use crate::groups::Grouping;
 
-use super::grpo::group_sums;
+use super::grpo::group_means;
 
 pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     let nonzero = scores.iter().filter(|&&s| s != 0.0).count().max(1);
     let alpha = (scores.len() as f32 / nonzero as f32) as f64; // an f32 tensor in verl
-    let (count, sum) = group_sums(scores, grouping);
+    let mean = group_means(scores, grouping);
     scores
         .iter()
         .zip(&grouping.group_of_row)
-        .map(|(&s, &g)| {
-            let mean = if count[g] > 1 {
-                sum[g] / count[g] as f64
-            } else {
-                0.0
-            };
-            alpha * (s - mean)
-        })
+        .map(|(&s, &g)| alpha * (s - mean[g]))
         .collect()
 }
 

@@ -57,11 +57,10 @@ pub fn group_sums(scores: &[f64], grouping: &Grouping) -> (Vec<usize>, Vec<f64>)
     (count, sum)
 }
 
-/// Group mean and unbiased standard deviation; a singleton group gets (0, 1) as in verl.
-pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64>) {
-    let n = grouping.n_groups;
+/// Group means; a singleton group's mean is 0, as in verl's loop estimators.
+pub fn group_means(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     let (count, sum) = group_sums(scores, grouping);
-    let mean: Vec<f64> = (0..n)
+    (0..grouping.n_groups)
         .map(|g| {
             if count[g] > 1 {
                 sum[g] / count[g] as f64
@@ -69,7 +68,14 @@ pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64
                 0.0
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Group mean and unbiased standard deviation; a singleton group gets (0, 1) as in verl.
+pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64>) {
+    let n = grouping.n_groups;
+    let (count, _) = group_sums(scores, grouping);
+    let mean = group_means(scores, grouping);
     let mut sq = vec![0.0f64; n];
     for (&s, &g) in scores.iter().zip(&grouping.group_of_row) {
         let d = s - mean[g];

@@ -9,21 +9,15 @@
 
 use crate::groups::Grouping;
 
-use super::grpo::group_sums;
+use super::grpo::group_means;
 
 /// The per-row centred scores, before whitening.
 pub fn reinforce_plus_plus_baseline(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
-    let (count, sum) = group_sums(scores, grouping);
+    let mean = group_means(scores, grouping);
     scores
         .iter()
         .zip(&grouping.group_of_row)
-        .map(|(&s, &g)| {
-            if count[g] > 1 {
-                s - sum[g] / count[g] as f64
-            } else {
-                s
-            }
-        })
+        .map(|(&s, &g)| s - mean[g])
         .collect()
 }
 
