@@ -73,6 +73,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub metrics: Option<PathBuf>,
 
+    /// Let NaN and ±inf in rewards, log-probs and values through (verl's behaviour) instead
+    /// of refusing them
+    #[arg(long)]
+    pub allow_nonfinite: bool,
+
     /// Worker threads [default: one per core]
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
@@ -112,6 +117,7 @@ impl RunArgs {
             threads: self.threads.map(usize::from),
             progress: progress && !self.quiet,
             metrics: self.metrics.clone(),
+            allow_nonfinite: self.allow_nonfinite,
             layout: match self.layout {
                 LayoutArg::Ragged => Layout::Ragged,
                 LayoutArg::Padded => Layout::Padded,

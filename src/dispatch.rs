@@ -41,6 +41,8 @@ pub struct RowStats {
     pub columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
     /// Rows whose scalar score had no position.
     pub dropped_scores: usize,
+    /// Positive values in log-probability columns (a warning).
+    pub positive_log_probs: Option<crate::io::decode::PositiveLogProbs>,
 }
 
 impl RowStats {
@@ -74,6 +76,10 @@ impl RowStats {
             self.columns.entry(key).or_default().merge(&sums);
         }
         self.dropped_scores += other.dropped_scores;
+        self.positive_log_probs = crate::io::decode::PositiveLogProbs::merge(
+            self.positive_log_probs.take(),
+            other.positive_log_probs,
+        );
     }
 }
 

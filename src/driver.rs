@@ -18,7 +18,7 @@ use crate::dispatch::{self, RowStats, step_constants, training_batches};
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
 use crate::io::assemble::assemble;
-use crate::io::decode::{RowGroup, decode};
+use crate::io::decode::{DecodeOptions, RowGroup, decode};
 use crate::io::read::ParquetInput;
 use crate::io::schema::{InputColumns, TokenRole};
 use crate::io::write::{ParquetOutput, check_destination, same_file};
@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub threads: Option<usize>,
     pub progress: bool,
     pub layout: Layout,
+    /// Let NaN and ±inf through instead of refusing them.
+    pub allow_nonfinite: bool,
     /// Where to write the metrics as JSON (`--metrics`).
     pub metrics: Option<PathBuf>,
 }
@@ -139,6 +141,16 @@ impl Passes<'_> {
             summary.warnings.push(format!(
                 "{} rows have a non-zero `score` but no position to hold it (an empty response, or no mask-1 token under --layout padded); their score is dropped",
                 stats.dropped_scores
+            ));
+        }
+        if let Some(p) = &stats.positive_log_probs {
+            summary.warnings.push(format!(
+                "{}: {} positive values in log-probability columns (first: `{}` row {} token {}); log-probabilities are ≤ 0 — check that these columns hold log π",
+                self.input.name(),
+                p.count,
+                p.column,
+                p.row,
+                p.token
             ));
         }
         summary.batches = training_batches(stats.step.as_deref(), rows).len();
@@ -309,7 +321,10 @@ impl Passes<'_> {
         decode(
             batch,
             self.columns,
-            self.opts.layout,
+            &DecodeOptions {
+                layout: self.opts.layout,
+                allow_nonfinite: self.opts.allow_nonfinite,
+            },
             self.input.name(),
             first_row,
         )

@@ -37,6 +37,7 @@ pub fn row_stats(
             .map(|c| c.iter().map(|&x| x as f64).collect())
             .collect(),
         dropped_scores: group.dropped_scores,
+        positive_log_probs: group.positive_log_probs.clone(),
         ..Default::default()
     };
     let missing = |what: &str| {

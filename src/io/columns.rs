@@ -157,6 +157,36 @@ pub fn token_column(array: &ArrayRef, kind: TokenKind, col: &ColumnRef<'_>) -> R
     Ok(TokenColumn { offsets, values })
 }
 
+/// Refuse NaN and ±inf, naming the row and token (verl would carry them into every sum).
+pub fn check_finite_tokens(values: &[f32], offsets: &[usize], col: &ColumnRef<'_>) -> Result<()> {
+    if let Some(token) = values.iter().position(|v| !v.is_finite()) {
+        let row = offsets.partition_point(|&o| o <= token) - 1;
+        return Err(col.error(
+            row,
+            format!(
+                "{} at token {} (pass --allow-nonfinite to let non-finite values through, as verl would)",
+                values[token],
+                token - offsets[row]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuse NaN and ±inf in a scalar column.
+pub fn check_finite_scalars(values: &[f32], col: &ColumnRef<'_>) -> Result<()> {
+    if let Some(row) = values.iter().position(|v| !v.is_finite()) {
+        return Err(col.error(
+            row,
+            format!(
+                "{} (pass --allow-nonfinite to let non-finite values through, as verl would)",
+                values[row]
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Group labels: strings (utf8, large_utf8, utf8_view, dictionary of strings) or integers.
 pub fn group_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>> {
     const EXPECTED: &str = "strings or integers";

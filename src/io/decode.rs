@@ -27,6 +27,36 @@ pub struct RowGroup {
     pub session: Option<(Vec<GroupKey>, Vec<i64>)>,
     /// Rows whose scalar score had no position to go to.
     pub dropped_scores: usize,
+    /// Positive log-probabilities seen: count and the first (column, global row, token).
+    pub positive_log_probs: Option<PositiveLogProbs>,
+}
+
+/// Log-probabilities above 0, which cannot be log-probabilities.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PositiveLogProbs {
+    pub count: usize,
+    pub column: &'static str,
+    pub row: usize,
+    pub token: usize,
+}
+
+impl PositiveLogProbs {
+    pub fn merge(a: Option<Self>, b: Option<Self>) -> Option<Self> {
+        match (a, b) {
+            (Some(mut a), Some(b)) => {
+                a.count += b.count;
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// How to decode: the layout (scalar score placement) and whether NaN/inf pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DecodeOptions {
+    pub layout: Layout,
+    pub allow_nonfinite: bool,
 }
 
 impl RowGroup {
@@ -56,7 +86,7 @@ impl RowGroup {
 pub fn decode(
     batch: &RecordBatch,
     columns: &InputColumns,
-    layout: Layout,
+    options: &DecodeOptions,
     file: &str,
     first_row: usize,
 ) -> Result<RowGroup> {
@@ -93,6 +123,7 @@ pub fn decode(
         Ok(values.values)
     };
     let mut tokens = Vec::new();
+    let mut positive_log_probs = None;
     for &(role, index) in &columns.tokens {
         if batch
             .column_by_name(columns.schema.field(index).name())
@@ -102,12 +133,25 @@ pub fn decode(
         }
         let (array, col) = get(index)?;
         let values = columns::token_column(array, TokenKind::Values, &col)?;
+        if !options.allow_nonfinite {
+            columns::check_finite_tokens(&values.values, &values.offsets, &col)?;
+        }
+        if role.is_log_prob() {
+            positive_log_probs = PositiveLogProbs::merge(
+                positive_log_probs,
+                positives(&values, role.column(), first_row),
+            );
+        }
         tokens.push((role, same_lengths(values, &col)?));
     }
     let reward_baselines = match columns.reward_baselines {
         Some(i) => {
             let (array, col) = get(i)?;
-            Some(columns::float_scalars(array, &col)?)
+            let values = columns::float_scalars(array, &col)?;
+            if !options.allow_nonfinite {
+                columns::check_finite_scalars(&values, &col)?;
+            }
+            Some(values)
         }
         None => None,
     };
@@ -116,19 +160,29 @@ pub fn decode(
         .iter()
         .map(|&(_, i)| {
             let (array, col) = get(i)?;
-            columns::float_scalars(array, &col)
+            let values = columns::float_scalars(array, &col)?;
+            if !options.allow_nonfinite {
+                columns::check_finite_scalars(&values, &col)?;
+            }
+            Ok(values)
         })
         .collect::<Result<Vec<_>>>()?;
     let (scores, dropped_scores) = match &columns.scores {
         ScoreSource::Tokens { index, .. } => {
             let (array, col) = get(*index)?;
             let scores = columns::token_column(array, TokenKind::Values, &col)?;
+            if !options.allow_nonfinite {
+                columns::check_finite_tokens(&scores.values, &scores.offsets, &col)?;
+            }
             (same_lengths(scores, &col)?, 0)
         }
         ScoreSource::Scalar { index } => {
             let (array, col) = get(*index)?;
             let scalars = columns::float_scalars(array, &col)?;
-            place_scalar_scores(&scalars, &mask.offsets, &mask.values, layout)
+            if !options.allow_nonfinite {
+                columns::check_finite_scalars(&scalars, &col)?;
+            }
+            place_scalar_scores(&scalars, &mask.offsets, &mask.values, options.layout)
         }
     };
     let mut group = RowGroup {
@@ -142,6 +196,7 @@ pub fn decode(
         step: None,
         session: None,
         dropped_scores,
+        positive_log_probs,
     };
     {
         if let Some(i) = columns.uid {
@@ -160,4 +215,21 @@ pub fn decode(
         }
     }
     Ok(group)
+}
+
+/// Count the values above 0 of a log-probability column.
+fn positives(
+    values: &TokenColumn,
+    column: &'static str,
+    first_row: usize,
+) -> Option<PositiveLogProbs> {
+    let count = values.values.iter().filter(|&&v| v > 0.0).count();
+    let token = values.values.iter().position(|&v| v > 0.0)?;
+    let row = values.offsets.partition_point(|&o| o <= token) - 1;
+    Some(PositiveLogProbs {
+        count,
+        column,
+        row: first_row + row,
+        token: token - values.offsets[row],
+    })
 }

@@ -49,6 +49,14 @@ impl TokenRole {
         TokenRole::SumPiSquared,
     ];
 
+    /// Whether the column holds log-probabilities (which are ≤ 0).
+    pub fn is_log_prob(self) -> bool {
+        matches!(
+            self,
+            TokenRole::OldLogProbs | TokenRole::RefLogProb | TokenRole::RolloutLogProbs
+        )
+    }
+
     pub fn column(self) -> &'static str {
         match self {
             TokenRole::OldLogProbs => "old_log_probs",

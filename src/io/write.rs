@@ -18,6 +18,36 @@ use tempfile::NamedTempFile;
 use crate::error::{Error, Result};
 use crate::io::schema::OUTPUT_COLUMNS;
 
+const TEMP_PREFIX: &str = ".advcalc-";
+const TEMP_SUFFIX: &str = ".parquet.tmp";
+
+/// Delete temporary outputs left in `dir` by advcalc runs that were killed (their process is
+/// gone). Only on systems with `/proc`; elsewhere leftovers stay, named `.advcalc-PID-*.tmp`.
+fn remove_stale_temporaries(dir: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix(TEMP_PREFIX) else {
+            continue;
+        };
+        if !name.ends_with(TEMP_SUFFIX) {
+            continue;
+        }
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// A row group encoded into column chunks, ready to append.
 pub struct EncodedRowGroup(Vec<ArrowColumnChunk>);
 
@@ -37,8 +67,11 @@ impl ParquetOutput {
         let name = dest.display().to_string();
         check_destination(dest, force)?;
         let dir = parent_dir(dest);
+        remove_stale_temporaries(&dir);
         let mut builder = tempfile::Builder::new();
-        builder.prefix(".advcalc-").suffix(".parquet.tmp");
+        // The pid in the name lets a later run tell a killed run's leftovers from a live one's.
+        let prefix = format!("{TEMP_PREFIX}{}-", std::process::id());
+        builder.prefix(&prefix).suffix(TEMP_SUFFIX);
         // tempfile creates 0600 files; the output should get the usual umask-based mode.
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
