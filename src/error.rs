@@ -46,6 +46,15 @@ impl Error {
         self
     }
 
+    /// Attach an already boxed cause.
+    pub fn with_boxed_source(
+        mut self,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    ) -> Self {
+        self.source = Some(source);
+        self
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }

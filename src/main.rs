@@ -10,6 +10,14 @@ use advcalc::Error;
 use advcalc::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // Panics inside the Parquet decoder are caught and reported as data errors; keep the
+    // default report for any other panic (a bug of ours).
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !advcalc::io::read::decoding() {
+            default_hook(info);
+        }
+    }));
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -599,3 +599,32 @@ fn step_column_of_strings_is_refused() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+// Found by the `read_input` fuzz target: a file on which the Parquet decoder itself panics.
+// It must be a one-line data error, whatever the thread count.
+#[test]
+fn decoder_panic_is_a_data_error() {
+    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz-decoder-panic.parquet");
+    for threads in ["1", "2"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = run_in(
+            tmp.path(),
+            &[
+                "run",
+                "-e",
+                "grpo",
+                "-j",
+                threads,
+                input.to_str().unwrap(),
+                "out.parquet",
+            ],
+        );
+        assert_clean_failure(
+            "decoder panic",
+            &out,
+            1,
+            &["fuzz-decoder-panic.parquet: cannot decode row group"],
+            tmp.path(),
+        );
+    }
+}

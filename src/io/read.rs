@@ -61,7 +61,7 @@ impl ParquetInput {
         let mut starts = vec![0usize];
         for rg in self.metadata.metadata().row_groups() {
             let last = *starts.last().unwrap_or(&0);
-            starts.push(last + rg.num_rows().max(0) as usize);
+            starts.push(last.saturating_add(rg.num_rows().max(0) as usize));
         }
         starts
     }
@@ -69,12 +69,43 @@ impl ParquetInput {
     /// Decode one row group, keeping only the given root columns (all when `None`).
     pub fn read_row_group(&self, index: usize, columns: Option<&[usize]>) -> Result<RecordBatch> {
         let context = || Error::data(format!("{}: cannot decode row group {index}", self.name));
+        // The Parquet decoder can panic on some malformed files; that is bad input, not a bug
+        // of ours, so it becomes a data error like any other decoding failure.
+        DECODING.with(|d| d.set(true));
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.decode_row_group(index, columns)
+        }));
+        DECODING.with(|d| d.set(false));
+        match decoded {
+            Ok(result) => result.map_err(|e| context().with_boxed_source(e)),
+            Err(payload) => {
+                let reason = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown".into());
+                Err(context().with_source(MalformedData(reason)))
+            }
+        }
+    }
+
+    fn decode_row_group(
+        &self,
+        index: usize,
+        columns: Option<&[usize]>,
+    ) -> std::result::Result<RecordBatch, Box<dyn std::error::Error + Send + Sync>> {
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
             self.file.clone(),
             self.metadata.clone(),
         )
         .with_row_groups(vec![index]);
-        let rows = self.metadata.metadata().row_group(index).num_rows().max(1) as usize;
+        // Bounded, so that a footer claiming absurd row counts cannot make us preallocate.
+        let rows = self
+            .metadata
+            .metadata()
+            .row_group(index)
+            .num_rows()
+            .clamp(1, 1 << 16) as usize;
         builder = builder.with_batch_size(rows);
         if let Some(columns) = columns {
             let mask =
@@ -82,16 +113,36 @@ impl ParquetInput {
             builder = builder.with_projection(mask);
         }
         let schema = builder.schema().clone();
-        let reader = builder.build().map_err(|e| context().with_source(e))?;
-        let batches = reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| context().with_source(e))?;
-        match batches.len() {
-            1 => Ok(batches
+        let reader = builder.build()?;
+        let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(match batches.len() {
+            1 => batches
                 .into_iter()
                 .next()
-                .unwrap_or_else(|| RecordBatch::new_empty(schema))),
-            _ => concat_batches(&schema, &batches).map_err(|e| context().with_source(e)),
-        }
+                .unwrap_or_else(|| RecordBatch::new_empty(schema)),
+            _ => concat_batches(&schema, &batches)?,
+        })
     }
 }
+
+thread_local! {
+    static DECODING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is inside the Parquet decoder, where a panic means malformed input
+/// and is caught; a panic hook uses it to stay quiet about those.
+pub fn decoding() -> bool {
+    DECODING.with(|d| d.get())
+}
+
+/// The decoder gave up on malformed data (it panicked; the message is its reason).
+#[derive(Debug)]
+struct MalformedData(String);
+
+impl std::fmt::Display for MalformedData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed data: {}", self.0)
+    }
+}
+
+impl std::error::Error for MalformedData {}
