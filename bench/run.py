@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+QUIET = 0.2  # cores other processes may use during a run that still counts as clean
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
@@ -70,14 +71,24 @@ class Cmd:
     env: dict = field(default_factory=dict)
     walls: list[float] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    other: list[float] = field(default_factory=list)
     out_bytes: int | None = None
     failed: str | None = None
 
+    def kept(self):
+        """Indices of the runs the medians use: the clean ones (other load below QUIET) if any."""
+        clean = [i for i, o in enumerate(self.other) if o < QUIET]
+        return clean or list(range(len(self.walls)))
+
     def median_wall(self):
-        return statistics.median(self.walls) if self.walls else None
+        return statistics.median(self.walls[i] for i in self.kept()) if self.walls else None
+
+    def median_cpu(self):
+        return statistics.median(self.cpu[i] for i in self.kept()) if self.cpu else None
 
     def median_rss_mib(self):
-        return statistics.median(self.rss_kib) / 1024 if self.rss_kib else None
+        return statistics.median(self.rss_kib[i] for i in self.kept()) / 1024 if self.rss_kib else None
 
 
 def rel(p) -> str:
@@ -101,9 +112,34 @@ def show_argv(argv) -> str:
     return shlex.join(shown)
 
 
+def busy_cpu_seconds():
+    """CPU seconds the whole machine has spent busy (all cores), from /proc/stat; None elsewhere."""
+    try:
+        f = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for_quiet(max_wait, threshold=QUIET):
+    """Wait (at most max_wait s) until the machine has been idle below threshold cores for 1 s."""
+    deadline = time.perf_counter() + max_wait
+    while True:
+        b0, t0 = busy_cpu_seconds(), time.perf_counter()
+        if b0 is None:
+            return
+        time.sleep(1.0)
+        load = (busy_cpu_seconds() - b0) / (time.perf_counter() - t0)
+        if load < threshold or time.perf_counter() > deadline:
+            return
+
+
 def measure(argv, env, timeout):
-    """Run argv; return (wall seconds, peak RSS KiB, returncode, stderr tail)."""
+    """Run argv; return (wall s, peak RSS KiB, CPU s of the process, other processes' CPU in cores,
+    returncode, stderr tail)."""
     full_env = dict(os.environ, **env)
+    busy0 = busy_cpu_seconds()
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     # read stderr in the background so a chatty process never blocks on a full pipe
@@ -123,12 +159,15 @@ def measure(argv, env, timeout):
             break
         time.sleep(0.005)
     wall = time.perf_counter() - t0
+    busy1 = busy_cpu_seconds()
+    cpu = ru.ru_utime + ru.ru_stime
+    other = None if busy0 is None else max(0.0, (busy1 - busy0 - cpu) / wall)
     p.returncode = os.waitstatus_to_exitcode(status)
     reader.join(timeout=5)
     err = (chunks[0] if chunks else b"").decode(errors="replace")
     if wall > timeout:
-        return wall, ru.ru_maxrss, -9, f"timed out after {timeout} s\n{err[-2000:]}"
-    return wall, ru.ru_maxrss, p.returncode, err[-2000:]
+        return wall, ru.ru_maxrss, cpu, other, -9, f"timed out after {timeout} s\n{err[-2000:]}"
+    return wall, ru.ru_maxrss, cpu, other, p.returncode, err[-2000:]
 
 
 def ensure_dump(python, rows, data_dir):
@@ -228,6 +267,9 @@ def main(argv=None):
     ap.add_argument("--data", default=str(BENCH / "data"), help="scratch directory (default bench/data/)")
     ap.add_argument("--report", default=str(BENCH / "results.md"), help="Markdown report (default bench/results.md)")
     ap.add_argument("--timeout", type=float, default=480, help="seconds allowed per process (default 480)")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="S",
+                    help="before each run, wait up to S seconds for other processes to leave the CPUs "
+                         "idle (below 0.2 cores over 1 s); default 0: do not wait")
     ap.add_argument("--skip-verl", action="store_true", help="do not run the verl baselines")
     ap.add_argument("--skip-4x", action="store_true", help="do not make/run the 4x dump")
     args = ap.parse_args(argv)
@@ -273,6 +315,9 @@ def main(argv=None):
             out("polars_grpo"), fast),
         Cmd("pyarrow floor", [py, str(BENCH / "pyarrow_floor.py"), str(dump), str(out("pyarrow_floor"))],
             out("pyarrow_floor"), fast),
+        Cmd("pyarrow floor (pyarrow defaults)", [py, str(BENCH / "pyarrow_floor.py"), str(dump),
+                                                  str(out("pyarrow_floor_defaults")), "--pyarrow-defaults"],
+            out("pyarrow_floor_defaults"), fast),
     ]
     if not args.skip_verl:
         for chain in ("grpo", "full"):
@@ -286,22 +331,32 @@ def main(argv=None):
     warm(dump)
     if dump4 is not None:
         warm(dump4)
+    binary_stamp = os.stat(advcalc).st_mtime_ns
     rounds = max(c.repeats for c in cmds)
     t_start = time.perf_counter()
     for r in range(rounds):
         for c in cmds:
             if r >= c.repeats or c.failed:
                 continue
-            wall, rss, rc, err = measure(c.argv, c.env, args.timeout)
+            c.output.unlink(missing_ok=True)  # no run pays for dropping the previous run's file
+            if args.wait_quiet > 0:
+                wait_for_quiet(args.wait_quiet)
+            wall, rss, cpu, other, rc, err = measure(c.argv, c.env, args.timeout)
             if rc != 0:
                 c.failed = f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
                 print(f"  [{r + 1}/{c.repeats}] {c.name}: FAILED ({c.failed})", flush=True)
                 continue
             c.walls.append(wall)
             c.rss_kib.append(rss)
+            c.cpu.append(cpu)
+            if other is not None:
+                c.other.append(other)
             c.out_bytes = c.output.stat().st_size if c.output.exists() else None
-            print(f"  [{r + 1}/{c.repeats}] {c.name}: {wall:.2f} s, {rss / 1024:.0f} MiB", flush=True)
+            busy = "" if other is None else f", other processes {other:.2f} cores"
+            print(f"  [{r + 1}/{c.repeats}] {c.name}: {wall:.2f} s, CPU {cpu:.2f} s, {rss / 1024:.0f} MiB{busy}",
+                  flush=True)
     total = time.perf_counter() - t_start
+    rebuilt = os.stat(advcalc).st_mtime_ns != binary_stamp
 
     # ---- agreement of the outputs -------------------------------------------------------
     checks = []
@@ -325,15 +380,29 @@ def main(argv=None):
              f"{dump.stat().st_size / 2**20:.1f} MiB"
              + (f"; 4x dump {dump4.stat().st_size / 2**20:.1f} MiB" if dump4 is not None else ""))
     L.append(f"- runs: round robin, {fast} per fast command, {slow} per verl command; whole-process wall "
-             f"time and peak RSS (rusage of the process); medians; benchmark took {total:.0f} s\n")
-    L.append("| command | runs | wall median (s) | wall min (s) | peak RSS median (MiB) | output (MiB) |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+             f"time, CPU time (user + system) and peak RSS (rusage of the process); medians over the clean runs; benchmark took {total:.0f} s\n")
+    L.append("| command | runs (clean) | wall median (s) | wall min (s) | CPU median (s) | peak RSS median (MiB) "
+             "| output (MiB) | other load (cores) |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for c in cmds:
         if c.failed and not c.walls:
-            L.append(f"| {c.name} | 0 | FAILED: {c.failed} | | | |")
+            L.append(f"| {c.name} | 0 | FAILED: {c.failed} | | | | | |")
             continue
-        L.append(f"| {c.name} | {len(c.walls)} | {fmt(c.median_wall())} | {fmt(min(c.walls))} | "
-                 f"{fmt(c.median_rss_mib(), 0)} | {fmt(c.out_bytes / 2**20 if c.out_bytes else None, 1)} |")
+        n_clean = sum(o < QUIET for o in c.other)
+        L.append(f"| {c.name} | {len(c.walls)} ({n_clean}) | {fmt(c.median_wall())} | {fmt(min(c.walls))} | "
+                 f"{fmt(c.median_cpu())} | {fmt(c.median_rss_mib(), 0)} | "
+                 f"{fmt(c.out_bytes / 2**20 if c.out_bytes else None, 1)} | "
+                 f"{fmt(max(c.other) if c.other else None)} |")
+    dirty = [c.name for c in cmds if c.walls and c.other and not any(o < QUIET for o in c.other)]
+    busiest = max((max(c.other) for c in cmds if c.other), default=None)
+    if busiest is not None and busiest >= QUIET:
+        L.append(f"\nOther processes used up to {busiest:.2f} cores during some runs (\"other load\": "
+                 "machine-wide busy CPU time minus the measured process's, per second of wall time, the "
+                 f"largest over a command's runs). Medians use only the clean runs (other load < {QUIET} "
+                 "cores) where a command has any.")
+        if dirty:
+            L.append(f"\n**Warning: no clean run at all for {', '.join(dirty)}: their numbers and every ratio "
+                     "using them are not trustworthy. Rerun on a quiet machine (or with --wait-quiet).**")
 
     def ratio(a, b, key):
         if a not in by or b not in by:
@@ -356,6 +425,9 @@ def main(argv=None):
          "<", 1.5),
         ("threads speed-up: wall(--threads 1) / wall(--threads 2)", speed, ">=", 1.6),
     ]
+    if rebuilt:
+        L.append("\n**Warning: the advcalc binary changed (was rebuilt) while the benchmark ran; its runs mix "
+                 "two builds. Rerun.**")
     L.append("\n| target | measured | limit | result |")
     L.append("| --- | ---: | ---: | --- |")
     n_pass = n_fail = 0

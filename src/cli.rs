@@ -64,6 +64,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_norm_adv_by_std: bool,
 
+    /// Whose numbers the GRPO/RLOO family (grpo, drgrpo, grpo_batch_std, rloo, maxrl) gives:
+    /// verl, trl, openrlhf, nemo-rl, open-instruct or skyrl (algorithm.convention; default verl)
+    #[arg(long, value_name = "NAME")]
+    pub convention: Option<String>,
+
     /// Token list layout; decides where a scalar `score` column is placed
     #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
     pub layout: LayoutArg,
@@ -109,6 +114,7 @@ impl RunArgs {
             gamma: self.gamma,
             lam: self.lam,
             no_norm_adv_by_std: self.no_norm_adv_by_std,
+            convention: self.convention.as_deref(),
         })?;
         let options = RunOptions {
             input: self.input.clone(),

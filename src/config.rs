@@ -9,6 +9,9 @@ use serde_yaml::{Mapping, Value};
 
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
+use crate::estimators::conventions::{self, Convention};
+use crate::estimators::reinforce_plus_plus::MaskMode;
+use crate::estimators::rloo_loo_std::NemoOptions;
 
 /// verl's `algorithm.kl_ctrl` (reference §2.3).
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +65,46 @@ pub struct AlgoConfig {
     pub rollout_correction: Option<RolloutCorrectionConfig>,
     pub gdpo_reward_keys: Option<Vec<String>>,
     pub gdpo_reward_weights: Option<Vec<f64>>,
+    /// advcalc extensions beyond verl's AlgoConfig (`docs/conventions.md`).
+    pub ext: Extensions,
+}
+
+/// advcalc's keys beside verl's in the `algorithm` section (`docs/conventions.md`, "Option
+/// keys"); verl 0.9.1 has none of them, and their defaults give verl's numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extensions {
+    /// `convention` (or `--convention`): whose numbers the GRPO/RLOO family gives.
+    pub convention: Convention,
+    /// `whiten_advantages` (gae only): false writes A_raw·m instead of the whitened values.
+    pub whiten_advantages: bool,
+    /// `mask_mode` (reinforce_plus_plus only): `carry` (verl ≥ 0.9) or `reset` (verl < 0.9).
+    pub mask_mode: MaskMode,
+    /// `group_size`: consecutive-n groups (trl, openrlhf, open-instruct conventions and the
+    /// openrlhf_* estimators); null: the first run of equal uids.
+    pub group_size: Option<usize>,
+    /// `openrlhf.reward_clip`: OpenRLHF's `--reward.clip_range`.
+    pub openrlhf_reward_clip: (f64, f64),
+    /// `openrlhf.no_std_norm`: OpenRLHF's `--algo.advantage.no_std_norm`.
+    pub openrlhf_no_std_norm: bool,
+    /// `trl.normalize_advantages`: TRL RLOOTrainer's flag.
+    pub trl_normalize_advantages: bool,
+    /// `nemo.use_leave_one_out_baseline`, `nemo.normalize_rewards` (read under nemo-rl only).
+    pub nemo: NemoOptions,
+}
+
+impl Default for Extensions {
+    fn default() -> Self {
+        Extensions {
+            convention: Convention::Verl,
+            whiten_advantages: true,
+            mask_mode: MaskMode::Carry,
+            group_size: None,
+            openrlhf_reward_clip: (-10.0, 10.0),
+            openrlhf_no_std_norm: false,
+            trl_normalize_advantages: false,
+            nemo: NemoOptions::default(),
+        }
+    }
 }
 
 /// Everything advcalc reads from a verl configuration.
@@ -84,6 +127,8 @@ pub struct ConfigSources<'a> {
     pub gamma: Option<f64>,
     pub lam: Option<f64>,
     pub no_norm_adv_by_std: bool,
+    /// `--convention NAME`.
+    pub convention: Option<&'a str>,
 }
 
 impl Config {
@@ -148,6 +193,10 @@ impl Config {
         if sources.no_norm_adv_by_std {
             algo.norm_adv_by_std_in_grpo = false;
         }
+        if let Some(name) = sources.convention {
+            algo.ext.convention = parse_convention(name, "--convention")?;
+        }
+        extension_checks(&algo, &mut notes)?;
         if matches!(
             algo.adv_estimator,
             Estimator::GrpoVectorized | Estimator::Gdpo
@@ -176,6 +225,61 @@ impl Config {
         }
         Ok(())
     }
+}
+
+fn parse_convention(name: &str, origin: &str) -> Result<Convention> {
+    Convention::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Convention::ALL.iter().map(|c| c.name()).collect();
+        Error::usage(format!(
+            "{origin}: unknown convention `{name}` (known: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+/// Combinations of the estimator, the convention and advcalc's keys that cannot work, and
+/// notes for the ones that do nothing.
+fn extension_checks(algo: &AlgoConfig, notes: &mut Vec<String>) -> Result<()> {
+    let e = algo.adv_estimator;
+    let x = &algo.ext;
+    let c = x.convention;
+    conventions::check(e, c).map_err(Error::usage)?;
+    if c != Convention::Verl && !conventions::in_family(e) {
+        notes.push(format!(
+            "--convention {} changes only grpo, drgrpo, grpo_batch_std, rloo and maxrl; {} gives the same numbers under every convention",
+            c.name(),
+            e.name()
+        ));
+    }
+    if e.is_openrlhf() {
+        if algo.use_kl_in_reward {
+            return Err(Error::usage(format!(
+                "{}: algorithm.use_kl_in_reward=true would put verl's KL inside the group statistics, which OpenRLHF never does; turn it off",
+                e.name()
+            )));
+        }
+        if algo.gamma != 1.0 {
+            notes.push(format!(
+                "{} uses γ = 1 whatever algorithm.gamma says, as OpenRLHF forces it",
+                e.name()
+            ));
+        }
+    }
+    if c != Convention::NemoRl && x.nemo != NemoOptions::default() {
+        notes.push("algorithm.nemo.* is read under --convention nemo-rl only".into());
+    }
+    if x.trl_normalize_advantages && !(c == Convention::Trl && e == Estimator::Rloo) {
+        notes.push(
+            "algorithm.trl.normalize_advantages is read by rloo under --convention trl only".into(),
+        );
+    }
+    if !x.whiten_advantages && e != Estimator::Gae {
+        notes.push("algorithm.whiten_advantages is read by gae only".into());
+    }
+    if x.mask_mode != MaskMode::Carry && e != Estimator::ReinforcePlusPlus {
+        notes.push("algorithm.mask_mode is read by reinforce_plus_plus only".into());
+    }
+    Ok(())
 }
 
 /// A trainer YAML has an `algorithm:` section; a file without one is the section itself.
@@ -309,9 +413,77 @@ impl Reader<'_> {
             rollout_correction,
             gdpo_reward_keys: s.opt_string_list("gdpo_reward_keys")?,
             gdpo_reward_weights: s.opt_float_list("gdpo_reward_weights")?,
+            ext: self.extensions(&mut s)?,
         };
         s.finish()?;
         Ok(algo)
+    }
+
+    /// advcalc's own keys (see [`Extensions`]).
+    fn extensions(&self, s: &mut Section<'_>) -> Result<Extensions> {
+        let d = Extensions::default();
+        let convention = match s.opt_string("convention")? {
+            None => d.convention,
+            Some(name) => parse_convention(
+                &name,
+                &format!("algorithm.convention{}", self.origin_note("convention")),
+            )?,
+        };
+        let mask_mode = match s.opt_string("mask_mode")? {
+            None => d.mask_mode,
+            Some(name) => MaskMode::from_name(&name).ok_or_else(|| {
+                Error::usage(format!(
+                    "algorithm.mask_mode{}: expected carry or reset, found \"{name}\"",
+                    self.origin_note("mask_mode")
+                ))
+            })?,
+        };
+        let group_size = match s.take("group_size") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => {
+                n.as_u64().map(|n| n as usize)
+            }
+            Some(other) => {
+                return Err(s.type_error("group_size", "a positive integer or null", &other));
+            }
+        };
+        let whiten_advantages = s.bool("whiten_advantages", d.whiten_advantages)?;
+        let (mut openrlhf_reward_clip, mut openrlhf_no_std_norm) =
+            (d.openrlhf_reward_clip, d.openrlhf_no_std_norm);
+        if let Some(mut o) = s.subsection("openrlhf")? {
+            if let Some(range) = o.opt_float_list("reward_clip")? {
+                match range[..] {
+                    [lo, hi] if lo <= hi => openrlhf_reward_clip = (lo, hi),
+                    _ => {
+                        let v = Value::Sequence(range.iter().map(|&x| Value::from(x)).collect());
+                        return Err(o.type_error("reward_clip", "[low, high] with low ≤ high", &v));
+                    }
+                }
+            }
+            openrlhf_no_std_norm = o.bool("no_std_norm", false)?;
+            o.finish()?;
+        }
+        let mut trl_normalize_advantages = d.trl_normalize_advantages;
+        if let Some(mut t) = s.subsection("trl")? {
+            trl_normalize_advantages = t.bool("normalize_advantages", false)?;
+            t.finish()?;
+        }
+        let mut nemo = d.nemo;
+        if let Some(mut n) = s.subsection("nemo")? {
+            nemo.use_leave_one_out_baseline = n.bool("use_leave_one_out_baseline", true)?;
+            nemo.normalize_rewards = n.bool("normalize_rewards", true)?;
+            n.finish()?;
+        }
+        Ok(Extensions {
+            convention,
+            whiten_advantages,
+            mask_mode,
+            group_size,
+            openrlhf_reward_clip,
+            openrlhf_no_std_norm,
+            trl_normalize_advantages,
+            nemo,
+        })
     }
 
     fn section(&self, prefix: &str, value: Value) -> Result<Section<'_>> {
@@ -580,5 +752,85 @@ mod tests {
         let e = load_yaml("adv_estimator: grpoo\n", &[]).unwrap_err();
         assert!(e.message().contains("grpoo"), "{}", e.message());
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn advcalc_extensions_default_to_verl() {
+        let c = load_yaml("adv_estimator: grpo\n", &[]).unwrap();
+        assert_eq!(c.algorithm.ext, Extensions::default());
+        assert_eq!(c.algorithm.ext.convention, Convention::Verl);
+    }
+
+    #[test]
+    fn advcalc_extension_keys() {
+        let c = load_yaml(
+            "adv_estimator: reinforce_plus_plus\nmask_mode: reset\ngroup_size: 4\nconvention: trl\nwhiten_advantages: false\nopenrlhf:\n  reward_clip: [-5, 5]\n  no_std_norm: true\ntrl:\n  normalize_advantages: true\nnemo:\n  normalize_rewards: false\n",
+            &[],
+        )
+        .unwrap();
+        let x = &c.algorithm.ext;
+        assert_eq!(x.mask_mode, MaskMode::Reset);
+        assert_eq!(x.group_size, Some(4));
+        assert_eq!(x.convention, Convention::Trl);
+        assert!(!x.whiten_advantages && x.openrlhf_no_std_norm && x.trl_normalize_advantages);
+        assert_eq!(x.openrlhf_reward_clip, (-5.0, 5.0));
+        assert!(!x.nemo.normalize_rewards && x.nemo.use_leave_one_out_baseline);
+        // keys that do nothing here are noted
+        assert!(c.notes.iter().any(|n| n.contains("whiten_advantages")));
+    }
+
+    #[test]
+    fn advcalc_extension_errors() {
+        let e = load_yaml("adv_estimator: grpo\n", &["mask_mode=forward"]).unwrap_err();
+        assert!(
+            e.message().contains("mask_mode (from --set)"),
+            "{}",
+            e.message()
+        );
+        let e = load_yaml("adv_estimator: grpo\ngroup_size: 0\n", &[]).unwrap_err();
+        assert!(e.message().contains("group_size"), "{}", e.message());
+        let e = load_yaml("adv_estimator: grpo\n", &["openrlhf.clip=1"]).unwrap_err();
+        assert!(
+            e.message().contains("`algorithm.openrlhf.clip`"),
+            "{}",
+            e.message()
+        );
+        let e = load_yaml("adv_estimator: grpo\nconvention: nemo\n", &[]).unwrap_err();
+        assert!(
+            e.message().contains("unknown convention `nemo`"),
+            "{}",
+            e.message()
+        );
+        let e = load_yaml("adv_estimator: maxrl\nconvention: trl\n", &[]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let e = load_yaml(
+            "adv_estimator: openrlhf_group_norm\nuse_kl_in_reward: true\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.message().contains("use_kl_in_reward"), "{}", e.message());
+    }
+
+    #[test]
+    fn convention_flag_overrides_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "adv_estimator: grpo\nconvention: trl\n").unwrap();
+        let c = Config::load(&ConfigSources {
+            file: Some(&path),
+            convention: Some("skyrl"),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.algorithm.ext.convention, Convention::Skyrl);
+    }
+
+    #[test]
+    fn every_estimator_name_round_trips() {
+        for e in Estimator::ALL {
+            assert_eq!(Estimator::from_name(e.name()).unwrap(), e);
+        }
+        let e = Estimator::from_name("reinforcee").unwrap_err();
+        assert!(e.message().contains("turn_gae"), "{}", e.message());
     }
 }

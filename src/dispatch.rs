@@ -5,10 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Result};
+use crate::estimators::conventions::{self, Convention};
 use crate::estimators::optimal_token_baseline::{ColumnSums, zero_tail};
 use crate::estimators::{
-    Estimator, gdpo, gpg, grpo, grpo_passk, grpo_vectorized, opo, reinforce_plus_plus_baseline,
-    rloo, rloo_vectorized,
+    Estimator, gdpo, gpg, grpo, grpo_passk, grpo_vectorized, openrlhf, openrlhf_dr_grpo,
+    openrlhf_group_norm, openrlhf_reinforce_baseline, openrlhf_rloo, opo,
+    reinforce_plus_plus_baseline, rloo, rloo_loo_std, rloo_vectorized,
 };
 use crate::groups::{GroupKey, Grouping};
 use crate::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
@@ -157,6 +159,9 @@ pub struct Plan {
     pub otb_zero_tail: Vec<Option<usize>>,
     /// OPO rows set to 0 where verl writes NaN.
     pub nan_rows: usize,
+    /// Things the user should know about the grouping (consecutive-n blocks that disagree
+    /// with the `uid`s), one per batch at most.
+    pub warnings: Vec<String>,
 }
 
 fn whitening_error(
@@ -192,24 +197,115 @@ pub fn plan(pipeline: &Pipeline, stats: &RowStats, file: &str) -> Result<Plan> {
             Vec::new()
         };
         let grouping = || Grouping::by_key(labels.iter());
+        let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();
+        let convention = pipeline.family.convention;
+        // the groups of the convention (family) or of OpenRLHF's pipeline
+        let family_grouping = |plan: &mut Plan| -> Result<Grouping> {
+            if !(e.is_openrlhf() || convention.consecutive()) {
+                return Ok(grouping());
+            }
+            let (g, warning) =
+                conventions::consecutive_grouping(&labels, pipeline.family.group_size)
+                    .map_err(|msg| Error::data(format!("{file}:{at} {}: {msg}", e.name())))?;
+            if let Some(w) = warning {
+                plan.warnings.push(format!("{file}:{at} {w}"));
+            }
+            Ok(g)
+        };
+        let singleton_error = |g: &Grouping, row: usize| {
+            let size = g
+                .group_of_row
+                .iter()
+                .filter(|&&x| x == g.group_of_row[row])
+                .count();
+            Error::data(format!(
+                "{file}:{at} row {}: its group has {size} row, and OpenRLHF asserts n_samples_per_prompt > 1 for {} (set group_size, or use another estimator)",
+                batch[row],
+                e.name()
+            ))
+        };
         let scalars: Option<Vec<f64>> = match e {
-            Estimator::Grpo => Some(match &stats.session {
-                // verl V1 folds multi-output sessions for exact grpo only (§6.3)
-                Some((sessions, index)) => {
-                    let outputs: Vec<OutputRow> = batch
-                        .iter()
-                        .map(|&r| OutputRow {
-                            uid: &stats.uid[r],
-                            session: &sessions[r],
-                            output_index: index[r],
-                            score: stats.score[r],
-                            has_valid: stats.valid[r] > 0.0,
-                        })
-                        .collect();
-                    fold_sessions(&outputs, pipeline.norm_by_std)
+            Estimator::Grpo | Estimator::Drgrpo if convention == Convention::Verl => {
+                let norm_by_std = pipeline.norm_by_std && e == Estimator::Grpo;
+                Some(match &stats.session {
+                    // verl V1 folds multi-output sessions for exact grpo only (§6.3)
+                    Some((sessions, index)) => {
+                        let outputs: Vec<OutputRow> = batch
+                            .iter()
+                            .map(|&r| OutputRow {
+                                uid: &stats.uid[r],
+                                session: &sessions[r],
+                                output_index: index[r],
+                                score: stats.score[r],
+                                has_valid: stats.valid[r] > 0.0,
+                            })
+                            .collect();
+                        fold_sessions(&outputs, norm_by_std)
+                    }
+                    None => grpo::grpo(&scores, &grouping(), norm_by_std),
+                })
+            }
+            Estimator::Rloo if convention == Convention::Verl => {
+                Some(rloo::rloo(&scores, &grouping()))
+            }
+            Estimator::Grpo
+            | Estimator::Drgrpo
+            | Estimator::GrpoBatchStd
+            | Estimator::Rloo
+            | Estimator::Maxrl => {
+                let g = family_grouping(&mut plan)?;
+                Some(
+                    conventions::family_scalars(
+                        e,
+                        &pipeline.family,
+                        pipeline.norm_by_std,
+                        &scores,
+                        &g,
+                    )
+                    .map_err(|row| singleton_error(&g, row))?,
+                )
+            }
+            Estimator::RlooLooStd => Some(rloo_loo_std::rloo_loo_std(
+                &scores,
+                &grouping(),
+                Default::default(),
+            )),
+            Estimator::OpenrlhfReinforceBaseline
+            | Estimator::OpenrlhfGroupNorm
+            | Estimator::OpenrlhfDrGrpo
+            | Estimator::OpenrlhfRloo => {
+                let g = family_grouping(&mut plan)?;
+                let shaped = match e {
+                    Estimator::OpenrlhfRloo => openrlhf_rloo::openrlhf_rloo(&scores, &g),
+                    Estimator::OpenrlhfGroupNorm => {
+                        openrlhf_group_norm::openrlhf_group_norm(&scores, &g)
+                    }
+                    Estimator::OpenrlhfDrGrpo => openrlhf_dr_grpo::openrlhf_dr_grpo(&scores, &g),
+                    _ => openrlhf_reinforce_baseline::openrlhf_reinforce_baseline(&scores, &g),
                 }
-                None => grpo::grpo(&scores, &grouping(), pipeline.norm_by_std),
-            }),
+                .map_err(|row| singleton_error(&g, row))?;
+                let clipped: Vec<f64> = shaped
+                    .iter()
+                    .map(|&a| openrlhf::clip(a, pipeline.openrlhf_reward_clip))
+                    .collect();
+                if e == Estimator::OpenrlhfReinforceBaseline {
+                    // every valid token holds the row's scalar (γ = 1, no KL)
+                    let mut m = Moments::default();
+                    for (&a, &r) in clipped.iter().zip(&batch) {
+                        m.push_repeated(a as f32 as f64, stats.valid[r]);
+                    }
+                    let w = openrlhf::whitening(&m, pipeline.openrlhf_no_std_norm).ok_or_else(
+                        || {
+                            Error::data(format!(
+                                "{file}:{at} {} whitens over the batch's valid tokens and found none (OpenRLHF divides 0 by 0)",
+                                e.name()
+                            ))
+                        },
+                    )?;
+                    plan.whitening.insert(step, w);
+                }
+                Some(clipped)
+            }
             Estimator::GrpoVectorized => {
                 let g = grpo_vectorized::canonical_grouping(&labels).map_err(|i| {
                     Error::data(format!(
@@ -219,7 +315,6 @@ pub fn plan(pipeline: &Pipeline, stats: &RowStats, file: &str) -> Result<Plan> {
                 })?;
                 Some(grpo_vectorized::grpo_vectorized(&scores, &g))
             }
-            Estimator::Rloo => Some(rloo::rloo(&scores, &grouping())),
             Estimator::RlooVectorized => {
                 Some(rloo_vectorized::rloo_vectorized(&scores, &grouping()))
             }
@@ -265,6 +360,7 @@ pub fn plan(pipeline: &Pipeline, stats: &RowStats, file: &str) -> Result<Plan> {
                         .collect(),
                 )
             }
+            Estimator::Gae if !pipeline.whiten_advantages => None,
             Estimator::Gae | Estimator::ReinforcePlusPlus => {
                 let mut m = Moments::default();
                 for &r in &batch {
@@ -275,7 +371,7 @@ pub fn plan(pipeline: &Pipeline, stats: &RowStats, file: &str) -> Result<Plan> {
                 plan.whitening.insert(step, w);
                 None
             }
-            Estimator::Remax => None,
+            Estimator::Remax | Estimator::Reinforce | Estimator::TurnGae => None,
             Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline => {
                 let tir = e == Estimator::TirOptimalTokenBaseline;
                 let mut members: HashMap<&GroupKey, Vec<usize>> = HashMap::new();

@@ -21,7 +21,7 @@ use crate::io::assemble::assemble;
 use crate::io::decode::{DecodeOptions, RowGroup, decode};
 use crate::io::read::ParquetInput;
 use crate::io::schema::{InputColumns, TokenRole};
-use crate::io::write::{ParquetOutput, check_destination, same_file};
+use crate::io::write::{EncodedRowGroup, ParquetOutput, check_destination, same_file};
 use crate::metrics;
 use crate::outputs::token_outputs;
 use crate::pipeline::{self, Constants, Pipeline, StepConstants};
@@ -167,6 +167,7 @@ impl Passes<'_> {
         }
         let (final_constants, kl_metrics) = step_constants(self.pipeline, &stats);
         let plan = dispatch::plan(self.pipeline, &stats, self.input.name())?;
+        summary.warnings.extend(plan.warnings.iter().cloned());
         if plan.nan_rows > 0 {
             summary.warnings.push(format!(
                 "{} rows belong to opo groups with no valid token, where verl writes NaN; advcalc writes 0 there",
@@ -176,57 +177,85 @@ impl Passes<'_> {
 
         progress.pass("writing");
         let is_weights = self.pipeline.is_weights(has_rollout);
+        let output_schema = self.columns.output_schema(is_weights);
+        let mask_rewritten = self.pipeline.correction_runs(has_rollout).is_some();
+        let sources = self
+            .columns
+            .output_sources(&output_schema, is_weights, mask_rewritten);
         let mut output = ParquetOutput::create(
             &self.opts.output,
-            self.columns.output_schema(is_weights),
+            output_schema,
+            sources,
+            self.input.copy_source(),
             self.opts.force,
         )?;
-        // A window of row groups in flight bounds memory; order is kept by appending in turn.
-        let window = rayon::current_num_threads().max(1) * 2;
+        // Only what the maths needs is decoded; every other column is copied unchanged.
+        let projection = self.columns.statistics_projection();
+        // A window of row groups is encoded in parallel while the previous window is appended
+        // in order; memory is bounded by two windows.
+        let window = rayon::current_num_threads().max(1);
         let indices: Vec<usize> = (0..row_groups).collect();
+        let (encoder, sink) = output.split();
+        let mut pending: Vec<(usize, EncodedRowGroup)> = Vec::new();
+        let mut append = |pending: Vec<(usize, EncodedRowGroup)>| -> Result<()> {
+            for (rg, e) in pending {
+                sink.append(rg, e)?;
+            }
+            Ok(())
+        };
         for chunk in indices.chunks(window) {
-            let encoded = chunk
-                .par_iter()
-                .map(|&rg| {
-                    let batch = self.input.read_row_group(rg, None)?;
-                    let group = self.decode(&batch, starts[rg])?;
-                    let shaped = pipeline::shape(
-                        self.pipeline,
-                        &group,
-                        &final_constants,
-                        self.input.name(),
-                    )?;
-                    let new_mask = self.opts.metrics.as_ref().map(|_| shaped.mask.clone());
-                    let outputs = token_outputs(
-                        self.pipeline,
-                        &group,
-                        shaped,
-                        &plan,
-                        &stats,
-                        self.input.name(),
-                    )?;
-                    let parts = match &new_mask {
-                        Some(mask) => metrics::advantage_parts(&group, mask, &outputs.advantages),
-                        None => metrics::Parts::new(),
-                    };
-                    let out = assemble(
-                        &batch,
-                        self.columns,
-                        output.schema(),
-                        &group.mask.offsets,
-                        outputs,
-                        self.input.name(),
-                    )?;
-                    let encoded = output.encode(rg, &out)?;
-                    progress.inc(group.rows());
-                    Ok((encoded, parts))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            for (e, parts) in encoded {
-                output.append(e)?;
+            let to_append = std::mem::take(&mut pending);
+            let (encoded, appended) = rayon::join(
+                || {
+                    chunk
+                        .par_iter()
+                        .map(|&rg| {
+                            let batch = self.input.read_row_group(rg, Some(&projection))?;
+                            let group = self.decode(&batch, starts[rg])?;
+                            let shaped = pipeline::shape(
+                                self.pipeline,
+                                &group,
+                                &final_constants,
+                                self.input.name(),
+                            )?;
+                            let new_mask = self.opts.metrics.as_ref().map(|_| shaped.mask.clone());
+                            let outputs = token_outputs(
+                                self.pipeline,
+                                &group,
+                                shaped,
+                                &plan,
+                                &stats,
+                                self.input.name(),
+                            )?;
+                            let parts = match &new_mask {
+                                Some(mask) => {
+                                    metrics::advantage_parts(&group, mask, &outputs.advantages)
+                                }
+                                None => metrics::Parts::new(),
+                            };
+                            let out = assemble(
+                                &batch,
+                                self.columns,
+                                encoder.computed_schema(),
+                                &group.mask.offsets,
+                                outputs,
+                                self.input.name(),
+                            )?;
+                            let encoded = encoder.encode(rg, &out)?;
+                            progress.inc(group.rows());
+                            Ok((rg, encoded, parts))
+                        })
+                        .collect::<Result<Vec<_>>>()
+                },
+                || append(to_append),
+            );
+            appended?;
+            for (rg, e, parts) in encoded? {
+                pending.push((rg, e));
                 metrics::merge(&mut metric_parts, parts);
             }
         }
+        append(pending)?;
         if let Some(path) = &self.opts.metrics {
             let json =
                 self.metrics_json(&stats, &metric_parts, &kl_metrics, &final_constants, &plan);

@@ -5,7 +5,9 @@ use crate::dispatch::{Plan, RowStats};
 use crate::error::{Error, Result};
 use crate::estimators::optimal_token_baseline::{self, ColumnSums};
 use crate::estimators::tir_optimal_token_baseline::compact_index;
-use crate::estimators::{Estimator, broadcast_outcome, gae, reinforce_plus_plus, remax};
+use crate::estimators::{
+    Estimator, broadcast_outcome, gae, openrlhf, reinforce, reinforce_plus_plus, remax, turn_gae,
+};
 use crate::io::assemble::TokenOutputs;
 use crate::io::decode::RowGroup;
 use crate::io::schema::TokenRole;
@@ -39,20 +41,28 @@ pub fn token_outputs(
                 .token(TokenRole::Values)
                 .ok_or_else(|| missing("values"))?;
             let mut returns = vec![0.0f32; n];
+            let mut a_raw = Vec::new();
             for i in 0..rows {
                 let s = group.span(i);
-                let w = plan.whitening[&group.step_of(i)];
+                a_raw.resize(s.len(), 0.0f32);
                 gae::gae_row(
                     &r[s.clone()],
                     &values[s.clone()],
                     &m[s.clone()],
                     pipeline.gamma,
                     pipeline.lam,
-                    &mut adv[s.clone()],
+                    &mut a_raw,
                 );
-                for t in s {
-                    returns[t] = adv[t] + values[t];
-                    adv[t] = w.apply(adv[t]);
+                for (j, t) in s.clone().enumerate() {
+                    returns[t] = a_raw[j] + values[t];
+                }
+                if pipeline.whiten_advantages {
+                    let w = plan.whitening[&group.step_of(i)];
+                    for (j, t) in s.enumerate() {
+                        adv[t] = w.apply(a_raw[j]);
+                    }
+                } else {
+                    gae::unwhitened(&a_raw, &m[s.clone()], &mut adv[s]);
                 }
             }
             ret = Some(returns);
@@ -62,7 +72,8 @@ pub fn token_outputs(
             for i in 0..rows {
                 let s = group.span(i);
                 let w = plan.whitening[&group.step_of(i)];
-                reinforce_plus_plus::reinforce_plus_plus_row(
+                reinforce_plus_plus::returns_row(
+                    pipeline.mask_mode,
                     &r[s.clone()],
                     &m[s.clone()],
                     pipeline.gamma,
@@ -73,6 +84,54 @@ pub fn token_outputs(
                 }
             }
             ret = Some(returns);
+        }
+        Estimator::Reinforce => {
+            for i in 0..rows {
+                let s = group.span(i);
+                reinforce::reinforce(&r[s.clone()], &m[s.clone()], pipeline.gamma, &mut adv[s]);
+            }
+        }
+        Estimator::TurnGae => {
+            let values = group
+                .token(TokenRole::Values)
+                .ok_or_else(|| missing("values"))?;
+            let mut returns = vec![0.0f32; n];
+            for i in 0..rows {
+                let s = group.span(i);
+                turn_gae::turn_gae(
+                    &r[s.clone()],
+                    &values[s.clone()],
+                    &m[s.clone()],
+                    pipeline.gamma,
+                    pipeline.lam,
+                    &mut adv[s.clone()],
+                    &mut returns[s],
+                );
+            }
+            ret = Some(returns);
+        }
+        Estimator::OpenrlhfReinforceBaseline
+        | Estimator::OpenrlhfGroupNorm
+        | Estimator::OpenrlhfDrGrpo
+        | Estimator::OpenrlhfRloo => {
+            let mut returns = vec![0.0f32; n];
+            for i in 0..rows {
+                let s = group.span(i);
+                openrlhf::token_returns(
+                    plan.row_scalar[first + i],
+                    &m[s.clone()],
+                    &mut returns[s.clone()],
+                );
+                match plan.whitening.get(&group.step_of(i)) {
+                    Some(w) => s.for_each(|t| adv[t] = w.apply(returns[t])),
+                    None => adv[s.clone()].copy_from_slice(&returns[s]),
+                }
+            }
+            if pipeline.estimator == Estimator::OpenrlhfReinforceBaseline {
+                ret = Some(returns);
+            } else {
+                adv = returns;
+            }
         }
         Estimator::Remax => {
             let baselines = group

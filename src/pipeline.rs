@@ -4,9 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use arrow::buffer::ScalarBuffer;
+
 use crate::config::AlgoConfig;
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
+use crate::estimators::conventions::{self, FamilyOptions};
+use crate::estimators::reinforce_plus_plus::MaskMode;
 use crate::io::decode::RowGroup;
 use crate::io::schema::{Needs, TokenRole};
 use crate::shaping::correction::{self, Correction, IsLevel};
@@ -29,6 +33,15 @@ pub struct Pipeline {
     pub norm_by_std: bool,
     pub gdpo_keys: Vec<String>,
     pub gdpo_weights: Vec<f64>,
+    /// `whiten_advantages` (gae).
+    pub whiten_advantages: bool,
+    /// `mask_mode` (reinforce_plus_plus).
+    pub mask_mode: MaskMode,
+    /// `--convention` and the framework switches of the GRPO/RLOO family.
+    pub family: FamilyOptions,
+    /// `openrlhf.reward_clip`, `openrlhf.no_std_norm` (the openrlhf_* estimators).
+    pub openrlhf_reward_clip: (f64, f64),
+    pub openrlhf_no_std_norm: bool,
 }
 
 /// Constants per training batch, with a default for steps not (yet) known.
@@ -100,7 +113,19 @@ impl Pipeline {
                 None => vec![1.0; gdpo_keys.len()],
             };
         }
+        let x = &algo.ext;
+        conventions::check(algo.adv_estimator, x.convention).map_err(Error::usage)?;
         Ok(Pipeline {
+            whiten_advantages: x.whiten_advantages,
+            mask_mode: x.mask_mode,
+            family: FamilyOptions {
+                convention: x.convention,
+                group_size: x.group_size,
+                trl_normalize_advantages: x.trl_normalize_advantages,
+                nemo: x.nemo,
+            },
+            openrlhf_reward_clip: x.openrlhf_reward_clip,
+            openrlhf_no_std_norm: x.openrlhf_no_std_norm,
             estimator: algo.adv_estimator,
             kl,
             controller,
@@ -119,6 +144,9 @@ impl Pipeline {
         let e = self.estimator;
         let mut tokens = Vec::new();
         let mut purpose = vec![format!("estimator {}", e.name())];
+        if self.family.convention != conventions::Convention::Verl && conventions::in_family(e) {
+            purpose[0] += &format!(" (--convention {})", self.family.convention.name());
+        }
         if self.kl.is_some() {
             tokens.push(if self.bypass {
                 TokenRole::RolloutLogProbs
@@ -133,7 +161,7 @@ impl Pipeline {
             purpose.push("rollout correction".into());
         }
         match e {
-            Estimator::Gae => tokens.push(TokenRole::Values),
+            _ if e.needs_values() => tokens.push(TokenRole::Values),
             Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline => {
                 tokens.push(TokenRole::SumPiSquared);
                 tokens.push(if self.bypass {
@@ -186,9 +214,10 @@ impl Pipeline {
 /// The shaped tokens of one row group, flat like the group's columns.
 #[derive(Debug, Clone, Default)]
 pub struct Shaped {
-    pub rewards: Vec<f32>,
-    /// The mask after rejection (equal to the input mask without RS).
-    pub mask: Vec<f32>,
+    /// `token_level_rewards`: the scores themselves (shared, not copied) without KL.
+    pub rewards: ScalarBuffer<f32>,
+    /// The mask after rejection: the input mask itself (shared) without RS.
+    pub mask: ScalarBuffer<f32>,
     /// IS weights (normalised when the step's factor is known).
     pub is_weights: Option<Vec<f32>>,
     /// Per row: Σ_t kld·m (0 without KL).
@@ -222,6 +251,7 @@ pub fn shape(
                 "{file}: KL in reward needs old_log_probs and ref_log_prob"
             )));
         };
+        let mut rewards = vec![0.0f32; n];
         for i in 0..rows {
             let s = group.span(i);
             let beta = constant(i)?.beta as f32;
@@ -232,9 +262,10 @@ pub fn shape(
                 &old[s.clone()],
                 &reference[s.clone()],
                 &mask[s.clone()],
-                &mut out.rewards[s],
+                &mut rewards[s],
             );
         }
+        out.rewards = rewards.into();
     }
     let rollout = group.token(TokenRole::RolloutLogProbs);
     if let (Some(c), Some(rollout), Some(old)) =
@@ -243,15 +274,17 @@ pub fn shape(
         let mut log_ratio = vec![0.0f32; n];
         correction::log_ratio_row(old, rollout, &mut log_ratio);
         if !c.rs.is_empty() {
+            let mut rejected = vec![0.0f32; n];
             for i in 0..rows {
                 let s = group.span(i);
                 correction::reject_row(
                     &c.rs,
                     &log_ratio[s.clone()],
                     &mask[s.clone()],
-                    &mut out.mask[s],
+                    &mut rejected[s],
                 );
             }
+            out.mask = rejected.into();
         }
         if let Some(spec) = &c.is {
             let mut w = vec![0.0f32; n];

@@ -47,6 +47,8 @@ pub fn row_stats(
         ))
     };
     match pipeline.estimator {
+        // gae without whitening needs no batch statistics
+        Estimator::Gae if !pipeline.whiten_advantages => {}
         Estimator::Gae | Estimator::ReinforcePlusPlus => {
             let values = group.token(TokenRole::Values);
             let mut buf = Vec::new();
@@ -58,7 +60,13 @@ pub fn row_stats(
                     let v = values.ok_or_else(|| missing("values"))?;
                     gae::gae_row(r, &v[s], m, pipeline.gamma, pipeline.lam, &mut buf);
                 } else {
-                    reinforce_plus_plus::reinforce_plus_plus_row(r, m, pipeline.gamma, &mut buf);
+                    reinforce_plus_plus::returns_row(
+                        pipeline.mask_mode,
+                        r,
+                        m,
+                        pipeline.gamma,
+                        &mut buf,
+                    );
                 }
                 let mut moments = Moments::default();
                 for (&x, &mk) in buf.iter().zip(m) {

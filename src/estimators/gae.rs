@@ -15,6 +15,12 @@
 //! bootstraps as 0; masked positions carry the next valid token's A_raw (0 after the last),
 //! so padding and tool tokens get whitened values, not 0 (quirk §9.3); rewards on masked
 //! positions are dropped (§9.2); a batch with ≤ 1 valid token is an error.
+//!
+//! **`whiten_advantages: false`** (advcalc extension; the agent-RL tutorial's "GAE as
+//! computed", `docs/conventions.md` A2): `advantages = A_raw · m` — not whitened, 0 at mask-0
+//! positions, so a value at a tool position never reaches the output (it never enters a δ
+//! either: `nextv` skips it). `returns = A_raw + V` as verl. No batch statistics, so no
+//! "≤ 1 valid token" error.
 
 /// A_raw of one row.
 pub fn gae_row(
@@ -39,9 +45,63 @@ pub fn gae_row(
     }
 }
 
+/// `whiten_advantages: false`: the row's A_raw under its mask.
+pub fn unwhitened(a_raw: &[f32], mask: &[f32], out: &mut [f32]) {
+    for ((o, &a), &m) in out.iter_mut().zip(a_raw).zip(mask) {
+        *o = a * m;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimators::test_support::assert_close;
+
+    const M: [f32; 10] = [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0];
+    const R: [f32; 10] = [0.0, -0.1, 0.0, 0.0, 0.0, 0.0, -0.1, 0.0, 0.0, 0.9];
+    const V: [f32; 10] = [0.5, 0.4, 9.0, 9.0, 9.0, 0.6, 0.7, 9.0, 9.0, 0.8];
+
+    fn unwhitened_row(lam: f64) -> Vec<f32> {
+        let mut a_raw = [0.0f32; 10];
+        gae_row(&R, &V, &M, 1.0, lam, &mut a_raw);
+        let mut out = vec![9.0f32; 10];
+        unwhitened(&a_raw, &M, &mut out);
+        out
+    }
+
+    // The issue's worked example, γ = λ = 1: A = RTG − V′ = [.2,.3,0,0,0,.2,.1,0,0,.1].
+    #[test]
+    fn issue_example_unwhitened_lambda_one() {
+        assert_close(
+            &unwhitened_row(1.0),
+            &[0.2, 0.3, 0.0, 0.0, 0.0, 0.2, 0.1, 0.0, 0.0, 0.1],
+        );
+    }
+
+    // λ = 0: δ over policy tokens only; the 9s at tool positions do not leak in.
+    #[test]
+    fn issue_example_unwhitened_lambda_zero() {
+        assert_close(
+            &unwhitened_row(0.0),
+            &[-0.1, 0.1, 0.0, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.1],
+        );
+    }
+
+    // conventions.md T6: verl's verified input, not whitened.
+    #[test]
+    fn verified_input_unwhitened() {
+        let r = [[0.0f32, 0.0, 1.0, 0.0], [0.0, 0.5, 0.0, 0.0]];
+        let v = [[0.1f32, 0.2, 0.3, 0.0], [0.4, 0.5, 0.0, 0.0]];
+        let m = [[1.0f32, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]];
+        let expect = [[0.6515675, 0.6685, 0.7, 0.0], [0.05, 0.0, 0.0, 0.0]];
+        for i in 0..2 {
+            let mut a = [0.0f32; 4];
+            gae_row(&r[i], &v[i], &m[i], 0.9, 0.95, &mut a);
+            let mut out = [0.0f32; 4];
+            unwhitened(&a, &m[i], &mut out);
+            assert_close(&out, &expect[i]);
+        }
+    }
     use crate::stats::{Moments, Whitening};
 
     // Reference §5.1: γ = .9, λ = .95, two rows.

@@ -1,24 +1,37 @@
 //! The advantage estimators. Each one lives in the file named after it and works on plain
 //! slices and scalars of one training batch; the driver feeds it and the I/O layer converts.
 
+pub mod conventions;
+pub mod drgrpo;
 pub mod gae;
 pub mod gdpo;
 pub mod gpg;
 pub mod grpo;
+pub mod grpo_batch_std;
 pub mod grpo_passk;
 pub mod grpo_vectorized;
+pub mod maxrl;
+pub mod openrlhf;
+pub mod openrlhf_dr_grpo;
+pub mod openrlhf_group_norm;
+pub mod openrlhf_reinforce_baseline;
+pub mod openrlhf_rloo;
 pub mod opo;
 pub mod optimal_token_baseline;
+pub mod reinforce;
 pub mod reinforce_plus_plus;
 pub mod reinforce_plus_plus_baseline;
 pub mod remax;
 pub mod rloo;
+pub mod rloo_loo_std;
 pub mod rloo_vectorized;
 pub mod tir_optimal_token_baseline;
+pub mod turn_gae;
 
 use crate::error::{Error, Result};
 
-/// Every estimator name verl 0.9.1 registers (reference §5), in its registry's order.
+/// Every estimator name verl 0.9.1 registers (reference §5), in its registry's order, then
+/// advcalc's additions from the agent-RL tutorials and other trainers (`docs/conventions.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Estimator {
     Gae,
@@ -35,10 +48,24 @@ pub enum Estimator {
     OptimalTokenBaseline,
     TirOptimalTokenBaseline,
     Gdpo,
+    // advcalc additions (not verl names)
+    Reinforce,
+    TurnGae,
+    Drgrpo,
+    GrpoBatchStd,
+    Maxrl,
+    RlooLooStd,
+    OpenrlhfReinforceBaseline,
+    OpenrlhfGroupNorm,
+    OpenrlhfDrGrpo,
+    OpenrlhfRloo,
 }
 
 impl Estimator {
-    pub const ALL: [Estimator; 14] = [
+    /// How many of [`Estimator::ALL`] (the first ones) are verl 0.9.1's own names.
+    pub const VERL_COUNT: usize = 14;
+
+    pub const ALL: [Estimator; 24] = [
         Estimator::Gae,
         Estimator::Grpo,
         Estimator::GrpoVectorized,
@@ -53,6 +80,16 @@ impl Estimator {
         Estimator::OptimalTokenBaseline,
         Estimator::TirOptimalTokenBaseline,
         Estimator::Gdpo,
+        Estimator::Reinforce,
+        Estimator::TurnGae,
+        Estimator::Drgrpo,
+        Estimator::GrpoBatchStd,
+        Estimator::Maxrl,
+        Estimator::RlooLooStd,
+        Estimator::OpenrlhfReinforceBaseline,
+        Estimator::OpenrlhfGroupNorm,
+        Estimator::OpenrlhfDrGrpo,
+        Estimator::OpenrlhfRloo,
     ];
 
     /// The name used by verl's config, by `--estimator` and by the estimator's file.
@@ -72,6 +109,16 @@ impl Estimator {
             Estimator::OptimalTokenBaseline => "optimal_token_baseline",
             Estimator::TirOptimalTokenBaseline => "tir_optimal_token_baseline",
             Estimator::Gdpo => "gdpo",
+            Estimator::Reinforce => "reinforce",
+            Estimator::TurnGae => "turn_gae",
+            Estimator::Drgrpo => "drgrpo",
+            Estimator::GrpoBatchStd => "grpo_batch_std",
+            Estimator::Maxrl => "maxrl",
+            Estimator::RlooLooStd => "rloo_loo_std",
+            Estimator::OpenrlhfReinforceBaseline => "openrlhf_reinforce_baseline",
+            Estimator::OpenrlhfGroupNorm => "openrlhf_group_norm",
+            Estimator::OpenrlhfDrGrpo => "openrlhf_dr_grpo",
+            Estimator::OpenrlhfRloo => "openrlhf_rloo",
         }
     }
 
@@ -80,10 +127,14 @@ impl Estimator {
             .into_iter()
             .find(|e| e.name() == name)
             .ok_or_else(|| {
-                let known: Vec<&str> = Self::ALL.iter().map(|e| e.name()).collect();
+                let names = |es: &[Estimator]| -> String {
+                    es.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ")
+                };
+                let (verl, ours) = Self::ALL.split_at(Self::VERL_COUNT);
                 Error::usage(format!(
-                    "unknown estimator `{name}` (verl 0.9.1 knows: {})",
-                    known.join(", ")
+                    "unknown estimator `{name}` (verl 0.9.1 knows: {}; advcalc adds: {})",
+                    names(verl),
+                    names(ours)
                 ))
             })
     }
@@ -92,7 +143,27 @@ impl Estimator {
     pub fn needs_uid(self) -> bool {
         !matches!(
             self,
-            Estimator::Gae | Estimator::ReinforcePlusPlus | Estimator::Remax
+            Estimator::Gae
+                | Estimator::ReinforcePlusPlus
+                | Estimator::Remax
+                | Estimator::Reinforce
+                | Estimator::TurnGae
+        )
+    }
+
+    /// Whether the estimator reads the `values` column (a critic).
+    pub fn needs_values(self) -> bool {
+        matches!(self, Estimator::Gae | Estimator::TurnGae)
+    }
+
+    /// The OpenRLHF token-pipeline estimators (`estimators::openrlhf`).
+    pub fn is_openrlhf(self) -> bool {
+        matches!(
+            self,
+            Estimator::OpenrlhfReinforceBaseline
+                | Estimator::OpenrlhfGroupNorm
+                | Estimator::OpenrlhfDrGrpo
+                | Estimator::OpenrlhfRloo
         )
     }
 }
@@ -116,5 +187,17 @@ pub(crate) mod test_support {
     /// Scores as verl holds them: f32 values.
     pub fn f32_scores(s: &[f32]) -> Vec<f64> {
         s.iter().map(|&x| x as f64).collect()
+    }
+
+    /// `|a − e| ≤ 1e-6 + 1e-5·|e|` element-wise (docs/conventions.md's tolerance).
+    pub fn assert_close<A: Into<f64> + Copy + std::fmt::Debug>(actual: &[A], expected: &[f64]) {
+        assert_eq!(actual.len(), expected.len(), "{actual:?} vs {expected:?}");
+        for (&a, &e) in actual.iter().zip(expected) {
+            let a: f64 = a.into();
+            assert!(
+                (a - e).abs() <= 1e-6 + 1e-5 * e.abs(),
+                "{actual:?} vs {expected:?}"
+            );
+        }
     }
 }

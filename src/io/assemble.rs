@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float32Array, ListArray, RecordBatch};
-use arrow::buffer::OffsetBuffer;
+use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, SchemaRef};
 
 use crate::error::{Error, Result};
@@ -13,15 +13,17 @@ use crate::io::schema::InputColumns;
 /// The computed token columns of one row group, flat, aligned with the row offsets.
 #[derive(Debug, Clone)]
 pub struct TokenOutputs {
-    pub token_level_rewards: Vec<f32>,
+    pub token_level_rewards: ScalarBuffer<f32>,
     pub advantages: Vec<f32>,
     /// `None` when returns equal advantages (the outcome estimators).
     pub returns: Option<Vec<f32>>,
     /// The mask after rejection, when rollout correction ran (written back in the input's type).
-    pub response_mask: Option<Vec<f32>>,
+    pub response_mask: Option<ScalarBuffer<f32>>,
     pub rollout_is_weights: Option<Vec<f32>>,
 }
 
+/// The computed columns of a row group, in the order of `computed_schema`; `input` is the
+/// decoded (projected) row group, which holds the original mask for `loss_mask`.
 pub fn assemble(
     input: &RecordBatch,
     columns: &InputColumns,
@@ -31,7 +33,7 @@ pub fn assemble(
     file: &str,
 ) -> Result<RecordBatch> {
     let offsets = offset_buffer(offsets, file)?;
-    let list = |values: Vec<f32>| -> Result<ArrayRef> {
+    let list = |values: ScalarBuffer<f32>| -> Result<ArrayRef> {
         let DataType::List(item) = crate::io::schema::float_list_field("x").data_type().clone()
         else {
             unreachable!("float_list_field is a list")
@@ -39,19 +41,22 @@ pub fn assemble(
         ListArray::try_new(
             item,
             offsets.clone(),
-            Arc::new(Float32Array::from(values)),
+            Arc::new(Float32Array::new(values, None)),
             None,
         )
         .map(|a| Arc::new(a) as ArrayRef)
         .map_err(|e| Error::data(format!("{file}: cannot build an output column")).with_source(e))
     };
-    let advantages = list(outputs.advantages)?;
+    let advantages = list(outputs.advantages.into())?;
     let returns = match outputs.returns {
-        Some(r) => list(r)?,
+        Some(r) => list(r.into())?,
         None => advantages.clone(),
     };
     let rewards = list(outputs.token_level_rewards)?;
-    let weights = outputs.rollout_is_weights.map(list).transpose()?;
+    let weights = outputs
+        .rollout_is_weights
+        .map(|w| list(w.into()))
+        .transpose()?;
     let mask_name = columns.schema.field(columns.mask).name();
     let new_mask = match outputs.response_mask {
         Some(values) => {

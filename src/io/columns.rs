@@ -2,6 +2,7 @@
 //! labels to [`GroupKey`]s. Every error names the file, the column and the row.
 
 use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::buffer::ScalarBuffer;
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
 
@@ -34,11 +35,12 @@ impl ColumnRef<'_> {
     }
 }
 
-/// A token column of one batch: row `i` owns `values[offsets[i]..offsets[i + 1]]`.
+/// A token column of one batch: row `i` owns `values[offsets[i]..offsets[i + 1]]`. The
+/// values share the decoded Arrow buffer (no copy when the column is already float32).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TokenColumn {
     pub offsets: Vec<usize>,
-    pub values: Vec<f32>,
+    pub values: ScalarBuffer<f32>,
 }
 
 impl TokenColumn {
@@ -140,7 +142,7 @@ pub fn token_column(array: &ArrayRef, kind: TokenKind, col: &ColumnRef<'_>) -> R
         col.type_error(array.data_type(), kind.expected())
             .with_source(e)
     })?;
-    let values = values.as_primitive::<Float32Type>().values().to_vec();
+    let values = values.as_primitive::<Float32Type>().values().clone();
     if kind == TokenKind::Mask
         && let Some(token) = values.iter().position(|&v| v != 0.0 && v != 1.0)
     {
@@ -281,7 +283,7 @@ mod tests {
         let array: ArrayRef = Arc::new(b.finish());
         let t = token_column(&array, TokenKind::Mask, &COL).unwrap();
         assert_eq!(t.offsets, vec![0, 2, 2, 3]);
-        assert_eq!(t.values, vec![1.0, 0.0, 1.0]);
+        assert_eq!(&t.values[..], &[1.0, 0.0, 1.0]);
     }
 
     #[test]

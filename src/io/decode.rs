@@ -1,5 +1,6 @@
 //! One row group's Arrow columns to the plain per-row data the pipeline works on.
 
+use arrow::buffer::ScalarBuffer;
 use arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
@@ -16,9 +17,9 @@ pub struct RowGroup {
     /// `response_mask` as 0.0/1.0, with the row offsets every token column shares.
     pub mask: TokenColumn,
     /// `token_level_scores`, aligned with `mask.offsets`.
-    pub scores: Vec<f32>,
+    pub scores: ScalarBuffer<f32>,
     /// Optional token columns (flat, aligned with `mask.offsets`).
-    pub tokens: Vec<(TokenRole, Vec<f32>)>,
+    pub tokens: Vec<(TokenRole, ScalarBuffer<f32>)>,
     pub reward_baselines: Option<Vec<f32>>,
     /// gdpo reward components, `components[k][row]`.
     pub components: Vec<Vec<f32>>,
@@ -74,7 +75,7 @@ impl RowGroup {
         self.tokens
             .iter()
             .find(|(r, _)| *r == role)
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| &v[..])
     }
 
     /// The step of row `i` (None without a step column).
@@ -109,7 +110,7 @@ pub fn decode(
     };
     let (array, col) = get(columns.mask)?;
     let mask = columns::token_column(array, TokenKind::Mask, &col)?;
-    let same_lengths = |values: TokenColumn, col: &ColumnRef<'_>| -> Result<Vec<f32>> {
+    let same_lengths = |values: TokenColumn, col: &ColumnRef<'_>| -> Result<ScalarBuffer<f32>> {
         if let Some(row) = (0..mask.rows()).find(|&i| mask.row_len(i) != values.row_len(i)) {
             return Err(col.error(
                 row,
@@ -182,7 +183,9 @@ pub fn decode(
             if !options.allow_nonfinite {
                 columns::check_finite_scalars(&scalars, &col)?;
             }
-            place_scalar_scores(&scalars, &mask.offsets, &mask.values, options.layout)
+            let (placed, dropped) =
+                place_scalar_scores(&scalars, &mask.offsets, &mask.values, options.layout);
+            (placed.into(), dropped)
         }
     };
     let mut group = RowGroup {

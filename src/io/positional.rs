@@ -57,13 +57,18 @@ impl Read for PositionalReader {
 }
 
 impl ChunkReader for PositionalFile {
-    type T = PositionalReader;
+    // Buffered in large reads: copying a column chunk into the output goes through this
+    // reader, and 8 KiB reads cost a system call each.
+    type T = std::io::BufReader<PositionalReader>;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(PositionalReader {
-            file: self.file.clone(),
-            pos: start,
-        })
+        Ok(std::io::BufReader::with_capacity(
+            1 << 20,
+            PositionalReader {
+                file: self.file.clone(),
+                pos: start,
+            },
+        ))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {

@@ -44,6 +44,14 @@ impl ParquetInput {
         })
     }
 
+    /// The file and footer, for splicing column chunks into the output unchanged.
+    pub fn copy_source(&self) -> crate::io::write::CopySource {
+        crate::io::write::CopySource {
+            file: self.file.clone(),
+            metadata: self.metadata.metadata().clone(),
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

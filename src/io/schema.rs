@@ -7,6 +7,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::{Error, Result};
 use crate::io::columns::{ColumnRef, TokenKind, check_token_type};
+use crate::io::write::ColumnSource;
 
 /// Token-level reward column names, in priority order (verl's name first).
 pub const TOKEN_SCORE_COLUMNS: [&str; 2] = ["rm_scores", "token_level_scores"];
@@ -326,6 +327,34 @@ impl InputColumns {
             fields,
             self.schema.metadata().clone(),
         ))
+    }
+}
+
+impl InputColumns {
+    /// Per output field: copied unchanged from the input, or computed (the float outputs, the
+    /// rejected `response_mask` when correction rewrites it, the `loss_mask` copy).
+    pub fn output_sources(
+        &self,
+        output: &Schema,
+        is_weights: bool,
+        mask_rewritten: bool,
+    ) -> Vec<ColumnSource> {
+        let computed = computed_columns(is_weights);
+        let mask_name = self.schema.field(self.mask).name();
+        output
+            .fields()
+            .iter()
+            .map(|f| {
+                let name = f.name().as_str();
+                let is_computed = computed.contains(&name)
+                    || (mask_rewritten && name == mask_name)
+                    || (name == "loss_mask" && !self.has_loss_mask);
+                match self.schema.index_of(name) {
+                    Ok(i) if !is_computed => ColumnSource::Copy(i),
+                    _ => ColumnSource::Computed,
+                }
+            })
+            .collect()
     }
 }
 

@@ -5,17 +5,24 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use arrow::datatypes::SchemaRef;
+use std::sync::Arc;
+
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory, compute_leaves};
+use parquet::arrow::arrow_writer::{
+    ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves,
+};
+use parquet::arrow::{ArrowSchemaConverter, add_encoded_arrow_schema_to_metadata};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::column::writer::ColumnCloseResult;
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::ColumnPath;
+use parquet::schema::types::{ColumnPath, Type as SchemaType, TypePtr};
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
+use crate::io::positional::PositionalFile;
 use crate::io::schema::OUTPUT_COLUMNS;
 
 const TEMP_PREFIX: &str = ".advcalc-";
@@ -48,22 +55,66 @@ fn remove_stale_temporaries(dir: &Path) {
     }
 }
 
-/// A row group encoded into column chunks, ready to append.
+/// A row group's computed columns, encoded into column chunks, ready to append.
 pub struct EncodedRowGroup(Vec<ArrowColumnChunk>);
 
+/// Where an output column comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnSource {
+    /// Copied byte for byte from the input column with this root index: never decoded,
+    /// never re-encoded.
+    Copy(usize),
+    /// Computed (or rewritten) by advcalc and encoded here.
+    Computed,
+}
+
+/// The input side of the copies: its file and footer.
+pub struct CopySource {
+    pub file: PositionalFile,
+    pub metadata: Arc<ParquetMetaData>,
+}
+
+/// An output file being written: an encoder that worker threads share, and a sink that
+/// appends row groups in order — separate, so that appending one window of row groups can
+/// overlap with encoding the next.
 pub struct ParquetOutput {
+    encoder: OutputEncoder,
+    sink: OutputSink,
+}
+
+/// Encodes the computed columns of a row group (shared by worker threads).
+pub struct OutputEncoder {
+    dest: PathBuf,
+    factory: ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    /// The computed columns only, in output order: what `encode` takes.
+    computed_schema: SchemaRef,
+    sources: Vec<ColumnSource>,
+    /// Parquet leaf indices of each output root column.
+    leaves: Vec<Vec<usize>>,
+}
+
+/// Appends row groups, in order, to the temporary file, and renames it at the end.
+pub struct OutputSink {
     dest: PathBuf,
     tmp: NamedTempFile,
     writer: SerializedFileWriter<BufWriter<File>>,
-    factory: ArrowRowGroupWriterFactory,
-    schema: SchemaRef,
+    sources: Vec<ColumnSource>,
+    leaves: Vec<Vec<usize>>,
+    input: CopySource,
     force: bool,
-    row_groups: usize,
 }
 
 impl ParquetOutput {
     /// Start writing `dest`; checks that it may be written before any work is done.
-    pub fn create(dest: &Path, schema: SchemaRef, force: bool) -> Result<Self> {
+    /// `sources` says, per field of `schema`, whether it is copied from the input or computed.
+    pub fn create(
+        dest: &Path,
+        schema: SchemaRef,
+        sources: Vec<ColumnSource>,
+        input: CopySource,
+        force: bool,
+    ) -> Result<Self> {
         let name = dest.display().to_string();
         check_destination(dest, force)?;
         let dir = parent_dir(dest);
@@ -86,33 +137,94 @@ impl ParquetOutput {
             .as_file()
             .try_clone()
             .map_err(|e| Error::data(format!("{name}: cannot write")).with_source(e))?;
-        let writer = ArrowWriter::try_new(
-            BufWriter::new(handle),
-            schema.clone(),
-            Some(properties(&schema)),
+        let start = |e: parquet::errors::ParquetError| {
+            Error::data(format!("{name}: cannot start the Parquet writer")).with_source(e)
+        };
+        // The Parquet schema: the input's own types for copied columns (so their chunks can be
+        // spliced in unchanged), Arrow's conversion for the computed ones.
+        let converted = ArrowSchemaConverter::new()
+            .convert(&schema)
+            .map_err(start)?;
+        let input_root = input
+            .metadata
+            .file_metadata()
+            .schema_descr()
+            .root_schema_ptr();
+        let fields: Vec<TypePtr> = sources
+            .iter()
+            .enumerate()
+            .map(|(i, source)| match source {
+                ColumnSource::Copy(j) => input_root.get_fields()[*j].clone(),
+                ColumnSource::Computed => converted.root_schema().get_fields()[i].clone(),
+            })
+            .collect();
+        let mut fields = fields;
+        let root = SchemaType::group_type_builder(converted.root_schema().name())
+            .with_fields(std::mem::take(&mut fields))
+            .build()
+            .map_err(start)?;
+        let mut props = properties(&schema);
+        add_encoded_arrow_schema_to_metadata(&schema, &mut props);
+        let writer = SerializedFileWriter::new(
+            BufWriter::with_capacity(4 << 20, handle),
+            Arc::new(root),
+            Arc::new(props),
         )
-        .map_err(|e| {
-            Error::data(format!("{name}: cannot start the Parquet writer")).with_source(e)
-        })?;
-        let (writer, factory) = writer.into_serialized_writer().map_err(|e| {
-            Error::data(format!("{name}: cannot start the Parquet writer")).with_source(e)
-        })?;
+        .map_err(start)?;
+        let factory = ArrowRowGroupWriterFactory::new(&writer, schema.clone());
+        let descr = writer.schema_descr();
+        let mut leaves = vec![Vec::new(); schema.fields().len()];
+        for leaf in 0..descr.num_columns() {
+            leaves[descr.get_column_root_idx(leaf)].push(leaf);
+        }
+        let computed_schema = Arc::new(Schema::new_with_metadata(
+            schema
+                .fields()
+                .iter()
+                .zip(&sources)
+                .filter(|(_, s)| **s == ColumnSource::Computed)
+                .map(|(f, _)| f.clone())
+                .collect::<Vec<_>>(),
+            schema.metadata().clone(),
+        ));
         Ok(Self {
-            dest: dest.to_path_buf(),
-            tmp,
-            writer,
-            factory,
-            schema,
-            force,
-            row_groups: 0,
+            encoder: OutputEncoder {
+                dest: dest.to_path_buf(),
+                factory,
+                schema,
+                computed_schema,
+                sources: sources.clone(),
+                leaves: leaves.clone(),
+            },
+            sink: OutputSink {
+                dest: dest.to_path_buf(),
+                tmp,
+                writer,
+                sources,
+                leaves,
+                input,
+                force,
+            },
         })
     }
 
-    pub fn schema(&self) -> &SchemaRef {
-        &self.schema
+    /// The shared encoder and the in-order sink, to use at the same time.
+    pub fn split(&mut self) -> (&OutputEncoder, &mut OutputSink) {
+        (&self.encoder, &mut self.sink)
     }
 
-    /// Encode and compress one row group; safe to call from many threads at once.
+    pub fn finish(self) -> Result<()> {
+        self.sink.finish()
+    }
+}
+
+impl OutputEncoder {
+    /// The schema of the batches `encode` takes: the computed columns, in output order.
+    pub fn computed_schema(&self) -> &SchemaRef {
+        &self.computed_schema
+    }
+
+    /// Encode and compress one row group's computed columns; safe to call from many threads.
     pub fn encode(&self, row_group: usize, batch: &RecordBatch) -> Result<EncodedRowGroup> {
         let context = || {
             Error::data(format!(
@@ -120,37 +232,73 @@ impl ParquetOutput {
                 self.dest.display()
             ))
         };
-        let mut writers = self
+        let mut writers: Vec<Option<ArrowColumnWriter>> = self
             .factory
             .create_column_writers(row_group)
-            .map_err(|e| context().with_source(e))?;
-        let mut next = writers.iter_mut();
-        for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
-            for leaf in compute_leaves(field, column).map_err(|e| context().with_source(e))? {
-                let writer = next.next().ok_or_else(context)?;
+            .map_err(|e| context().with_source(e))?
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut chunks = Vec::new();
+        let computed = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.sources[*i] == ColumnSource::Computed);
+        for ((i, field), column) in computed.zip(batch.columns()) {
+            let leaves = compute_leaves(field, column).map_err(|e| context().with_source(e))?;
+            for (leaf, &index) in leaves.into_iter().zip(&self.leaves[i]) {
+                let mut writer = writers[index].take().ok_or_else(context)?;
                 writer.write(&leaf).map_err(|e| context().with_source(e))?;
+                chunks.push(writer.close().map_err(|e| context().with_source(e))?);
             }
         }
-        let chunks = writers
-            .into_iter()
-            .map(|w| w.close())
-            .collect::<parquet::errors::Result<Vec<_>>>()
-            .map_err(|e| context().with_source(e))?;
         Ok(EncodedRowGroup(chunks))
     }
+}
 
-    /// Append the next row group (in output order).
-    pub fn append(&mut self, encoded: EncodedRowGroup) -> Result<()> {
+impl OutputSink {
+    /// Append row group `index` (in output order): copied chunks straight from the input
+    /// file, computed chunks from `encoded`.
+    pub fn append(&mut self, index: usize, encoded: EncodedRowGroup) -> Result<()> {
         let name = self.dest.display().to_string();
         let io = |e: parquet::errors::ParquetError| {
             Error::data(format!("{name}: write failed")).with_source(e)
         };
+        let input_rg = self.input.metadata.row_group(index);
+        let input_descr = self.input.metadata.file_metadata().schema_descr();
+        let mut computed = encoded.0.into_iter();
         let mut rg = self.writer.next_row_group().map_err(io)?;
-        for chunk in encoded.0 {
-            chunk.append_to_row_group(&mut rg).map_err(io)?;
+        for (root, source) in self.sources.iter().enumerate() {
+            match source {
+                ColumnSource::Copy(input_root) => {
+                    let leaves = (0..input_descr.num_columns())
+                        .filter(|&l| input_descr.get_column_root_idx(l) == *input_root);
+                    for leaf in leaves {
+                        let column = input_rg.column(leaf);
+                        let close = ColumnCloseResult {
+                            bytes_written: column.compressed_size() as u64,
+                            rows_written: input_rg.num_rows() as u64,
+                            metadata: column.clone(),
+                            bloom_filter: None,
+                            column_index: None,
+                            offset_index: None,
+                        };
+                        rg.append_column(&self.input.file, close).map_err(io)?;
+                    }
+                }
+                ColumnSource::Computed => {
+                    for _ in &self.leaves[root] {
+                        let chunk = computed.next().ok_or_else(|| {
+                            Error::data(format!("{name}: a computed column chunk is missing"))
+                        })?;
+                        chunk.append_to_row_group(&mut rg).map_err(io)?;
+                    }
+                }
+            }
         }
         rg.close().map_err(io)?;
-        self.row_groups += 1;
         Ok(())
     }
 
@@ -179,8 +327,11 @@ impl ParquetOutput {
     }
 }
 
-/// zstd, and for the float columns advcalc adds: no dictionary (random floats overflow it)
-/// and byte-stream-split, which compresses float mantissas better (reference scale §4.2).
+/// zstd (level 1), and for the float columns advcalc adds: no dictionary (random floats
+/// overflow it) and byte-stream-split, which compresses float mantissas better (reference
+/// scale §4.2); no statistics for them, which nobody filters on. Chosen by measurement on the
+/// benchmark dump (`docs/benchmarks.md`): dictionary or plain encodings were slower, and the
+/// `loss_mask` copy keeps the dictionary, which was cheaper than the alternatives.
 fn properties(schema: &SchemaRef) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_1_0)
@@ -191,6 +342,7 @@ fn properties(schema: &SchemaRef) -> WriterProperties {
             let path = ColumnPath::new(vec![name.to_string(), "list".into(), "item".into()]);
             builder = builder
                 .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_statistics_enabled(path.clone(), EnabledStatistics::None)
                 .set_column_encoding(path, Encoding::BYTE_STREAM_SPLIT);
         }
     }

@@ -1,0 +1,533 @@
+//! `--convention verl|trl|openrlhf|nemo-rl|open-instruct|skyrl`: each framework's grouping
+//! rule, std flavour, ε and its placement, singleton rule and whitening switch for the
+//! GRPO/RLOO family (`grpo`, `drgrpo`, `grpo_batch_std`, `rloo`, `maxrl`), so that the same
+//! estimator name gives that framework's numbers (`docs/conventions.md` C). Not an estimator
+//! name itself; no other estimator depends on the convention.
+//!
+//! | convention | groups | GRPO std | ε | singleton | source |
+//! | --- | --- | --- | --- | --- | --- |
+//! | verl (default) | `uid` | sample | `σ + 1e-6` | μ = 0, σ = 1 | verl `core_algos.py` |
+//! | trl | consecutive n | sample, NaN-aware | `σ + 1e-4` | 0 | `trl/trainer/grpo_trainer.py` 2670–2725, `rloo_trainer.py` 1505–1561 |
+//! | openrlhf | consecutive n | sample | `σ + 1e-9` | error | `openrlhf/trainer/ppo_utils/experience_maker.py` |
+//! | nemo-rl | `uid` | leave-one-out, one-pass f32 | `σ + 1e-6` where σ > 0 | 0 | `nemo_rl/algorithms/utils.py` line 104 |
+//! | open-instruct | consecutive n | population | `σ + 1e-8` | 0 | `open_instruct/data_loader.py` 1472–1484 |
+//! | skyrl | `uid` | sample | `σ + 1e-6` | raw s (RLOO: 0) | `skyrl/backends/skyrl_train/utils/ppo_utils.py` 1224–1429 |
+//!
+//! Everything is computed in f64 and written as f32 (open-instruct's numpy does the same;
+//! for the f32 frameworks the difference is within an ulp or two), except NeMo's one-pass
+//! leave-one-out std, which is emulated in f32 (see [`super::rloo_loo_std`]). Outputs are
+//! `a · m` under every convention (NeMo broadcasts over all positions; advcalc choice, C3).
+
+use crate::groups::{GroupKey, Grouping};
+
+use super::Estimator;
+use super::grpo_batch_std::{self, grpo_batch_std};
+use super::maxrl::{MaxrlRule, maxrl};
+use super::openrlhf::{Shaping, group_scalar};
+use super::rloo_loo_std::{NemoOptions, rloo_loo_std};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Convention {
+    #[default]
+    Verl,
+    Trl,
+    Openrlhf,
+    NemoRl,
+    OpenInstruct,
+    Skyrl,
+}
+
+impl Convention {
+    pub const ALL: [Convention; 6] = [
+        Convention::Verl,
+        Convention::Trl,
+        Convention::Openrlhf,
+        Convention::NemoRl,
+        Convention::OpenInstruct,
+        Convention::Skyrl,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Convention::Verl => "verl",
+            Convention::Trl => "trl",
+            Convention::Openrlhf => "openrlhf",
+            Convention::NemoRl => "nemo-rl",
+            Convention::OpenInstruct => "open-instruct",
+            Convention::Skyrl => "skyrl",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Whether the framework groups consecutive blocks of `group_size` rows (else by `uid`).
+    pub fn consecutive(self) -> bool {
+        matches!(
+            self,
+            Convention::Trl | Convention::Openrlhf | Convention::OpenInstruct
+        )
+    }
+}
+
+/// The estimators whose numbers depend on the convention.
+pub fn in_family(e: Estimator) -> bool {
+    matches!(
+        e,
+        Estimator::Grpo
+            | Estimator::Drgrpo
+            | Estimator::GrpoBatchStd
+            | Estimator::Rloo
+            | Estimator::Maxrl
+    )
+}
+
+/// Whether the framework defines the estimator (C5); `Err` says why not.
+pub fn check(e: Estimator, c: Convention) -> Result<(), String> {
+    let refused = match e {
+        Estimator::GrpoBatchStd => !matches!(c, Convention::Verl | Convention::Trl),
+        Estimator::Maxrl => !matches!(c, Convention::Verl | Convention::Skyrl),
+        Estimator::Rloo => c == Convention::OpenInstruct,
+        _ => false,
+    };
+    if refused {
+        Err(format!(
+            "--convention {}: {} has no `{}` estimator (see docs/conventions.md C5)",
+            c.name(),
+            c.name(),
+            e.name()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The convention and the framework switches it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FamilyOptions {
+    pub convention: Convention,
+    /// Consecutive-n group size; `None`: the first run of equal `uid`s.
+    pub group_size: Option<usize>,
+    /// TRL RLOOTrainer `normalize_advantages`.
+    pub trl_normalize_advantages: bool,
+    /// NeMo-RL `grpo.use_leave_one_out_baseline` / `grpo.normalize_rewards`.
+    pub nemo: NemoOptions,
+}
+
+/// Consecutive-n grouping of one batch's rows (TRL, OpenRLHF, open-instruct). Also returns a
+/// warning when blocks and `uid`s disagree. `Err` when the row count is not a multiple of n.
+pub fn consecutive_grouping(
+    labels: &[GroupKey],
+    group_size: Option<usize>,
+) -> Result<(Grouping, Option<String>), String> {
+    let rows = labels.len();
+    let n = group_size.unwrap_or_else(|| {
+        labels
+            .iter()
+            .take_while(|l| labels.first() == Some(*l))
+            .count()
+            .max(1)
+    });
+    if n == 0 || !rows.is_multiple_of(n) {
+        return Err(format!(
+            "{rows} rows do not split into consecutive groups of {n} (group_size{})",
+            if group_size.is_none() {
+                ", taken from the first run of equal uids"
+            } else {
+                ""
+            }
+        ));
+    }
+    let grouping = Grouping {
+        group_of_row: (0..rows).map(|i| i / n).collect(),
+        n_groups: rows / n,
+    };
+    let mixed = labels
+        .chunks(n)
+        .filter(|b| b.iter().any(|l| *l != b[0]))
+        .count();
+    let mut block_of: std::collections::HashMap<&GroupKey, usize> = Default::default();
+    let mut split = std::collections::BTreeSet::new();
+    for (i, l) in labels.iter().enumerate() {
+        if *block_of.entry(l).or_insert(i / n) != i / n {
+            split.insert(l);
+        }
+    }
+    let warning = (mixed > 0 || !split.is_empty()).then(|| {
+        format!(
+            "consecutive groups of {n}: {mixed} blocks hold more than one uid and {} uids span more than one block; the convention groups by position, not by uid",
+            split.len()
+        )
+    });
+    Ok((grouping, warning))
+}
+
+/// Mean and std over the non-NaN values (TRL's `nanmean`/`nanstd`; `population` divides by
+/// n, else by n − 1). `None` for the mean when nothing is left; std 0 with fewer than 2.
+fn nan_mean_std(values: impl Iterator<Item = f64> + Clone, population: bool) -> (f64, f64) {
+    let (n, sum) = values
+        .clone()
+        .filter(|x| !x.is_nan())
+        .fold((0usize, 0.0), |(n, s), x| (n + 1, s + x));
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let mean = sum / n as f64;
+    let sq: f64 = values
+        .filter(|x| !x.is_nan())
+        .map(|x| (x - mean) * (x - mean))
+        .sum();
+    let div = if population { n } else { n - 1 };
+    let std = if div == 0 {
+        0.0
+    } else {
+        (sq / div as f64).sqrt()
+    };
+    (mean, std)
+}
+
+/// `(s − μ_g)/(σ_g + ε)` (or `s − μ_g`) with the framework's std; NaN scores give 0.
+fn mean_std_scaled(
+    scores: &[f64],
+    grouping: &Grouping,
+    norm: bool,
+    population: bool,
+    epsilon: f64,
+) -> Vec<f64> {
+    let stats: Vec<(f64, f64)> = grouping
+        .members()
+        .iter()
+        .map(|rows| nan_mean_std(rows.iter().map(|&r| scores[r]), population))
+        .collect();
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| {
+            let (mean, std) = stats[g];
+            match (s.is_nan(), norm) {
+                (true, _) => 0.0,
+                (false, true) => (s - mean) / (std + epsilon),
+                (false, false) => s - mean,
+            }
+        })
+        .collect()
+}
+
+/// TRL RLOOTrainer: `s − (Σ − s)/(cnt − 1)` NaN-aware, a group of one gets 0; optionally
+/// `(a − mean(a))/(nanstd(a) + 1e-4)` over the batch's rows.
+fn trl_rloo(scores: &[f64], grouping: &Grouping, normalize: bool) -> Vec<f64> {
+    let mut a = vec![f64::NAN; scores.len()];
+    for rows in grouping.members() {
+        let valid: Vec<usize> = rows.into_iter().filter(|&r| !scores[r].is_nan()).collect();
+        let sum: f64 = valid.iter().map(|&r| scores[r]).sum();
+        let cnt = valid.len() as f64;
+        for &r in &valid {
+            a[r] = if valid.len() > 1 {
+                scores[r] - (sum - scores[r]) / (cnt - 1.0)
+            } else {
+                0.0
+            };
+        }
+    }
+    if normalize {
+        let (mean, std) = nan_mean_std(a.iter().copied(), false);
+        for x in a.iter_mut().filter(|x| !x.is_nan()) {
+            *x = (*x - mean) / (std + 1e-4);
+        }
+    }
+    a.into_iter()
+        .map(|x| if x.is_nan() { 0.0 } else { x })
+        .collect()
+}
+
+/// SkyRL `compute_rloo_outcome_advantage`: `(s − μ)·n/(n − 1)`, a singleton gets 0.
+fn skyrl_rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
+    let (count, sum) = super::grpo::group_sums(scores, grouping);
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| {
+            let n = count[g] as f64;
+            if count[g] > 1 {
+                (s - sum[g] / n) * n / (n - 1.0)
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// The family member `e` under `opts.convention` for one batch, on groups already formed by
+/// the convention's rule. `norm_by_std` is verl's `norm_adv_by_std_in_grpo` (for `grpo`).
+/// `Err(row)`: a row of a singleton group where the framework refuses one (OpenRLHF).
+pub fn family_scalars(
+    e: Estimator,
+    opts: &FamilyOptions,
+    norm_by_std: bool,
+    scores: &[f64],
+    grouping: &Grouping,
+) -> Result<Vec<f64>, usize> {
+    let norm = norm_by_std && e == Estimator::Grpo;
+    Ok(match (opts.convention, e) {
+        (Convention::Verl | Convention::Skyrl, Estimator::Grpo | Estimator::Drgrpo) => {
+            super::grpo::grpo(scores, grouping, norm)
+        }
+        (Convention::Verl, Estimator::GrpoBatchStd) => {
+            grpo_batch_std(scores, grouping, grpo_batch_std::VERL)
+        }
+        (Convention::Trl, Estimator::GrpoBatchStd) => {
+            grpo_batch_std(scores, grouping, grpo_batch_std::TRL)
+        }
+        (Convention::Verl, Estimator::Rloo) => super::rloo::rloo(scores, grouping),
+        (Convention::Verl, Estimator::Maxrl) => maxrl(scores, grouping, MaxrlRule::PrimeRl),
+        (Convention::Skyrl, Estimator::Maxrl) => maxrl(scores, grouping, MaxrlRule::Skyrl),
+        (Convention::Skyrl, Estimator::Rloo) => skyrl_rloo(scores, grouping),
+        (Convention::Trl, Estimator::Rloo) => {
+            trl_rloo(scores, grouping, opts.trl_normalize_advantages)
+        }
+        (Convention::Trl, _) => mean_std_scaled(scores, grouping, norm, false, 1e-4),
+        (Convention::OpenInstruct, _) => mean_std_scaled(scores, grouping, norm, true, 1e-8),
+        (Convention::Openrlhf, Estimator::Rloo) => group_scalar(scores, grouping, Shaping::Rloo)?,
+        (Convention::Openrlhf, _) => group_scalar(
+            scores,
+            grouping,
+            if norm {
+                Shaping::GroupNorm
+            } else {
+                Shaping::Mean
+            },
+        )?,
+        (Convention::NemoRl, Estimator::Rloo) => rloo_loo_std(
+            scores,
+            grouping,
+            NemoOptions {
+                use_leave_one_out_baseline: true,
+                normalize_rewards: false,
+            },
+        ),
+        (Convention::NemoRl, _) => rloo_loo_std(
+            scores,
+            grouping,
+            NemoOptions {
+                normalize_rewards: opts.nemo.normalize_rewards && norm,
+                ..opts.nemo
+            },
+        ),
+        // refused by `check` before any data is read
+        (c, e) => unreachable!("{} under --convention {}", e.name(), c.name()),
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::approx_constant)] // hand-worked numbers, written as computed
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::{assert_close, grouping};
+
+    fn opts(c: Convention) -> FamilyOptions {
+        FamilyOptions {
+            convention: c,
+            ..Default::default()
+        }
+    }
+
+    fn run(e: Estimator, c: Convention, s: &[f64], labels: &[&str]) -> Vec<f64> {
+        family_scalars(e, &opts(c), true, s, &grouping(labels)).unwrap()
+    }
+
+    fn eight() -> Vec<f64> {
+        let mut s = vec![0.0; 8];
+        s[0] = 1.0;
+        s
+    }
+
+    // conventions.md, the group of 8 with one success under each rule.
+    #[test]
+    fn group_of_eight_one_success() {
+        use Convention::*;
+        use Estimator::*;
+        let l = ["g"; 8];
+        let s = eight();
+        for c in [Verl, Trl, Openrlhf, OpenInstruct, Skyrl] {
+            assert_close(&run(Drgrpo, c, &s, &l)[..2], &[0.875, -0.125]);
+        }
+        assert_close(&run(Rloo, Verl, &s, &l)[..2], &[1.0, -0.142857]);
+        assert_close(&run(Grpo, Verl, &s, &l)[..2], &[2.474867, -0.353552]);
+        // the 2.475 / −.354: mean / sample std
+        let a = run(Grpo, Skyrl, &s, &l);
+        assert!((a[0] - 2.475).abs() < 5e-4 && (a[1] + 0.354).abs() < 5e-4);
+        assert_close(&run(Grpo, Openrlhf, &s, &l)[..2], &[2.474874, -0.353553]);
+        assert_close(&run(Grpo, Trl, &s, &l)[..2], &[2.474174, -0.353453]);
+        assert_close(
+            &run(Grpo, OpenInstruct, &s, &l)[..2],
+            &[2.645751, -0.377964],
+        );
+        assert_close(&run(Grpo, NemoRl, &s, &l)[..2], &[1.0, -0.377963]);
+        assert_close(&run(Maxrl, Verl, &s, &l)[..2], &[7.0, -1.0]);
+    }
+
+    // conventions.md T1: uid [a,a,a,b], s = [1,0,.5,.7].
+    #[test]
+    fn uid_conventions_with_a_singleton() {
+        use Convention::*;
+        use Estimator::*;
+        let l = ["a", "a", "a", "b"];
+        let s = [1.0, 0.0, 0.5, 0.7];
+        for c in [Verl, Skyrl] {
+            assert_close(
+                &run(Grpo, c, &s, &l),
+                &[0.999998, -0.999998, 0.0, 0.6999993],
+            );
+            assert_close(&run(Drgrpo, c, &s, &l), &[0.5, -0.5, 0.0, 0.7]);
+        }
+        assert_close(&run(Grpo, NemoRl, &s, &l), &[2.121314, -2.121314, 0.0, 0.0]);
+        assert_close(&run(Drgrpo, NemoRl, &s, &l), &[0.75, -0.75, 0.0, 0.0]);
+        assert_close(&run(Rloo, NemoRl, &s, &l), &[0.75, -0.75, 0.0, 0.0]);
+        let plain = FamilyOptions {
+            convention: NemoRl,
+            nemo: NemoOptions {
+                use_leave_one_out_baseline: false,
+                normalize_rewards: true,
+            },
+            ..Default::default()
+        };
+        assert_close(
+            &family_scalars(Grpo, &plain, true, &s, &grouping(&l)).unwrap(),
+            &[0.999998, -0.999998, 0.0, 0.0],
+        );
+        assert_close(&run(Rloo, Verl, &s, &l), &[0.75, -0.75, 0.0, 0.7]);
+        assert_close(&run(Rloo, Skyrl, &s, &l), &[0.75, -0.75, 0.0, 0.0]);
+        assert_close(&run(Maxrl, Verl, &s, &l), &[1.0, -1.0, 0.0, 0.0]);
+        assert_close(&run(Maxrl, Skyrl, &s, &l), &[0.999998, -0.999998, 0.0, 0.7]);
+        assert_close(
+            &run(GrpoBatchStd, Verl, &s, &l),
+            &[1.189575, -1.189575, 0.0, 1.665404],
+        );
+    }
+
+    // conventions.md T2: two groups of 2, s = [1,0,.25,.25].
+    #[test]
+    fn two_pairs() {
+        use Convention::*;
+        use Estimator::*;
+        let l = ["a", "a", "b", "b"];
+        let s = [1.0, 0.0, 0.25, 0.25];
+        assert_close(&run(Grpo, Trl, &s, &l), &[0.707007, -0.707007, 0.0, 0.0]);
+        assert_close(
+            &run(GrpoBatchStd, Trl, &s, &l),
+            &[1.154434, -1.154434, 0.0, 0.0],
+        );
+        assert_close(&run(Drgrpo, Trl, &s, &l), &[0.5, -0.5, 0.0, 0.0]);
+        assert_close(&run(Rloo, Trl, &s, &l), &[1.0, -1.0, 0.0, 0.0]);
+        let normalized = FamilyOptions {
+            convention: Trl,
+            trl_normalize_advantages: true,
+            ..Default::default()
+        };
+        assert_close(
+            &family_scalars(Rloo, &normalized, true, &s, &grouping(&l)).unwrap(),
+            &[1.224595, -1.224595, 0.0, 0.0],
+        );
+        assert_close(
+            &run(Grpo, Openrlhf, &s, &l),
+            &[0.707107, -0.707107, 0.0, 0.0],
+        );
+        assert_close(
+            &run(Grpo, OpenInstruct, &s, &l),
+            &[0.99999998, -0.99999998, 0.0, 0.0],
+        );
+        assert_close(&run(Drgrpo, OpenInstruct, &s, &l), &[0.5, -0.5, 0.0, 0.0]);
+        assert_close(&run(Grpo, Verl, &s, &l), &[0.707106, -0.707106, 0.0, 0.0]);
+        assert_close(&run(Grpo, NemoRl, &s, &l), &[1.0, -1.0, 0.0, 0.0]);
+    }
+
+    // conventions.md T3: one group of 4, s = [1,0,0,.5].
+    #[test]
+    fn std_flavours() {
+        use Convention::*;
+        use Estimator::*;
+        let l = ["a"; 4];
+        let s = [1.0, 0.0, 0.0, 0.5];
+        for c in [Verl, Skyrl] {
+            assert_close(
+                &run(Grpo, c, &s, &l),
+                &[1.30558, -0.783348, -0.783348, 0.261116],
+            );
+        }
+        assert_close(
+            &run(Grpo, Trl, &s, &l),
+            &[1.30531, -0.783186, -0.783186, 0.261062],
+        );
+        assert_close(
+            &run(Grpo, Openrlhf, &s, &l),
+            &[1.305582, -0.783349, -0.783349, 0.261116],
+        );
+        assert_close(
+            &run(Grpo, OpenInstruct, &s, &l),
+            &[1.507557, -0.904534, -0.904534, 0.301511],
+        );
+        assert_close(
+            &run(Grpo, NemoRl, &s, &l),
+            &[2.886741, -0.999998, -0.999998, 0.288675],
+        );
+        assert_close(&run(Rloo, Verl, &s, &l), &[0.833333, -0.5, -0.5, 0.166667]);
+        assert_close(
+            &run(Drgrpo, NemoRl, &s, &l),
+            &[0.833333, -0.5, -0.5, 0.166667],
+        );
+    }
+
+    #[test]
+    fn openrlhf_refuses_singletons_and_trl_zeroes_them() {
+        let g = grouping(&["a"]);
+        assert_eq!(
+            family_scalars(
+                Estimator::Grpo,
+                &opts(Convention::Openrlhf),
+                true,
+                &[1.0],
+                &g
+            ),
+            Err(0)
+        );
+        assert_eq!(
+            family_scalars(Estimator::Grpo, &opts(Convention::Trl), true, &[1.0], &g),
+            Ok(vec![0.0])
+        );
+        assert_eq!(
+            family_scalars(Estimator::Rloo, &opts(Convention::Trl), true, &[1.0], &g),
+            Ok(vec![0.0])
+        );
+    }
+
+    #[test]
+    fn unsupported_pairs_are_refused() {
+        assert!(check(Estimator::Maxrl, Convention::Trl).is_err());
+        assert!(check(Estimator::GrpoBatchStd, Convention::NemoRl).is_err());
+        assert!(check(Estimator::Rloo, Convention::OpenInstruct).is_err());
+        assert!(check(Estimator::Grpo, Convention::OpenInstruct).is_ok());
+    }
+
+    #[test]
+    fn consecutive_blocks() {
+        let keys = |ls: &[&str]| -> Vec<GroupKey> {
+            ls.iter().map(|l| GroupKey::Str((*l).into())).collect()
+        };
+        let (g, w) = consecutive_grouping(&keys(&["a", "a", "b", "b"]), None).unwrap();
+        assert_eq!(g.group_of_row, vec![0, 0, 1, 1]);
+        assert!(w.is_none());
+        let (g, w) = consecutive_grouping(&keys(&["a", "b", "a", "b"]), Some(2)).unwrap();
+        assert_eq!(g.group_of_row, vec![0, 0, 1, 1]);
+        assert!(w.is_some());
+        assert!(consecutive_grouping(&keys(&["a", "a", "b"]), None).is_err());
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for c in Convention::ALL {
+            assert_eq!(Convention::from_name(c.name()), Some(c));
+        }
+        assert_eq!(Convention::from_name("nemo"), None);
+    }
+}

@@ -1,0 +1,42 @@
+//! `drgrpo`: Dr. GRPO — the group-mean baseline without the std division; a named alias of
+//! `grpo` with `norm_adv_by_std_in_grpo: false` (`docs/conventions.md` B1).
+//!
+//! **Computes** `a_i = s_i − μ_g`, `advantages = returns = a_i · m`.
+//! **Inputs**: outcome scores `s_i = Σ_t token_level_rewards`, the convention's groups.
+//! **Parameters**: none (`norm_adv_by_std_in_grpo` is ignored: the name says "no std").
+//! **Edge cases** (verl): a singleton has μ = 0, so `a = s`; multi-output sessions are folded
+//! as for `grpo` (§6.3). Under another `--convention`, the framework's "mean only" mode
+//! (`estimators::conventions`, C5). Dr. GRPO's other half, a constant loss divisor, belongs
+//! to the loss and does not change advantages.
+//! **Source**: verl `verl/trainer/ppo/core_algos.py` `compute_grpo_outcome_advantage`
+//! (`norm_adv_by_std_in_grpo=False`).
+
+use crate::groups::Grouping;
+
+/// Per-row Dr. GRPO scalars for one batch (verl's rule).
+pub fn drgrpo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
+    super::grpo::grpo(scores, grouping, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::{assert_close, grouping};
+
+    // The issue: a group of 8 with one success → [0.875, −0.125 …] (exact).
+    #[test]
+    fn group_of_eight_one_success() {
+        let mut s = vec![0.0; 8];
+        s[0] = 1.0;
+        let a = drgrpo(&s, &grouping(&["g"; 8]));
+        assert_eq!(a[0], 0.875);
+        assert!(a[1..].iter().all(|&x| x == -0.125));
+    }
+
+    // conventions.md T1: uid [a,a,a,b], s = [1,0,.5,.7] → [.5,−.5,0,.7] (singleton: raw s).
+    #[test]
+    fn singleton_keeps_its_score() {
+        let a = drgrpo(&[1.0, 0.0, 0.5, 0.7], &grouping(&["a", "a", "a", "b"]));
+        assert_close(&a, &[0.5, -0.5, 0.0, 0.7]);
+    }
+}

@@ -1,0 +1,47 @@
+//! `openrlhf_group_norm`: OpenRLHF's `group_norm` advantage — group mean/std shaping,
+//! written through OpenRLHF's token pipeline, not whitened (`docs/conventions.md` B5).
+//!
+//! **Computes** `a_i = clip((s_i − μ_g)/(σ_g + 1e-9))` (sample std, consecutive-n groups),
+//! and `advantages = returns = a_i` at every position up to the row's last mask-1 token (tool
+//! tokens included), 0 after it. **Inputs**: outcome scores, the mask, `group_size`.
+//! **Parameters**: `openrlhf.reward_clip` (default `[-10, 10]`); γ is forced to 1.
+//! **Edge cases**: a group of one row is an error (OpenRLHF asserts n > 1); an all-equal
+//! group gives `0/(0 + 1e-9) = 0`. **Source**: OpenRLHF
+//! `openrlhf/trainer/ppo_utils/experience_maker.py` `compute_advantages_and_returns`
+//! (see [`super::openrlhf`]).
+
+use crate::groups::Grouping;
+
+use super::openrlhf::{Shaping, group_scalar};
+
+pub fn openrlhf_group_norm(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
+    group_scalar(scores, grouping, Shaping::GroupNorm)
+}
+
+#[cfg(test)]
+#[allow(clippy::approx_constant)] // hand-worked numbers, written as computed
+mod tests {
+    use crate::estimators::openrlhf::{Shaping, tests::t4};
+    use crate::estimators::test_support::assert_close;
+
+    // conventions.md T4: the tool token at (0,1) holds .707107.
+    #[test]
+    fn token_pipeline() {
+        let x = 0.707107;
+        let out = t4(Shaping::GroupNorm);
+        assert_close(&out[0], &[x, x, x]);
+        assert_close(&out[1], &[-x, 0.0, 0.0]);
+        assert_close(&out[2], &[0.0; 3]);
+        assert_close(&out[3], &[0.0; 3]);
+    }
+
+    // conventions.md, group of 8 with one success: 2.474874 / −.353553 (+1e-9).
+    #[test]
+    fn group_of_eight() {
+        let mut s = vec![0.0; 8];
+        s[0] = 1.0;
+        let g = crate::estimators::test_support::grouping(&["g"; 8]);
+        let a = super::openrlhf_group_norm(&s, &g).unwrap();
+        assert_close(&a[..2], &[2.474874, -0.353553]);
+    }
+}

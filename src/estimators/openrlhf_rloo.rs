@@ -1,0 +1,43 @@
+//! `openrlhf_rloo`: OpenRLHF's `rloo` advantage — leave-one-out shaping through OpenRLHF's
+//! token pipeline, not whitened (`docs/conventions.md` B5).
+//!
+//! **Computes** `a_i = clip(s_i − (Σ_g s − s_i)/(n − 1))` (consecutive-n groups), and
+//! `advantages = returns = a_i` at every position up to the row's last mask-1 token (tool
+//! tokens included), 0 after it. **Inputs**: outcome scores, the mask, `group_size`.
+//! **Parameters**: `openrlhf.reward_clip` (default `[-10, 10]`); γ is forced to 1.
+//! **Edge cases**: a group of one row is an error (OpenRLHF asserts n > 1). **Source**:
+//! OpenRLHF `openrlhf/trainer/ppo_utils/experience_maker.py`
+//! `compute_advantages_and_returns` (see [`super::openrlhf`]).
+
+use crate::groups::Grouping;
+
+use super::openrlhf::{Shaping, group_scalar};
+
+pub fn openrlhf_rloo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
+    group_scalar(scores, grouping, Shaping::Rloo)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::estimators::openrlhf::{Shaping, tests::t4};
+    use crate::estimators::test_support::assert_close;
+
+    // conventions.md T4.
+    #[test]
+    fn token_pipeline() {
+        let out = t4(Shaping::Rloo);
+        assert_close(&out[0], &[1.0, 1.0, 1.0]);
+        assert_close(&out[1], &[-1.0, 0.0, 0.0]);
+        assert_close(&out[2], &[0.0; 3]);
+    }
+
+    // conventions.md: group of 8 with one success → RLOO [1.0, −1/7].
+    #[test]
+    fn group_of_eight() {
+        let mut s = vec![0.0; 8];
+        s[0] = 1.0;
+        let g = crate::estimators::test_support::grouping(&["g"; 8]);
+        let a = super::openrlhf_rloo(&s, &g).unwrap();
+        assert_close(&a[..2], &[1.0, -1.0 / 7.0]);
+    }
+}

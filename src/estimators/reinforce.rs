@@ -1,0 +1,81 @@
+//! `reinforce`: the agent-RL tutorial's REINFORCE return — a discounted return-to-go over the
+//! policy tokens of a masked sequence, carried across tool spans, not whitened
+//! (`docs/conventions.md` A1).
+//!
+//! **Computes**, right to left over one row (f32):
+//! ```text
+//! run = 0
+//! m_t = 1:  run = r_t + γ·run;  G_t = run      (γ applied once per policy token)
+//! m_t = 0:  G_t = 0                            (run carried unchanged: tool tokens take no
+//!                                               discount step and reset nothing)
+//! advantages = returns = G
+//! ```
+//! **Inputs**: `token_level_rewards`, the response mask. **Parameters**: γ (`gamma`).
+//! **Edge cases**: a reward on a mask-0 (tool) position is dropped (advcalc choice, as verl's
+//! `gae` and 0.9 `reinforce_plus_plus`); a row with no policy token is all 0; no batch
+//! statistics, so no "≤ 1 valid token" error. **Source**: the agent-RL tutorial's worked
+//! example (the issue); it equals verl 0.9's `reinforce_plus_plus` returns (reference
+//! §5.11) without the whitening.
+
+/// The masked discounted return-to-go of one row.
+pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {
+    let g = gamma as f32;
+    let mut run = 0.0f32;
+    for t in (0..rewards.len()).rev() {
+        if mask[t] != 0.0 {
+            run = rewards[t] + g * run;
+            out[t] = run;
+        } else {
+            out[t] = 0.0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimators::test_support::assert_close;
+
+    const M: [f32; 10] = [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0];
+    const R: [f32; 10] = [0.0, -0.1, 0.0, 0.0, 0.0, 0.0, -0.1, 0.0, 0.0, 0.9];
+
+    // The issue's worked example, γ = 1: [.7,.7,0,0,0,.8,.8,0,0,.9].
+    #[test]
+    fn issue_example_gamma_one() {
+        let mut g = [0.0f32; 10];
+        reinforce(&R, &M, 1.0, &mut g);
+        assert_close(&g, &[0.7, 0.7, 0.0, 0.0, 0.0, 0.8, 0.8, 0.0, 0.0, 0.9]);
+    }
+
+    // γ = .9: .9; −.1+.81 = .71; .639; −.1+.5751 = .4751; .42759 (issue: .428, .475).
+    #[test]
+    fn issue_example_gamma_point_nine() {
+        let mut g = [0.0f32; 10];
+        reinforce(&R, &M, 0.9, &mut g);
+        assert_close(
+            &g,
+            &[0.42759, 0.4751, 0.0, 0.0, 0.0, 0.639, 0.71, 0.0, 0.0, 0.9],
+        );
+        assert!((g[0] - 0.428).abs() < 5e-4 && (g[1] - 0.475).abs() < 5e-4);
+    }
+
+    // conventions.md T5: a reward of 2 on a masked position is dropped.
+    #[test]
+    fn reward_on_a_tool_token_is_dropped() {
+        let mut g = [0.0f32; 6];
+        reinforce(
+            &[0.0, 0.0, 2.0, 0.0, 0.0, 0.0],
+            &[1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+            0.5,
+            &mut g,
+        );
+        assert_eq!(g, [0.0; 6]);
+        reinforce(
+            &[0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+            &[1.0, 1.0, 0.0, 0.0, 1.0, 0.0],
+            0.5,
+            &mut g,
+        );
+        assert_eq!(g, [0.25, 0.5, 0.0, 0.0, 1.0, 0.0]);
+    }
+}
