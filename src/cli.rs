@@ -28,6 +28,12 @@ pub struct Cli {
 pub enum Command {
     /// Compute advantages and returns for a rollout dump
     Run(RunArgs),
+    /// List every estimator: what it computes, the columns it needs, the settings it reads
+    Estimators {
+        /// Print JSON (an array of objects) instead of a table
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 //! slices and scalars; `io` converts Parquet/Arrow at the edges; `driver` runs the two
 //! passes. See `docs/architecture.md` for the code map.
 
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod dispatch;

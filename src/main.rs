@@ -40,6 +40,17 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
+        Command::Estimators { json } => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&advcalc::catalog::to_json()).unwrap_or_default()
+                );
+            } else {
+                print!("{}", advcalc::catalog::to_table());
+            }
+            Ok(())
+        }
         Command::Run(args) => {
             let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
             let say = |line: &str| {

@@ -482,3 +482,53 @@ fn steps_split_batches() {
     let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
     assert_eq!(adv, vec![vec![-1.0], vec![10.0], vec![1.0]]);
 }
+
+#[test]
+fn row_group_size_does_not_change_any_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = read_parquet(&demo());
+    write_parquet(&tmp.path().join("a.parquet"), &demo, 17);
+    write_parquet(&tmp.path().join("b.parquet"), &demo, 100);
+    std::fs::write(
+        tmp.path().join("chain.yaml"),
+        "adv_estimator: gae\nlam: 0.95\nuse_kl_in_reward: true\nkl_penalty: low_var_kl\nkl_ctrl:\n  type: adaptive\n  target_kl: 0.01\nrollout_correction:\n  rollout_is: token\n  rollout_is_threshold: 2.0\n  rollout_is_batch_normalize: true\n  rollout_rs: token_k1\n  rollout_rs_threshold: 2.0\n",
+    )
+    .unwrap();
+    let runs: [&[&str]; 4] = [
+        &["-e", "grpo"],
+        &["-e", "rloo"],
+        &["-e", "reinforce_plus_plus_baseline"],
+        &["--config", "chain.yaml"],
+    ];
+    for args in runs {
+        let mut outputs = Vec::new();
+        for input in ["a.parquet", "b.parquet"] {
+            let out_name = format!("out-{input}");
+            let mut full = vec!["run", "-q", "-f"];
+            full.extend(args);
+            full.extend([input, out_name.as_str()]);
+            let out = run_in(tmp.path(), &full);
+            assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+            outputs.push(read_parquet(&tmp.path().join(&out_name)));
+        }
+        for column in [
+            "token_level_rewards",
+            "advantages",
+            "returns",
+            "response_mask",
+        ] {
+            let (a, b) = (
+                lists_f32(&outputs[0], column),
+                lists_f32(&outputs[1], column),
+            );
+            let same = a
+                .iter()
+                .zip(&b)
+                .all(|(x, y)| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()));
+            assert!(
+                same && a.len() == b.len(),
+                "{args:?}: {column} differs between row-group sizes"
+            );
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Micro-benchmarks of the hot kernels (divan): `cargo bench --bench kernels`.
+
+use advcalc::estimators::{broadcast_outcome, gae, grpo, reinforce_plus_plus};
+use advcalc::groups::{GroupKey, Grouping};
+use advcalc::shaping::kl::{KlEstimator, penalize_row};
+
+fn main() {
+    divan::main();
+}
+
+/// A deterministic pseudo-random row of `n` values in [-1, 1).
+fn row(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+const TOKENS: usize = 1024;
+
+#[divan::bench]
+fn grpo_8192_rows_groups_of_8(bencher: divan::Bencher) {
+    let scores: Vec<f64> = row(8192, 1).iter().map(|&x| x as f64).collect();
+    let keys: Vec<GroupKey> = (0..8192)
+        .map(|i| GroupKey::Int((i % 1024) as i128))
+        .collect();
+    let grouping = Grouping::by_key(keys.iter());
+    bencher.bench(|| grpo::grpo(divan::black_box(&scores), &grouping, true));
+}
+
+#[divan::bench]
+fn broadcast_outcome_1024_tokens(bencher: divan::Bencher) {
+    let mask: Vec<f32> = row(TOKENS, 2)
+        .iter()
+        .map(|&x| if x > -0.5 { 1.0 } else { 0.0 })
+        .collect();
+    let mut out = vec![0.0f32; TOKENS];
+    bencher.bench_local(|| broadcast_outcome(divan::black_box(0.5), &mask, &mut out));
+}
+
+#[divan::bench]
+fn gae_row_1024_tokens(bencher: divan::Bencher) {
+    let (r, v) = (row(TOKENS, 3), row(TOKENS, 4));
+    let mask: Vec<f32> = row(TOKENS, 5)
+        .iter()
+        .map(|&x| if x > -0.5 { 1.0 } else { 0.0 })
+        .collect();
+    let mut out = vec![0.0f32; TOKENS];
+    bencher.bench_local(|| gae::gae_row(divan::black_box(&r), &v, &mask, 1.0, 0.95, &mut out));
+}
+
+#[divan::bench]
+fn reinforce_plus_plus_row_1024_tokens(bencher: divan::Bencher) {
+    let r = row(TOKENS, 6);
+    let mask: Vec<f32> = row(TOKENS, 7)
+        .iter()
+        .map(|&x| if x > -0.5 { 1.0 } else { 0.0 })
+        .collect();
+    let mut out = vec![0.0f32; TOKENS];
+    bencher.bench_local(|| {
+        reinforce_plus_plus::reinforce_plus_plus_row(divan::black_box(&r), &mask, 0.99, &mut out)
+    });
+}
+
+#[divan::bench]
+fn kl_k1_row_1024_tokens(bencher: divan::Bencher) {
+    kl_penalty_row(bencher, KlEstimator::K1);
+}
+
+#[divan::bench]
+fn kl_low_var_kl_row_1024_tokens(bencher: divan::Bencher) {
+    kl_penalty_row(bencher, KlEstimator::K3);
+}
+
+fn kl_penalty_row(bencher: divan::Bencher, estimator: KlEstimator) {
+    let scores = row(TOKENS, 8);
+    let old: Vec<f32> = row(TOKENS, 9).iter().map(|&x| x - 1.0).collect();
+    let reference: Vec<f32> = row(TOKENS, 10).iter().map(|&x| x - 1.0).collect();
+    let mask = vec![1.0f32; TOKENS];
+    let mut out = vec![0.0f32; TOKENS];
+    bencher.bench_local(|| {
+        penalize_row(
+            estimator,
+            0.001,
+            divan::black_box(&scores),
+            &old,
+            &reference,
+            &mask,
+            &mut out,
+        )
+    });
+}
