@@ -27,7 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Compute advantages and returns for a rollout dump
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List every estimator: what it computes, the columns it needs, the settings it reads
     Estimators {
         /// Print JSON (an array of objects) instead of a table
