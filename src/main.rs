@@ -41,15 +41,13 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Estimators { json } => {
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&advcalc::catalog::to_json()).unwrap_or_default()
-                );
+            let text = if json {
+                serde_json::to_string_pretty(&advcalc::catalog::to_json()).unwrap_or_default()
+                    + "\n"
             } else {
-                print!("{}", advcalc::catalog::to_table());
-            }
-            Ok(())
+                advcalc::catalog::to_table()
+            };
+            print_stdout(&text)
         }
         Command::Run(args) => {
             let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
@@ -75,5 +73,16 @@ fn run(cli: Cli) -> Result<(), Error> {
             ));
             Ok(())
         }
+    }
+}
+
+/// Write to stdout; a closed pipe (`advcalc estimators | head`) is not an error.
+fn print_stdout(text: &str) -> Result<(), Error> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::data("cannot write to standard output").with_source(e))
+        }
+        _ => Ok(()),
     }
 }

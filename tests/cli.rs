@@ -532,3 +532,34 @@ fn row_group_size_does_not_change_any_value() {
         }
     }
 }
+
+#[test]
+fn estimators_lists_every_variant() {
+    let out = advcalc().args(["estimators", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "gae",
+        "grpo",
+        "grpo_vectorized",
+        "tir_optimal_token_baseline",
+        "reinforce",
+        "turn_gae",
+        "drgrpo",
+        "maxrl",
+        "rloo_loo_std",
+        "openrlhf_group_norm",
+    ] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let table = advcalc().arg("estimators").output().unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(text.contains("turn_gae") && text.contains("source: verl 0.9.1; columns: values"));
+    assert!(table.stderr.is_empty());
+}
