@@ -84,7 +84,14 @@ impl ParquetInput {
             self.decode_row_group(index, columns)
         }));
         DECODING.with(|d| d.set(false));
+        let declared = self.metadata.metadata().row_group(index).num_rows();
         match decoded {
+            // Row indices come from the footer's counts; a file that disagrees is malformed.
+            Ok(Ok(batch)) if batch.num_rows() as i64 != declared => Err(Error::data(format!(
+                "{}: row group {index} holds {} rows but its footer says {declared}",
+                self.name,
+                batch.num_rows()
+            ))),
             Ok(result) => result.map_err(|e| context().with_boxed_source(e)),
             Err(payload) => {
                 let reason = payload
