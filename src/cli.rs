@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::config::{Config, ConfigSources};
 use crate::driver::RunOptions;
 use crate::error::Result;
+use crate::io::format::Format;
 use crate::scores::Layout;
 
 #[derive(Debug, Parser)]
@@ -38,13 +39,23 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Input Parquet file
+    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
+    /// for an Arrow IPC stream on stdin
     #[arg(value_name = "IN")]
     pub input: PathBuf,
 
-    /// Output Parquet file (written to a temporary file beside it, then renamed)
+    /// Output, formats as IN (`-`: an Arrow IPC stream on stdout); a file is written to a
+    /// temporary file beside it, then renamed
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
+
+    /// Format of IN, instead of guessing from its extension
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub input_format: Option<FormatArg>,
+
+    /// Format of OUT, instead of guessing from its extension
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub output_format: Option<FormatArg>,
 
     /// Advantage estimator (verl's algorithm.adv_estimator; verl's default is gae)
     #[arg(short = 'e', long, value_name = "NAME")]
@@ -103,6 +114,26 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// Apache Parquet
+    Parquet,
+    /// Arrow IPC file format (.arrow, .feather, .ipc)
+    Arrow,
+    /// Arrow IPC stream format (.arrows, pipes)
+    Arrows,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Parquet => Format::Parquet,
+            FormatArg::Arrow => Format::ArrowFile,
+            FormatArg::Arrows => Format::ArrowStream,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LayoutArg {
     /// Each list as long as the row's response; a scalar score goes on the last position
     Ragged,
@@ -129,6 +160,8 @@ impl RunArgs {
             threads: self.threads.map(usize::from),
             progress: progress && !self.quiet,
             metrics: self.metrics.clone(),
+            input_format: self.input_format.map(Format::from),
+            output_format: self.output_format.map(Format::from),
             allow_nonfinite: self.allow_nonfinite,
             layout: match self.layout {
                 LayoutArg::Ragged => Layout::Ragged,

@@ -19,6 +19,8 @@ use crate::error::{Error, Result};
 use crate::estimators::Estimator;
 use crate::io::assemble::assemble;
 use crate::io::decode::{DecodeOptions, RowGroup, decode};
+use crate::io::format::{Format, is_stdio};
+use crate::io::ipc;
 use crate::io::read::ParquetInput;
 use crate::io::schema::{InputColumns, TokenRole};
 use crate::io::write::{EncodedRowGroup, ParquetOutput, check_destination, same_file};
@@ -42,6 +44,9 @@ pub struct RunOptions {
     pub layout: Layout,
     /// Let NaN and ±inf through instead of refusing them.
     pub allow_nonfinite: bool,
+    /// `--input-format` / `--output-format`; `None`: by extension (`-` is an Arrow stream).
+    pub input_format: Option<Format>,
+    pub output_format: Option<Format>,
     /// Where to write the metrics as JSON (`--metrics`).
     pub metrics: Option<PathBuf>,
 }
@@ -57,33 +62,73 @@ pub struct RunSummary {
 }
 
 pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
-    if same_file(&opts.input, &opts.output) {
+    let in_format = Format::of(&opts.input, opts.input_format);
+    let out_format = Format::of(&opts.output, opts.output_format);
+    let in_name = if is_stdio(&opts.input) {
+        "<stdin>".to_string()
+    } else {
+        opts.input.display().to_string()
+    };
+    if !is_stdio(&opts.input) && !is_stdio(&opts.output) && same_file(&opts.input, &opts.output) {
         return Err(Error::usage(format!(
             "{}: OUT is the same file as IN; write to another file",
             opts.output.display()
         )));
     }
     let pipeline = Pipeline::new(&config.algorithm)?;
-    let input = ParquetInput::open(&opts.input)?;
+    if !is_stdio(&opts.output) {
+        check_destination(&opts.output, opts.force)?;
+    }
+    // Arrow IPC input is spooled into a temporary Parquet file, which both passes read.
+    let spool = match in_format {
+        Format::Parquet => None,
+        format => Some(ipc::spool_to_parquet(
+            &opts.input,
+            format,
+            &in_name,
+            &std::env::temp_dir(),
+        )?),
+    };
+    let in_path = spool.as_ref().map_or(opts.input.as_path(), |s| s.path());
+    let input = ParquetInput::open_named(in_path, &in_name)?;
     let columns = InputColumns::resolve(input.schema(), &pipeline.needs(), input.name())?;
-    check_destination(&opts.output, opts.force)?;
+    // Arrow IPC output is written from a finished Parquet result.
+    let result = match out_format {
+        Format::Parquet => None,
+        _ => Some(
+            tempfile::Builder::new()
+                .prefix(".advcalc-result-")
+                .suffix(".parquet")
+                .tempfile_in(std::env::temp_dir())
+                .map_err(|e| Error::data("cannot create a temporary result file").with_source(e))?,
+        ),
+    };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads.unwrap_or(0))
         .build()
         .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))?;
-    pool.install(|| {
+    let summary = pool.install(|| {
         Passes {
             opts,
             pipeline: &pipeline,
             input: &input,
             columns: &columns,
+            output: result.as_ref().map_or(opts.output.as_path(), |r| r.path()),
+            force: opts.force || result.is_some(),
         }
         .run()
-    })
+    })?;
+    if let Some(result) = &result {
+        ipc::export_parquet(result.path(), &opts.output, out_format, opts.force)?;
+    }
+    Ok(summary)
 }
 
 struct Passes<'a> {
     opts: &'a RunOptions,
+    /// Where the Parquet result goes (OUT, or a temporary file for IPC output).
+    output: &'a std::path::Path,
+    force: bool,
     pipeline: &'a Pipeline,
     input: &'a ParquetInput,
     columns: &'a InputColumns,
@@ -183,11 +228,11 @@ impl Passes<'_> {
             .columns
             .output_sources(&output_schema, is_weights, mask_rewritten);
         let mut output = ParquetOutput::create(
-            &self.opts.output,
+            self.output,
             output_schema,
             sources,
             self.input.copy_source(),
-            self.opts.force,
+            self.force,
         )?;
         // Only what the maths needs is decoded; every other column is copied unchanged.
         let projection = self.columns.statistics_projection();

@@ -35,6 +35,8 @@ fuzz_target!(|data: &[u8]| {
             layout: Default::default(),
             allow_nonfinite: false,
             metrics: None,
+            input_format: None,
+            output_format: None,
         };
         let _ = advcalc::run(&config, &options);
     }

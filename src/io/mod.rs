@@ -3,6 +3,8 @@
 pub mod assemble;
 pub mod columns;
 pub mod decode;
+pub mod format;
+pub mod ipc;
 pub mod positional;
 pub mod read;
 pub mod schema;

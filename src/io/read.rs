@@ -23,7 +23,12 @@ pub struct ParquetInput {
 
 impl ParquetInput {
     pub fn open(path: &Path) -> Result<Self> {
-        let name = path.display().to_string();
+        Self::open_named(path, &path.display().to_string())
+    }
+
+    /// Open `path`, naming it `name` in messages (a spooled stream is named after IN).
+    pub fn open_named(path: &Path, name: &str) -> Result<Self> {
+        let name = name.to_string();
         if path.is_dir() {
             return Err(Error::data(format!(
                 "{name}: is a directory, not a Parquet file"

@@ -43,7 +43,8 @@ fn remove_stale_temporaries(dir: &Path) {
         let Some(rest) = name.strip_prefix(TEMP_PREFIX) else {
             continue;
         };
-        if !name.ends_with(TEMP_SUFFIX) {
+        // Parquet outputs end in TEMP_SUFFIX, Arrow IPC outputs in `.arrow.tmp`.
+        if !name.ends_with(".tmp") {
             continue;
         }
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {

@@ -1,0 +1,167 @@
+//! Arrow IPC at the edges. The two passes need to read their input twice and write Parquet
+//! row groups, so an IPC input (a file, or a stream on stdin) is first spooled, batch by
+//! batch, into a temporary Parquet file; an IPC output is written from the finished Parquet
+//! result, batch by batch. Memory stays bounded by one batch in both directions.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use arrow::ipc::reader::{FileReader, StreamReader};
+use arrow::ipc::writer::{FileWriter, StreamWriter};
+use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use tempfile::NamedTempFile;
+
+use crate::error::{Error, Result};
+use crate::io::format::{Format, is_stdio};
+
+/// Rows per spooled row group: the unit of parallel work, small enough to bound memory.
+const SPOOL_ROWS: usize = 1024;
+
+/// Copy an Arrow IPC input into a temporary Parquet file in `dir`; `name` is IN for messages.
+pub fn spool_to_parquet(
+    input: &Path,
+    format: Format,
+    name: &str,
+    dir: &Path,
+) -> Result<NamedTempFile> {
+    let fail = |what: &str| Error::data(format!("{name}: {what}"));
+    let reader: Box<dyn RecordBatchReader> = match format {
+        Format::ArrowFile => {
+            if is_stdio(input) {
+                return Err(Error::usage(
+                    "stdin can only carry an Arrow IPC stream (--input-format arrows), not a file",
+                ));
+            }
+            let file = File::open(input).map_err(|e| fail("cannot open").with_source(e))?;
+            Box::new(
+                FileReader::try_new(BufReader::new(file), None)
+                    .map_err(|e| fail("not a readable Arrow IPC file").with_source(e))?,
+            )
+        }
+        Format::ArrowStream => {
+            let source: Box<dyn Read> = if is_stdio(input) {
+                Box::new(std::io::stdin().lock())
+            } else {
+                Box::new(File::open(input).map_err(|e| fail("cannot open").with_source(e))?)
+            };
+            Box::new(
+                StreamReader::try_new(BufReader::new(source), None)
+                    .map_err(|e| fail("not a readable Arrow IPC stream").with_source(e))?,
+            )
+        }
+        Format::Parquet => return Err(fail("is Parquet, nothing to spool")),
+    };
+    let spool = tempfile::Builder::new()
+        .prefix(".advcalc-spool-")
+        .suffix(".parquet")
+        .tempfile_in(dir)
+        .map_err(|e| fail("cannot create a spool file").with_source(e))?;
+    let handle = spool
+        .as_file()
+        .try_clone()
+        .map_err(|e| fail("cannot spool").with_source(e))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_max_row_group_row_count(Some(SPOOL_ROWS))
+        .build();
+    let mut writer = ArrowWriter::try_new(BufWriter::new(handle), reader.schema(), Some(props))
+        .map_err(|e| fail("cannot spool").with_source(e))?;
+    for batch in reader {
+        let batch = batch.map_err(|e| fail("cannot read a record batch").with_source(e))?;
+        writer
+            .write(&batch)
+            .map_err(|e| fail("cannot spool").with_source(e))?;
+    }
+    writer
+        .close()
+        .map_err(|e| fail("cannot spool").with_source(e))?;
+    Ok(spool)
+}
+
+/// Write the finished Parquet result `parquet` to `output` as Arrow IPC: to stdout, or to a
+/// temporary file beside `output` renamed into place at the end.
+pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool) -> Result<()> {
+    let name = output.display().to_string();
+    let fail = |what: &str| Error::data(format!("{name}: {what}"));
+    let file = File::open(parquet).map_err(|e| fail("cannot read the result").with_source(e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.with_batch_size(SPOOL_ROWS).build())
+        .map_err(|e| fail("cannot read the result").with_source(e))?;
+    let schema = reader.schema();
+    let batches = reader.map(|b| b.map_err(|e| fail("cannot read the result").with_source(e)));
+    if is_stdio(output) {
+        if format == Format::ArrowFile {
+            return Err(Error::usage(
+                "stdout can only carry an Arrow IPC stream (--output-format arrows), not a file",
+            ));
+        }
+        let stdout = std::io::stdout().lock();
+        return write_stream(BufWriter::new(stdout), &schema, batches).map_err(|e| match e {
+            Some(e) => e,
+            None => fail("cannot write to standard output"),
+        });
+    }
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let prefix = format!(".advcalc-{}-", std::process::id());
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".arrow.tmp");
+    // tempfile creates 0600 files; the output should get the usual umask-based mode.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder
+        .tempfile_in(&dir)
+        .map_err(|e| fail("cannot create a temporary file").with_source(e))?;
+    let handle = tmp
+        .as_file()
+        .try_clone()
+        .map_err(|e| fail("cannot write").with_source(e))?;
+    let written = match format {
+        Format::ArrowStream => write_stream(BufWriter::new(handle), &schema, batches),
+        _ => write_file(BufWriter::new(handle), &schema, batches),
+    };
+    written.map_err(|e| e.unwrap_or_else(|| fail("write failed")))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| fail("write failed").with_source(e))?;
+    let persisted = if force {
+        tmp.persist(output)
+    } else {
+        tmp.persist_noclobber(output)
+    };
+    persisted
+        .map_err(|e| fail("cannot move the finished output into place").with_source(e.error))?;
+    Ok(())
+}
+
+/// `Err(None)` is a write failure on the sink (for stdout, most often a closed pipe).
+fn write_stream<W: Write>(
+    sink: W,
+    schema: &arrow::datatypes::SchemaRef,
+    batches: impl Iterator<Item = Result<RecordBatch>>,
+) -> std::result::Result<(), Option<Error>> {
+    let mut writer = StreamWriter::try_new(sink, schema).map_err(|_| None)?;
+    for batch in batches {
+        writer.write(&batch.map_err(Some)?).map_err(|_| None)?;
+    }
+    writer.finish().map_err(|_| None)
+}
+
+fn write_file<W: Write>(
+    sink: W,
+    schema: &arrow::datatypes::SchemaRef,
+    batches: impl Iterator<Item = Result<RecordBatch>>,
+) -> std::result::Result<(), Option<Error>> {
+    let mut writer = FileWriter::try_new(sink, schema).map_err(|_| None)?;
+    for batch in batches {
+        writer.write(&batch.map_err(Some)?).map_err(|_| None)?;
+    }
+    writer.finish().map_err(|_| None)
+}
