@@ -222,11 +222,15 @@ impl Passes<'_> {
 
         progress.pass("writing");
         let is_weights = self.pipeline.is_weights(has_rollout);
-        let output_schema = self.columns.output_schema(is_weights);
+        let rewards_unchanged = self.pipeline.kl.is_none();
+        let output_schema = self.columns.output_schema(is_weights, rewards_unchanged);
         let mask_rewritten = self.pipeline.correction_runs(has_rollout).is_some();
-        let sources = self
-            .columns
-            .output_sources(&output_schema, is_weights, mask_rewritten);
+        let sources = self.columns.output_sources(
+            &output_schema,
+            is_weights,
+            mask_rewritten,
+            rewards_unchanged,
+        );
         let mut output = ParquetOutput::create(
             self.output,
             output_schema,

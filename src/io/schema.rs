@@ -300,15 +300,19 @@ impl InputColumns {
 
     /// The output schema: every input column (the computed columns replaced in place, as
     /// list<float32>), then `loss_mask` when the input has none, then the new columns.
-    pub fn output_schema(&self, is_weights: bool) -> SchemaRef {
+    pub fn output_schema(&self, is_weights: bool, rewards_alias: bool) -> SchemaRef {
         let computed = computed_columns(is_weights);
+        let rewards_field = |name: &str| match (&self.rewards_alias(rewards_alias), name) {
+            (Some(i), "token_level_rewards") => self.schema.field(*i).clone().with_name(name),
+            _ => float_list_field(name),
+        };
         let mut fields: Vec<Arc<Field>> = self
             .schema
             .fields()
             .iter()
             .map(|f| {
                 if computed.contains(&f.name().as_str()) {
-                    Arc::new(float_list_field(f.name()))
+                    Arc::new(rewards_field(f.name()))
                 } else {
                     f.clone()
                 }
@@ -320,13 +324,26 @@ impl InputColumns {
         }
         for name in computed {
             if self.schema.index_of(name).is_err() {
-                fields.push(Arc::new(float_list_field(name)));
+                fields.push(Arc::new(rewards_field(name)));
             }
         }
         Arc::new(Schema::new_with_metadata(
             fields,
             self.schema.metadata().clone(),
         ))
+    }
+
+    /// The input column `token_level_rewards` can be copied from: the token scores, when
+    /// nothing changes them (`unchanged`: no KL in the reward) and they are already float32.
+    pub fn rewards_alias(&self, unchanged: bool) -> Option<usize> {
+        let ScoreSource::Tokens { index, .. } = self.scores else {
+            return None;
+        };
+        let item = match self.schema.field(index).data_type() {
+            DataType::List(f) | DataType::LargeList(f) => f.data_type().clone(),
+            _ => return None,
+        };
+        (unchanged && item == DataType::Float32).then_some(index)
     }
 }
 
@@ -338,17 +355,25 @@ impl InputColumns {
         output: &Schema,
         is_weights: bool,
         mask_rewritten: bool,
+        rewards_unchanged: bool,
     ) -> Vec<ColumnSource> {
         let computed = computed_columns(is_weights);
         let mask_name = self.schema.field(self.mask).name();
+        let rewards_alias = self.rewards_alias(rewards_unchanged);
         output
             .fields()
             .iter()
             .map(|f| {
                 let name = f.name().as_str();
-                let is_computed = computed.contains(&name)
-                    || (mask_rewritten && name == mask_name)
-                    || (name == "loss_mask" && !self.has_loss_mask);
+                // The original mask and unchanged float32 scores are spliced in under the new
+                // names instead of being encoded again.
+                if name == "loss_mask" && !self.has_loss_mask {
+                    return ColumnSource::Alias(self.mask);
+                }
+                if let (Some(i), "token_level_rewards") = (rewards_alias, name) {
+                    return ColumnSource::Alias(i);
+                }
+                let is_computed = computed.contains(&name) || (mask_rewritten && name == mask_name);
                 match self.schema.index_of(name) {
                     Ok(i) if !is_computed => ColumnSource::Copy(i),
                     _ => ColumnSource::Computed,

@@ -15,10 +15,12 @@ use parquet::arrow::arrow_writer::{
 use parquet::arrow::{ArrowSchemaConverter, add_encoded_arrow_schema_to_metadata};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::ParquetMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::{ColumnPath, Type as SchemaType, TypePtr};
+use parquet::schema::types::{
+    ColumnDescPtr, ColumnPath, SchemaDescPtr, SchemaDescriptor, Type as SchemaType, TypePtr,
+};
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
@@ -65,8 +67,34 @@ pub enum ColumnSource {
     /// Copied byte for byte from the input column with this root index: never decoded,
     /// never re-encoded.
     Copy(usize),
+    /// Copied byte for byte from the input column with this root index into an output column
+    /// of another name and the same type: `loss_mask` from `response_mask`, and
+    /// `token_level_rewards` from float32 `rm_scores` when nothing changes them.
+    Alias(usize),
     /// Computed (or rewritten) by advcalc and encoded here.
     Computed,
+}
+
+/// The input's Parquet type of a list column, under another name.
+fn renamed(t: &SchemaType, name: &str) -> parquet::errors::Result<SchemaType> {
+    let info = t.get_basic_info();
+    if !t.is_group() {
+        return Err(parquet::errors::ParquetError::General(format!(
+            "cannot rename the primitive column {}",
+            info.name()
+        )));
+    }
+    let mut b = SchemaType::group_type_builder(name)
+        .with_fields(t.get_fields().to_vec())
+        .with_converted_type(info.converted_type())
+        .with_logical_type(info.logical_type_ref().cloned());
+    if info.has_repetition() {
+        b = b.with_repetition(info.repetition());
+    }
+    if info.has_id() {
+        b = b.with_id(Some(info.id()));
+    }
+    b.build()
 }
 
 /// The input side of the copies: its file and footer.
@@ -98,6 +126,7 @@ pub struct OutputEncoder {
 /// Appends row groups, in order, to the temporary file, and renames it at the end.
 pub struct OutputSink {
     dest: PathBuf,
+    output_descr: SchemaDescPtr,
     tmp: NamedTempFile,
     writer: SerializedFileWriter<BufWriter<File>>,
     sources: Vec<ColumnSource>,
@@ -154,11 +183,18 @@ impl ParquetOutput {
         let fields: Vec<TypePtr> = sources
             .iter()
             .enumerate()
-            .map(|(i, source)| match source {
-                ColumnSource::Copy(j) => input_root.get_fields()[*j].clone(),
-                ColumnSource::Computed => converted.root_schema().get_fields()[i].clone(),
+            .map(|(i, source)| {
+                Ok(match source {
+                    ColumnSource::Copy(j) => input_root.get_fields()[*j].clone(),
+                    ColumnSource::Alias(j) => Arc::new(renamed(
+                        &input_root.get_fields()[*j],
+                        schema.field(i).name(),
+                    )?),
+                    ColumnSource::Computed => converted.root_schema().get_fields()[i].clone(),
+                })
             })
-            .collect();
+            .collect::<parquet::errors::Result<_>>()
+            .map_err(start)?;
         let mut fields = fields;
         let root = SchemaType::group_type_builder(converted.root_schema().name())
             .with_fields(std::mem::take(&mut fields))
@@ -166,14 +202,15 @@ impl ParquetOutput {
             .map_err(start)?;
         let mut props = properties(&schema);
         add_encoded_arrow_schema_to_metadata(&schema, &mut props);
+        let root = Arc::new(root);
+        let descr = Arc::new(SchemaDescriptor::new(root.clone()));
         let writer = SerializedFileWriter::new(
             BufWriter::with_capacity(4 << 20, handle),
-            Arc::new(root),
+            root,
             Arc::new(props),
         )
         .map_err(start)?;
         let factory = ArrowRowGroupWriterFactory::new(&writer, schema.clone());
-        let descr = writer.schema_descr();
         let mut leaves = vec![Vec::new(); schema.fields().len()];
         for leaf in 0..descr.num_columns() {
             leaves[descr.get_column_root_idx(leaf)].push(leaf);
@@ -198,6 +235,7 @@ impl ParquetOutput {
                 leaves: leaves.clone(),
             },
             sink: OutputSink {
+                output_descr: descr.clone(),
                 dest: dest.to_path_buf(),
                 tmp,
                 writer,
@@ -273,15 +311,23 @@ impl OutputSink {
         let mut rg = self.writer.next_row_group().map_err(io)?;
         for (root, source) in self.sources.iter().enumerate() {
             match source {
-                ColumnSource::Copy(input_root) => {
+                ColumnSource::Copy(input_root) | ColumnSource::Alias(input_root) => {
                     let leaves = (0..input_descr.num_columns())
                         .filter(|&l| input_descr.get_column_root_idx(l) == *input_root);
-                    for leaf in leaves {
+                    for (k, leaf) in leaves.enumerate() {
                         let column = input_rg.column(leaf);
+                        let metadata = match source {
+                            // The same chunk under the output column's descriptor (its path).
+                            ColumnSource::Alias(_) => {
+                                let descr = self.output_descr.column(self.leaves[root][k]);
+                                relabel(column, descr).map_err(io)?
+                            }
+                            _ => column.clone(),
+                        };
                         let close = ColumnCloseResult {
                             bytes_written: column.compressed_size() as u64,
                             rows_written: input_rg.num_rows() as u64,
-                            metadata: column.clone(),
+                            metadata,
                             bloom_filter: None,
                             column_index: None,
                             offset_index: None,
@@ -326,6 +372,29 @@ impl OutputSink {
         })?;
         Ok(())
     }
+}
+
+/// A column chunk's metadata under another column descriptor (same physical layout).
+fn relabel(
+    column: &ColumnChunkMetaData,
+    descr: ColumnDescPtr,
+) -> parquet::errors::Result<ColumnChunkMetaData> {
+    let mut b = ColumnChunkMetaData::builder(descr)
+        .set_compression_codec(column.compression_codec())
+        .set_encodings_mask(*column.encodings_mask())
+        .set_total_compressed_size(column.compressed_size())
+        .set_total_uncompressed_size(column.uncompressed_size())
+        .set_num_values(column.num_values())
+        .set_data_page_offset(column.data_page_offset())
+        .set_dictionary_page_offset(column.dictionary_page_offset())
+        .set_unencoded_byte_array_data_bytes(column.unencoded_byte_array_data_bytes());
+    if let Some(statistics) = column.statistics() {
+        b = b.set_statistics(statistics.clone());
+    }
+    if let Some(stats) = column.page_encoding_stats() {
+        b = b.set_page_encoding_stats(stats.clone());
+    }
+    b.build()
 }
 
 /// zstd (level 1), and for the float columns advcalc adds: no dictionary (random floats
