@@ -16,9 +16,12 @@ use crate::scores::Layout;
     name = "advcalc",
     version,
     about = "Advantages and returns for logged LLM RL rollouts, with verl 0.9.1's numbers",
-    long_about = "advcalc reads rollout dumps (one row per response: uid, response_mask, rm_scores, ...), \
-applies the configured advantage estimator exactly as verl 0.9.1's trainer would, and writes \
-token_level_rewards, advantages and returns back out.\n\nExample:\n  advcalc run -e grpo in.parquet out.parquet"
+    long_about = "advcalc reads rollout dumps (Parquet or Arrow IPC, one row per response: uid, \
+response_mask, rm_scores, ...), applies KL shaping, rollout correction and the configured \
+advantage estimator exactly as verl 0.9.1's trainer would, and writes token_level_rewards, \
+advantages and returns back out.\n\nExamples:\n  advcalc run -e grpo in.parquet out.parquet\n  \
+advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.parquet\n  \
+cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc estimators"
 )]
 pub struct Cli {
     #[command(subcommand)]
