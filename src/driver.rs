@@ -260,7 +260,7 @@ impl Passes<'_> {
                         .par_iter()
                         .map(|&rg| {
                             let batch = self.input.read_row_group(rg, Some(&projection))?;
-                            let group = self.decode(&batch, starts[rg])?;
+                            let group = self.decode(&batch, starts[rg], false)?;
                             let shaped = pipeline::shape(
                                 self.pipeline,
                                 &group,
@@ -395,12 +395,14 @@ impl Passes<'_> {
         &self,
         batch: &arrow::record_batch::RecordBatch,
         first_row: usize,
+        first_pass: bool,
     ) -> Result<RowGroup> {
         decode(
             batch,
             self.columns,
             &DecodeOptions {
                 layout: self.opts.layout,
+                check_values: first_pass,
                 allow_nonfinite: self.opts.allow_nonfinite,
             },
             self.input.name(),
@@ -422,7 +424,7 @@ impl Passes<'_> {
             .into_par_iter()
             .map(|rg| {
                 let batch = self.input.read_row_group(rg, Some(&projection))?;
-                let group = self.decode(&batch, starts[rg])?;
+                let group = self.decode(&batch, starts[rg], true)?;
                 progress.inc(group.rows());
                 let shaped = pipeline::shape(self.pipeline, &group, constants, self.input.name())?;
                 let has_rollout = group.token(TokenRole::RolloutLogProbs).is_some();

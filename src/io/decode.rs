@@ -53,11 +53,21 @@ impl PositiveLogProbs {
     }
 }
 
-/// How to decode: the layout (scalar score placement) and whether NaN/inf pass.
+/// How to decode: the layout (scalar score placement) and which value checks run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DecodeOptions {
     pub layout: Layout,
+    /// Check values (refuse NaN/±inf, count positive log-probs). The output pass decodes
+    /// what the statistics pass already checked, so it turns this off.
+    pub check_values: bool,
+    /// Let NaN/±inf through (`--allow-nonfinite`).
     pub allow_nonfinite: bool,
+}
+
+impl DecodeOptions {
+    fn refuse_nonfinite(&self) -> bool {
+        self.check_values && !self.allow_nonfinite
+    }
 }
 
 impl RowGroup {
@@ -134,10 +144,10 @@ pub fn decode(
         }
         let (array, col) = get(index)?;
         let values = columns::token_column(array, TokenKind::Values, &col)?;
-        if !options.allow_nonfinite {
+        if options.refuse_nonfinite() {
             columns::check_finite_tokens(&values.values, &values.offsets, &col)?;
         }
-        if role.is_log_prob() {
+        if options.check_values && role.is_log_prob() {
             positive_log_probs = PositiveLogProbs::merge(
                 positive_log_probs,
                 positives(&values, role.column(), first_row),
@@ -149,7 +159,7 @@ pub fn decode(
         Some(i) => {
             let (array, col) = get(i)?;
             let values = columns::float_scalars(array, &col)?;
-            if !options.allow_nonfinite {
+            if options.refuse_nonfinite() {
                 columns::check_finite_scalars(&values, &col)?;
             }
             Some(values)
@@ -162,7 +172,7 @@ pub fn decode(
         .map(|&(_, i)| {
             let (array, col) = get(i)?;
             let values = columns::float_scalars(array, &col)?;
-            if !options.allow_nonfinite {
+            if options.refuse_nonfinite() {
                 columns::check_finite_scalars(&values, &col)?;
             }
             Ok(values)
@@ -172,7 +182,7 @@ pub fn decode(
         ScoreSource::Tokens { index, .. } => {
             let (array, col) = get(*index)?;
             let scores = columns::token_column(array, TokenKind::Values, &col)?;
-            if !options.allow_nonfinite {
+            if options.refuse_nonfinite() {
                 columns::check_finite_tokens(&scores.values, &scores.offsets, &col)?;
             }
             (same_lengths(scores, &col)?, 0)
@@ -180,7 +190,7 @@ pub fn decode(
         ScoreSource::Scalar { index } => {
             let (array, col) = get(*index)?;
             let scalars = columns::float_scalars(array, &col)?;
-            if !options.allow_nonfinite {
+            if options.refuse_nonfinite() {
                 columns::check_finite_scalars(&scalars, &col)?;
             }
             let (placed, dropped) =
