@@ -71,6 +71,14 @@ fn fmin(a: Option<f64>, b: f64) -> Option<f64> {
     Some(a.map_or(b, |a| a.min(b)))
 }
 
+/// The larger / smaller of two optional extremes (`None`: nothing seen yet).
+fn max_of_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    b.map_or(a, |v| fmax(a, v))
+}
+fn min_of_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    b.map_or(a, |v| fmin(a, v))
+}
+
 impl StepParts {
     pub fn merge(&mut self, o: StepParts) {
         self.n += o.n;
@@ -83,8 +91,8 @@ impl StepParts {
         self.above += o.above;
         self.below += o.below;
         self.oob += o.oob;
-        self.w_max = o.w_max.map_or(self.w_max, |v| fmax(self.w_max, v));
-        self.w_min = o.w_min.map_or(self.w_min, |v| fmin(self.w_min, v));
+        self.w_max = max_of_opt(self.w_max, o.w_max);
+        self.w_min = min_of_opt(self.w_min, o.w_min);
         if self.rs.len() < o.rs.len() {
             self.rs.resize(o.rs.len(), RsTokens::default());
         }
@@ -95,14 +103,14 @@ impl StepParts {
             a.high += b.high;
             a.low += b.low;
             a.rejected += b.rejected;
-            a.max = b.max.map_or(a.max, |v| fmax(a.max, v));
-            a.min = b.min.map_or(a.min, |v| fmin(a.min, v));
+            a.max = max_of_opt(a.max, b.max);
+            a.min = min_of_opt(a.min, b.min);
         }
         self.rejected += o.rejected;
         self.rows.extend(o.rows);
         self.adv.merge(&o.adv);
-        self.adv_min = o.adv_min.map_or(self.adv_min, |v| fmin(self.adv_min, v));
-        self.adv_max = o.adv_max.map_or(self.adv_max, |v| fmax(self.adv_max, v));
+        self.adv_min = min_of_opt(self.adv_min, o.adv_min);
+        self.adv_max = max_of_opt(self.adv_max, o.adv_max);
     }
 }
 
