@@ -5,9 +5,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::compare::{CompareOptions, Variant};
 use crate::config::{Config, ConfigSources};
 use crate::driver::RunOptions;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::inspect::InspectOptions;
 use crate::io::format::Format;
 use crate::scores::Layout;
 
@@ -32,6 +34,12 @@ pub struct Cli {
 pub enum Command {
     /// Compute advantages and returns for a rollout dump
     Run(Box<RunArgs>),
+    /// Check a rollout dump before blaming the optimiser: masks, groups, scores, KL,
+    /// train/rollout mismatch, non-finite values, advantage statistics
+    Inspect(Box<InspectArgs>),
+    /// Run several estimators (or configs) on one dump and compare their advantages side by
+    /// side, without writing an output file
+    Compare(Box<CompareArgs>),
     /// List every estimator: what it computes, the columns it needs, the settings it reads
     Estimators {
         /// Print JSON (an array of objects) instead of a table
@@ -68,26 +76,8 @@ pub struct RunArgs {
     #[arg(short = 'c', long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Override a config key, e.g. --set algorithm.norm_adv_by_std_in_grpo=false (repeatable)
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
-
-    /// Discount factor (algorithm.gamma)
-    #[arg(long, value_name = "X")]
-    pub gamma: Option<f64>,
-
-    /// GAE lambda (algorithm.lam)
-    #[arg(long, value_name = "X")]
-    pub lam: Option<f64>,
-
-    /// GRPO without dividing by the group std (algorithm.norm_adv_by_std_in_grpo=false)
-    #[arg(long)]
-    pub no_norm_adv_by_std: bool,
-
-    /// Whose numbers the GRPO/RLOO family (grpo, drgrpo, grpo_batch_std, rloo, maxrl) gives:
-    /// verl, trl, openrlhf, nemo-rl, open-instruct or skyrl (algorithm.convention; default verl)
-    #[arg(long, value_name = "NAME")]
-    pub convention: Option<String>,
+    #[command(flatten)]
+    pub algo: AlgoArgs,
 
     /// Token list layout; decides where a scalar `score` column is placed
     #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
@@ -114,6 +104,149 @@ pub struct RunArgs {
     /// Overwrite OUT if it exists
     #[arg(short, long)]
     pub force: bool,
+}
+
+/// The algorithm settings every subcommand that computes advantages accepts.
+#[derive(Debug, Args)]
+pub struct AlgoArgs {
+    /// Override a config key, e.g. --set algorithm.norm_adv_by_std_in_grpo=false (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+
+    /// Discount factor (algorithm.gamma)
+    #[arg(long, value_name = "X")]
+    pub gamma: Option<f64>,
+
+    /// GAE lambda (algorithm.lam)
+    #[arg(long, value_name = "X")]
+    pub lam: Option<f64>,
+
+    /// GRPO without dividing by the group std (algorithm.norm_adv_by_std_in_grpo=false)
+    #[arg(long)]
+    pub no_norm_adv_by_std: bool,
+
+    /// Whose numbers the GRPO/RLOO family (grpo, drgrpo, grpo_batch_std, rloo, maxrl) gives:
+    /// verl, trl, openrlhf, nemo-rl, open-instruct or skyrl (algorithm.convention; default verl)
+    #[arg(long, value_name = "NAME")]
+    pub convention: Option<String>,
+}
+
+impl AlgoArgs {
+    /// Load the configuration: `file`, then `--set`, then the flags (design §3).
+    pub fn load(&self, file: Option<&std::path::Path>, estimator: Option<&str>) -> Result<Config> {
+        Config::load(&ConfigSources {
+            file,
+            sets: &self.sets,
+            estimator,
+            gamma: self.gamma,
+            lam: self.lam,
+            no_norm_adv_by_std: self.no_norm_adv_by_std,
+            convention: self.convention.as_deref(),
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
+    /// for an Arrow IPC stream on stdin
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+
+    /// Format of IN, instead of guessing from its extension
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub input_format: Option<FormatArg>,
+
+    /// Also check the advantages this estimator gives (and its KL shaping and rollout
+    /// correction from --config)
+    #[arg(short = 'e', long, value_name = "NAME")]
+    pub estimator: Option<String>,
+
+    /// verl trainer YAML whose `algorithm:` section (KL coefficient, rollout correction,
+    /// estimator) the checks use
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub algo: AlgoArgs,
+
+    /// Token list layout; decides where a scalar `score` column is placed
+    #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
+    pub layout: LayoutArg,
+
+    /// Print JSON instead of tables
+    #[arg(long)]
+    pub json: bool,
+
+    /// Exit with status 1 when any warning is raised (for pipelines)
+    #[arg(long)]
+    pub deny_warnings: bool,
+
+    /// Worker threads [default: one per core]
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+
+    /// No progress bar
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
+    /// for an Arrow IPC stream on stdin
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+
+    /// Format of IN, instead of guessing from its extension
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub input_format: Option<FormatArg>,
+
+    /// Estimators to compare, comma-separated (e.g. grpo,rloo,drgrpo)
+    #[arg(
+        short = 'e',
+        long = "estimators",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub estimators: Vec<String>,
+
+    /// verl trainer YAML (or `algorithm:` section); repeat to compare configs (each config
+    /// is run with each of --estimators, or with its own estimator without -e)
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub algo: AlgoArgs,
+
+    /// A row is correct when its score (the sum of its token scores) is above this
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub correct_above: f64,
+
+    /// Token list layout; decides where a scalar `score` column is placed
+    #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
+    pub layout: LayoutArg,
+
+    /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them
+    #[arg(long)]
+    pub allow_nonfinite: bool,
+
+    /// Print JSON instead of tables
+    #[arg(long)]
+    pub json: bool,
+
+    /// Worker threads [default: one per core]
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+
+    /// No progress bar, no notes
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -144,18 +277,97 @@ pub enum LayoutArg {
     Padded,
 }
 
+impl InspectArgs {
+    /// Validate the arguments into the configuration and inspect options.
+    pub fn resolve(&self, progress: bool) -> Result<(Config, InspectOptions)> {
+        let config = self
+            .algo
+            .load(self.config.as_deref(), self.estimator.as_deref())?;
+        let options = InspectOptions {
+            input: self.input.clone(),
+            input_format: self.input_format.map(Format::from),
+            layout: self.layout.into(),
+            threads: self.threads.map(usize::from),
+            progress: progress && !self.quiet,
+            estimator_given: self.estimator.is_some() || config.estimator_configured,
+        };
+        Ok((config, options))
+    }
+}
+
+impl CompareArgs {
+    /// Validate the arguments into the variants to compare and the compare options.
+    pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, CompareOptions)> {
+        let configs: Vec<Option<&std::path::Path>> = if self.config.is_empty() {
+            vec![None]
+        } else {
+            self.config.iter().map(|c| Some(c.as_path())).collect()
+        };
+        let estimators: Vec<Option<&str>> = if self.estimators.is_empty() {
+            vec![None]
+        } else {
+            self.estimators.iter().map(|e| Some(e.as_str())).collect()
+        };
+        if configs.len() * estimators.len() < 2 && self.estimators.len() < 2 {
+            return Err(Error::usage(
+                "compare needs at least two variants: -e a,b,... or --config twice",
+            ));
+        }
+        let mut variants = Vec::new();
+        for file in &configs {
+            for estimator in &estimators {
+                let config = self.algo.load(*file, *estimator)?;
+                let name = config.algorithm.adv_estimator.name();
+                let label = match file {
+                    Some(f) if configs.len() > 1 => {
+                        let stem = f.file_stem().unwrap_or_default().to_string_lossy();
+                        if estimators.len() > 1 {
+                            format!("{stem}:{name}")
+                        } else {
+                            stem.into_owned()
+                        }
+                    }
+                    _ => name.to_string(),
+                };
+                variants.push(Variant { label, config });
+            }
+        }
+        for (i, v) in variants.iter().enumerate() {
+            if variants[..i].iter().any(|w| w.label == v.label) {
+                return Err(Error::usage(format!(
+                    "variant `{}` is given twice; name each estimator or config once",
+                    v.label
+                )));
+            }
+        }
+        let options = CompareOptions {
+            input: self.input.clone(),
+            input_format: self.input_format.map(Format::from),
+            layout: self.layout.into(),
+            threads: self.threads.map(usize::from),
+            progress: progress && !self.quiet,
+            allow_nonfinite: self.allow_nonfinite,
+            correct_above: self.correct_above,
+        };
+        Ok((variants, options))
+    }
+}
+
+impl From<LayoutArg> for Layout {
+    fn from(l: LayoutArg) -> Self {
+        match l {
+            LayoutArg::Ragged => Layout::Ragged,
+            LayoutArg::Padded => Layout::Padded,
+        }
+    }
+}
+
 impl RunArgs {
     /// Validate the arguments into the configuration and run options the library trusts.
     pub fn resolve(&self, progress: bool) -> Result<(Config, RunOptions)> {
-        let config = Config::load(&ConfigSources {
-            file: self.config.as_deref(),
-            sets: &self.sets,
-            estimator: self.estimator.as_deref(),
-            gamma: self.gamma,
-            lam: self.lam,
-            no_norm_adv_by_std: self.no_norm_adv_by_std,
-            convention: self.convention.as_deref(),
-        })?;
+        let config = self
+            .algo
+            .load(self.config.as_deref(), self.estimator.as_deref())?;
         let options = RunOptions {
             input: self.input.clone(),
             output: self.output.clone(),
@@ -166,10 +378,7 @@ impl RunArgs {
             input_format: self.input_format.map(Format::from),
             output_format: self.output_format.map(Format::from),
             allow_nonfinite: self.allow_nonfinite,
-            layout: match self.layout {
-                LayoutArg::Ragged => Layout::Ragged,
-                LayoutArg::Padded => Layout::Padded,
-            },
+            layout: self.layout.into(),
         };
         Ok((config, options))
     }

@@ -115,6 +115,8 @@ pub struct Config {
     pub rollout_n: Option<i64>,
     /// Notes for stderr: settings verl itself ignores or that do not apply offline.
     pub notes: Vec<String>,
+    /// The estimator was named (`-e`, the config file or `--set`), not verl's default.
+    pub estimator_configured: bool,
 }
 
 /// Where the configuration comes from, in increasing priority.
@@ -175,6 +177,8 @@ impl Config {
                 .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
             from_set.insert(path.to_string());
         }
+        let estimator_configured =
+            sources.estimator.is_some() || algorithm.get("adv_estimator").is_some();
         let mut notes = Vec::new();
         let reader = Reader {
             origin: &origin,
@@ -211,6 +215,7 @@ impl Config {
             algorithm: algo,
             rollout_n,
             notes,
+            estimator_configured,
         };
         config.check_supported()?;
         Ok(config)

@@ -14,23 +14,20 @@ use std::path::PathBuf;
 use rayon::prelude::*;
 
 use crate::config::Config;
-use crate::dispatch::{self, RowStats, step_constants, training_batches};
+use crate::dispatch::{RowStats, training_batches};
 use crate::error::{Error, Result};
-use crate::estimators::Estimator;
 use crate::io::assemble::assemble;
-use crate::io::decode::{DecodeOptions, RowGroup, decode};
 use crate::io::format::{Format, is_stdio};
+use crate::io::input::Input;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
-use crate::io::schema::{InputColumns, TokenRole};
+use crate::io::schema::InputColumns;
 use crate::io::write::{EncodedRowGroup, ParquetOutput, check_destination, same_file};
+use crate::job::{GroupOutputs, Job, Prepared, StatsPass};
 use crate::metrics;
-use crate::outputs::token_outputs;
-use crate::pipeline::{self, Constants, Pipeline, StepConstants};
+use crate::pipeline::{Constants, Pipeline};
 use crate::progress::Progress;
 use crate::scores::Layout;
-use crate::shaping::kl::KlController;
-use crate::statistics::row_stats;
 
 /// How to run, beyond the algorithm configuration.
 #[derive(Debug, Clone)]
@@ -62,13 +59,7 @@ pub struct RunSummary {
 }
 
 pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
-    let in_format = Format::of(&opts.input, opts.input_format);
     let out_format = Format::of(&opts.output, opts.output_format);
-    let in_name = if is_stdio(&opts.input) {
-        "<stdin>".to_string()
-    } else {
-        opts.input.display().to_string()
-    };
     if !is_stdio(&opts.input) && !is_stdio(&opts.output) && same_file(&opts.input, &opts.output) {
         return Err(Error::usage(format!(
             "{}: OUT is the same file as IN; write to another file",
@@ -79,18 +70,8 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
     if !is_stdio(&opts.output) {
         check_destination(&opts.output, opts.force)?;
     }
-    // Arrow IPC input is spooled into a temporary Parquet file, which both passes read.
-    let spool = match in_format {
-        Format::Parquet => None,
-        format => Some(ipc::spool_to_parquet(
-            &opts.input,
-            format,
-            &in_name,
-            &std::env::temp_dir(),
-        )?),
-    };
-    let in_path = spool.as_ref().map_or(opts.input.as_path(), |s| s.path());
-    let input = ParquetInput::open_named(in_path, &in_name)?;
+    let opened = Input::open(&opts.input, opts.input_format)?;
+    let input = &opened.parquet;
     let columns = InputColumns::resolve(input.schema(), &pipeline.needs(), input.name())?;
     // Arrow IPC output is written from a finished Parquet result.
     let result = match out_format {
@@ -103,16 +84,18 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
                 .map_err(|e| Error::data("cannot create a temporary result file").with_source(e))?,
         ),
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads.unwrap_or(0))
-        .build()
-        .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))?;
-    let summary = pool.install(|| {
+    let summary = thread_pool(opts.threads)?.install(|| {
         Passes {
             opts,
-            pipeline: &pipeline,
-            input: &input,
-            columns: &columns,
+            job: Job {
+                pipeline: &pipeline,
+                columns: &columns,
+                file: input.name(),
+                layout: opts.layout,
+                allow_nonfinite: opts.allow_nonfinite,
+                metrics: opts.metrics.is_some(),
+            },
+            input,
             output: result.as_ref().map_or(opts.output.as_path(), |r| r.path()),
             force: opts.force || result.is_some(),
         }
@@ -124,108 +107,123 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
     Ok(summary)
 }
 
+/// The worker pool (`threads`: `None` means one per core).
+pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+        .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))
+}
+
+/// A statistics pass of several jobs over the row groups, each row group read once with
+/// `projection` (which covers every job's columns), merged in row-group order.
+pub fn statistics_pass(
+    input: &ParquetInput,
+    jobs: &[(&Job<'_>, &Constants)],
+    projection: &[usize],
+    pass: StatsPass,
+    progress: &Progress,
+) -> Result<Vec<(RowStats, metrics::Parts)>> {
+    let starts = input.row_group_starts();
+    let parts = (0..input.num_row_groups())
+        .into_par_iter()
+        .map(|rg| {
+            let batch = input.read_row_group(rg, Some(projection))?;
+            progress.inc(batch.num_rows());
+            jobs.iter()
+                .map(|(job, constants)| job.row_group_stats(&batch, starts[rg], constants, pass))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut merged: Vec<(RowStats, metrics::Parts)> = jobs
+        .iter()
+        .map(|_| (RowStats::default(), metrics::Parts::new()))
+        .collect();
+    for row_group in parts {
+        for ((stats, metric_parts), (s, m)) in merged.iter_mut().zip(row_group) {
+            stats.append(s);
+            metrics::merge(metric_parts, m);
+        }
+    }
+    Ok(merged)
+}
+
+/// Pass 1 (after the constants pre-pass when a job needs one) for several jobs at once.
+pub fn prepare_jobs(
+    input: &ParquetInput,
+    jobs: &[Job<'_>],
+    projection: &[usize],
+    progress: &Progress,
+) -> Result<Vec<Prepared>> {
+    let mut constants: Vec<Constants> = jobs.iter().map(Job::initial_constants).collect();
+    let pre: Vec<usize> = (0..jobs.len())
+        .filter(|&j| jobs[j].needs_prepass())
+        .collect();
+    if !pre.is_empty() {
+        progress.pass("constants");
+        let pre_jobs: Vec<_> = pre.iter().map(|&j| (&jobs[j], &constants[j])).collect();
+        let found = statistics_pass(input, &pre_jobs, projection, StatsPass::Constants, progress)?;
+        for (&j, (stats, _)) in pre.iter().zip(found) {
+            constants[j] = jobs[j].prepass_constants(&stats);
+        }
+    }
+    progress.pass("statistics");
+    let with_constants: Vec<_> = jobs.iter().zip(&constants).collect();
+    let merged = statistics_pass(
+        input,
+        &with_constants,
+        projection,
+        StatsPass::Statistics,
+        progress,
+    )?;
+    jobs.iter()
+        .zip(merged)
+        .map(|(job, (stats, parts))| job.prepare(stats, parts))
+        .collect()
+}
+
 struct Passes<'a> {
     opts: &'a RunOptions,
+    job: Job<'a>,
     /// Where the Parquet result goes (OUT, or a temporary file for IPC output).
     output: &'a std::path::Path,
     force: bool,
-    pipeline: &'a Pipeline,
     input: &'a ParquetInput,
-    columns: &'a InputColumns,
 }
 
 impl Passes<'_> {
     fn run(&self) -> Result<RunSummary> {
+        let job = &self.job;
         let starts = self.input.row_group_starts();
         let row_groups = self.input.num_row_groups();
         let rows = starts[row_groups];
         let progress = Progress::new(rows as u64, self.opts.progress);
-        let mut summary = RunSummary {
+        job.check_columns()?;
+        // Only what the maths needs is decoded; every other column is copied unchanged.
+        let projection = job.columns.statistics_projection();
+        let mut prepared = prepare_jobs(
+            self.input,
+            std::slice::from_ref(job),
+            &projection,
+            &progress,
+        )?;
+        let prepared = prepared.pop().expect("one job");
+        let summary = RunSummary {
             rows,
             row_groups,
-            ..Default::default()
+            batches: prepared.batches,
+            warnings: prepared.warnings.clone(),
         };
-        let has_rollout = self.columns.token(TokenRole::RolloutLogProbs).is_some();
-        if let Some(c) = &self.pipeline.correction
-            && c.is_some_active()
-            && !has_rollout
-        {
-            return Err(Error::data(format!(
-                "{}: missing column rollout_log_probs — rollout correction (rollout_is / rollout_rs) needs it (verl would silently skip the correction)",
-                self.input.name()
-            )));
-        }
-
-        // Constants the shaping needs before pass 1: β per step for an adaptive KL controller,
-        // and the IS normalisation when OTB consumes the weights in pass 1.
-        let needs_prepass = (self.pipeline.kl.is_some()
-            && matches!(self.pipeline.controller, KlController::Adaptive { .. }))
-            || (self
-                .pipeline
-                .correction
-                .as_ref()
-                .and_then(|c| c.is.as_ref())
-                .is_some_and(|s| s.batch_normalize)
-                && matches!(
-                    self.pipeline.estimator,
-                    Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline
-                ));
-        let mut constants = Constants::uniform(StepConstants {
-            beta: self.pipeline.controller.value(),
-            is_norm: None,
-        });
-        if needs_prepass {
-            progress.pass("constants");
-            let (pre, _) = self.statistics(&starts, &progress, &constants, false)?;
-            constants = step_constants(self.pipeline, &pre).0;
-        }
-
-        progress.pass("statistics");
-        let (stats, mut metric_parts) = self.statistics(&starts, &progress, &constants, true)?;
-        if stats.dropped_scores > 0 {
-            summary.warnings.push(format!(
-                "{} rows have a non-zero `score` but no position to hold it (an empty response, or no mask-1 token under --layout padded); their score is dropped",
-                stats.dropped_scores
-            ));
-        }
-        if let Some(p) = &stats.positive_log_probs {
-            summary.warnings.push(format!(
-                "{}: {} positive values in log-probability columns (first: `{}` row {} token {}); log-probabilities are ≤ 0 — check that these columns hold log π",
-                self.input.name(),
-                p.count,
-                p.column,
-                p.row,
-                p.token
-            ));
-        }
-        summary.batches = training_batches(stats.step.as_deref(), rows).len();
-        if self.pipeline.correction_runs(has_rollout).is_some() {
-            for (step, batch) in training_batches(stats.step.as_deref(), rows) {
-                if batch.iter().all(|&r| stats.orig_valid[r] == 0.0) {
-                    let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();
-                    return Err(Error::data(format!(
-                        "{}:{at} rollout correction needs at least one valid token in the batch (verl raises ValueError: response_mask must contain at least one valid token (1).)",
-                        self.input.name()
-                    )));
-                }
-            }
-        }
-        let (final_constants, kl_metrics) = step_constants(self.pipeline, &stats);
-        let plan = dispatch::plan(self.pipeline, &stats, self.input.name())?;
-        summary.warnings.extend(plan.warnings.iter().cloned());
-        if plan.nan_rows > 0 {
-            summary.warnings.push(format!(
-                "{} rows belong to opo groups with no valid token, where verl writes NaN; advcalc writes 0 there",
-                plan.nan_rows
-            ));
-        }
+        let mut metric_parts = prepared.metric_parts.clone();
 
         progress.pass("writing");
-        let is_weights = self.pipeline.is_weights(has_rollout);
-        let rewards_unchanged = self.pipeline.kl.is_none();
-        let output_schema = self.columns.output_schema(is_weights, rewards_unchanged);
-        let mask_rewritten = self.pipeline.correction_runs(has_rollout).is_some();
-        let sources = self.columns.output_sources(
+        let pipeline = job.pipeline;
+        let has_rollout = job.has_rollout();
+        let is_weights = pipeline.is_weights(has_rollout);
+        let rewards_unchanged = pipeline.kl.is_none();
+        let output_schema = job.columns.output_schema(is_weights, rewards_unchanged);
+        let mask_rewritten = pipeline.correction_runs(has_rollout).is_some();
+        let sources = job.columns.output_sources(
             &output_schema,
             is_weights,
             mask_rewritten,
@@ -238,8 +236,6 @@ impl Passes<'_> {
             self.input.copy_source(),
             self.force,
         )?;
-        // Only what the maths needs is decoded; every other column is copied unchanged.
-        let projection = self.columns.statistics_projection();
         // A window of row groups is encoded in parallel while the previous window is appended
         // in order; memory is bounded by two windows.
         let window = rayon::current_num_threads().max(1);
@@ -260,35 +256,24 @@ impl Passes<'_> {
                         .par_iter()
                         .map(|&rg| {
                             let batch = self.input.read_row_group(rg, Some(&projection))?;
-                            let group = self.decode(&batch, starts[rg], false)?;
-                            let shaped = pipeline::shape(
-                                self.pipeline,
-                                &group,
-                                &final_constants,
-                                self.input.name(),
-                            )?;
-                            let new_mask = self.opts.metrics.as_ref().map(|_| shaped.mask.clone());
-                            let outputs = token_outputs(
-                                self.pipeline,
-                                &group,
-                                shaped,
-                                &plan,
-                                &stats,
-                                self.input.name(),
-                            )?;
-                            let parts = match &new_mask {
-                                Some(mask) => {
-                                    metrics::advantage_parts(&group, mask, &outputs.advantages)
-                                }
-                                None => metrics::Parts::new(),
+                            let GroupOutputs {
+                                group,
+                                mask,
+                                outputs,
+                            } = job.row_group_outputs(&batch, starts[rg], &prepared)?;
+                            let parts = if self.opts.metrics.is_some() {
+                                metrics::advantage_parts(&group, &mask, &outputs.advantages)
+                            } else {
+                                metrics::Parts::new()
                             };
+                            drop(mask);
                             let out = assemble(
                                 &batch,
-                                self.columns,
+                                job.columns,
                                 encoder.computed_schema(),
                                 &group.mask.offsets,
                                 outputs,
-                                self.input.name(),
+                                job.file,
                             )?;
                             let encoded = encoder.encode(rg, &out)?;
                             progress.inc(group.rows());
@@ -306,8 +291,7 @@ impl Passes<'_> {
         }
         append(pending)?;
         if let Some(path) = &self.opts.metrics {
-            let json =
-                self.metrics_json(&stats, &metric_parts, &kl_metrics, &final_constants, &plan);
+            let json = self.metrics_json(&prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();
             std::fs::write(path, text + "\n").map_err(|e| {
                 Error::data(format!("{}: cannot write the metrics", path.display())).with_source(e)
@@ -319,16 +303,16 @@ impl Passes<'_> {
     }
 
     /// One JSON object of metrics per training batch (a single object without a step column).
-    fn metrics_json(
-        &self,
-        stats: &RowStats,
-        parts: &metrics::Parts,
-        kl_metrics: &std::collections::BTreeMap<Option<i64>, (f64, f64)>,
-        constants: &Constants,
-        plan: &dispatch::Plan,
-    ) -> serde_json::Value {
+    fn metrics_json(&self, prepared: &Prepared, parts: &metrics::Parts) -> serde_json::Value {
         use serde_json::{Map, Value};
-        let has_rollout = self.columns.token(TokenRole::RolloutLogProbs).is_some();
+        let (stats, kl_metrics, constants, plan) = (
+            &prepared.stats,
+            &prepared.kl_metrics,
+            &prepared.constants,
+            &prepared.plan,
+        );
+        let has_rollout = self.job.has_rollout();
+        let pipeline = self.job.pipeline;
         let empty = metrics::StepParts::default();
         let mut steps = Vec::new();
         for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
@@ -341,7 +325,7 @@ impl Passes<'_> {
                 m.insert("actor/reward_kl_penalty_coeff".into(), Value::from(beta));
             }
             let p = parts.get(&step).unwrap_or(&empty);
-            if let Some(c) = self.pipeline.correction_runs(has_rollout) {
+            if let Some(c) = pipeline.correction_runs(has_rollout) {
                 metrics::correction_metrics(c, p, constants.get(step).is_norm, &mut m);
             }
             m.insert("advcalc/rows".into(), Value::from(rows.len()));
@@ -389,67 +373,5 @@ impl Passes<'_> {
         } else {
             steps.pop().unwrap_or(Value::Object(Map::new()))
         }
-    }
-
-    fn decode(
-        &self,
-        batch: &arrow::record_batch::RecordBatch,
-        first_row: usize,
-        first_pass: bool,
-    ) -> Result<RowGroup> {
-        decode(
-            batch,
-            self.columns,
-            &DecodeOptions {
-                layout: self.opts.layout,
-                check_values: first_pass,
-                allow_nonfinite: self.opts.allow_nonfinite,
-            },
-            self.input.name(),
-            first_row,
-        )
-    }
-
-    /// Pass 1 (or the constants pre-pass, without the estimator's statistics): per-row
-    /// scalars of every row group, merged in row-group order.
-    fn statistics(
-        &self,
-        starts: &[usize],
-        progress: &Progress,
-        constants: &Constants,
-        estimator_stats: bool,
-    ) -> Result<(RowStats, metrics::Parts)> {
-        let projection = self.columns.statistics_projection();
-        let parts = (0..self.input.num_row_groups())
-            .into_par_iter()
-            .map(|rg| {
-                let batch = self.input.read_row_group(rg, Some(&projection))?;
-                let group = self.decode(&batch, starts[rg], true)?;
-                progress.inc(group.rows());
-                let shaped = pipeline::shape(self.pipeline, &group, constants, self.input.name())?;
-                let has_rollout = group.token(TokenRole::RolloutLogProbs).is_some();
-                let parts = match self.pipeline.correction_runs(has_rollout) {
-                    Some(c) if estimator_stats && self.opts.metrics.is_some() => {
-                        metrics::correction_parts(self.pipeline, c, &group)
-                    }
-                    _ => metrics::Parts::new(),
-                };
-                let stats = if estimator_stats {
-                    row_stats(self.pipeline, group, &shaped, self.input.name())?
-                } else {
-                    let mut plain = self.pipeline.clone();
-                    plain.estimator = Estimator::Grpo;
-                    row_stats(&plain, group, &shaped, self.input.name())?
-                };
-                Ok((stats, parts))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut stats = RowStats::default();
-        let mut metric_parts = metrics::Parts::new();
-        for (part, m) in parts {
-            stats.append(part);
-            metrics::merge(&mut metric_parts, m);
-        }
-        Ok((stats, metric_parts))
     }
 }

@@ -6,13 +6,16 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod dispatch;
 pub mod driver;
 pub mod error;
 pub mod estimators;
 pub mod groups;
+pub mod inspect;
 pub mod io;
+pub mod job;
 pub mod metrics;
 pub mod outputs;
 pub mod pipeline;

@@ -49,6 +49,29 @@ fn run(cli: Cli) -> Result<(), Error> {
             };
             print_stdout(&text)
         }
+        Command::Inspect(args) => {
+            let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
+            let report = advcalc::inspect::inspect(&config, &options)?;
+            let text = if args.json {
+                serde_json::to_string_pretty(&report.to_json()).unwrap_or_default() + "\n"
+            } else {
+                report.render()
+            };
+            print_stdout(&text)?;
+            if args.deny_warnings && report.warnings() > 0 {
+                return Err(Error::data(format!(
+                    "{}: {} warning(s) raised (--deny-warnings)",
+                    options.input.display(),
+                    report.warnings()
+                )));
+            }
+            Ok(())
+        }
+        Command::Compare(args) => {
+            let (variants, options) = args.resolve(std::io::stderr().is_terminal())?;
+            advcalc::compare::compare(&variants, &options)?;
+            Ok(())
+        }
         Command::Run(args) => {
             let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
             let say = |line: &str| {

@@ -4,6 +4,7 @@ pub mod assemble;
 pub mod columns;
 pub mod decode;
 pub mod format;
+pub mod input;
 pub mod ipc;
 pub mod positional;
 pub mod read;

@@ -1,0 +1,226 @@
+//! One pipeline's work on one input: the per-row-group steps of the two passes and the
+//! checks between them. `driver` runs one job and writes its outputs; `compare` runs several
+//! jobs over the same row groups, each read once.
+
+use std::collections::BTreeMap;
+
+use arrow::record_batch::RecordBatch;
+
+use crate::dispatch::{self, Plan, RowStats, step_constants, training_batches};
+use crate::error::{Error, Result};
+use crate::estimators::Estimator;
+use crate::io::assemble::TokenOutputs;
+use crate::io::decode::{DecodeOptions, RowGroup, decode};
+use crate::io::schema::{InputColumns, TokenRole};
+use crate::metrics;
+use crate::outputs::token_outputs;
+use crate::pipeline::{self, Constants, Pipeline, StepConstants};
+use crate::scores::Layout;
+use crate::shaping::kl::KlController;
+use crate::statistics::row_stats;
+
+/// A pipeline bound to the columns of one input.
+pub struct Job<'a> {
+    pub pipeline: &'a Pipeline,
+    pub columns: &'a InputColumns,
+    /// The input's name in messages.
+    pub file: &'a str,
+    pub layout: Layout,
+    pub allow_nonfinite: bool,
+    /// Collect `--metrics` parts.
+    pub metrics: bool,
+}
+
+/// What a statistics pass over one row group is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsPass {
+    /// The constants pre-pass: per-row scalars only, without the estimator's statistics.
+    Constants,
+    /// Pass 1: everything the estimator's batch work needs.
+    Statistics,
+}
+
+/// Everything pass 2 needs, worked out from the merged pass-1 statistics.
+pub struct Prepared {
+    pub stats: RowStats,
+    pub plan: Plan,
+    pub constants: Constants,
+    /// Per step: the KL controller's (current KL, β) for the metrics.
+    pub kl_metrics: BTreeMap<Option<i64>, (f64, f64)>,
+    /// `--metrics` parts of pass 1 (rollout correction).
+    pub metric_parts: metrics::Parts,
+    pub batches: usize,
+    /// Things the user should know about the data.
+    pub warnings: Vec<String>,
+}
+
+/// One row group's token outputs, with the mask they apply to.
+pub struct GroupOutputs {
+    pub group: RowGroup,
+    /// The response mask after rejection.
+    pub mask: arrow::buffer::ScalarBuffer<f32>,
+    pub outputs: TokenOutputs,
+}
+
+impl Job<'_> {
+    pub fn has_rollout(&self) -> bool {
+        self.columns.token(TokenRole::RolloutLogProbs).is_some()
+    }
+
+    /// Refuse a configuration the input cannot serve before reading any data.
+    pub fn check_columns(&self) -> Result<()> {
+        if let Some(c) = &self.pipeline.correction
+            && c.is_some_active()
+            && !self.has_rollout()
+        {
+            return Err(Error::data(format!(
+                "{}: missing column rollout_log_probs — rollout correction (rollout_is / rollout_rs) needs it (verl would silently skip the correction)",
+                self.file
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the shaping needs constants before pass 1: β per step for an adaptive KL
+    /// controller, or the IS normalisation when OTB consumes the weights in pass 1.
+    pub fn needs_prepass(&self) -> bool {
+        let p = self.pipeline;
+        (p.kl.is_some() && matches!(p.controller, KlController::Adaptive { .. }))
+            || (p
+                .correction
+                .as_ref()
+                .and_then(|c| c.is.as_ref())
+                .is_some_and(|s| s.batch_normalize)
+                && matches!(
+                    p.estimator,
+                    Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline
+                ))
+    }
+
+    /// The constants before any pass: the configured β, no IS normalisation.
+    pub fn initial_constants(&self) -> Constants {
+        Constants::uniform(StepConstants {
+            beta: self.pipeline.controller.value(),
+            is_norm: None,
+        })
+    }
+
+    /// The constants found by the pre-pass.
+    pub fn prepass_constants(&self, pre: &RowStats) -> Constants {
+        step_constants(self.pipeline, pre).0
+    }
+
+    pub fn decode(&self, batch: &RecordBatch, first_row: usize, check: bool) -> Result<RowGroup> {
+        decode(
+            batch,
+            self.columns,
+            &DecodeOptions {
+                layout: self.layout,
+                check_values: check,
+                allow_nonfinite: self.allow_nonfinite,
+            },
+            self.file,
+            first_row,
+        )
+    }
+
+    /// A statistics pass over one row group: its per-row scalars (and metric parts).
+    pub fn row_group_stats(
+        &self,
+        batch: &RecordBatch,
+        first_row: usize,
+        constants: &Constants,
+        pass: StatsPass,
+    ) -> Result<(RowStats, metrics::Parts)> {
+        let group = self.decode(batch, first_row, true)?;
+        let shaped = pipeline::shape(self.pipeline, &group, constants, self.file)?;
+        let parts = match self.pipeline.correction_runs(self.has_rollout()) {
+            Some(c) if pass == StatsPass::Statistics && self.metrics => {
+                metrics::correction_parts(self.pipeline, c, &group)
+            }
+            _ => metrics::Parts::new(),
+        };
+        let stats = match pass {
+            StatsPass::Statistics => row_stats(self.pipeline, group, &shaped, self.file)?,
+            StatsPass::Constants => {
+                let mut plain = self.pipeline.clone();
+                plain.estimator = Estimator::Grpo;
+                row_stats(&plain, group, &shaped, self.file)?
+            }
+        };
+        Ok((stats, parts))
+    }
+
+    /// Between the passes: check the merged statistics and run the estimator's batch work.
+    pub fn prepare(&self, stats: RowStats, metric_parts: metrics::Parts) -> Result<Prepared> {
+        let rows = stats.rows();
+        let mut warnings = Vec::new();
+        if stats.dropped_scores > 0 {
+            warnings.push(format!(
+                "{} rows have a non-zero `score` but no position to hold it (an empty response, or no mask-1 token under --layout padded); their score is dropped",
+                stats.dropped_scores
+            ));
+        }
+        if let Some(p) = &stats.positive_log_probs {
+            warnings.push(format!(
+                "{}: {} positive values in log-probability columns (first: `{}` row {} token {}); log-probabilities are ≤ 0 — check that these columns hold log π",
+                self.file, p.count, p.column, p.row, p.token
+            ));
+        }
+        let batches = training_batches(stats.step.as_deref(), rows);
+        if self.pipeline.correction_runs(self.has_rollout()).is_some() {
+            for (step, batch) in &batches {
+                if batch.iter().all(|&r| stats.orig_valid[r] == 0.0) {
+                    let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();
+                    return Err(Error::data(format!(
+                        "{}:{at} rollout correction needs at least one valid token in the batch (verl raises ValueError: response_mask must contain at least one valid token (1).)",
+                        self.file
+                    )));
+                }
+            }
+        }
+        let (constants, kl_metrics) = step_constants(self.pipeline, &stats);
+        let plan = dispatch::plan(self.pipeline, &stats, self.file)?;
+        warnings.extend(plan.warnings.iter().cloned());
+        if plan.nan_rows > 0 {
+            warnings.push(format!(
+                "{} rows belong to opo groups with no valid token, where verl writes NaN; advcalc writes 0 there",
+                plan.nan_rows
+            ));
+        }
+        Ok(Prepared {
+            batches: batches.len(),
+            stats,
+            plan,
+            constants,
+            kl_metrics,
+            metric_parts,
+            warnings,
+        })
+    }
+
+    /// Pass 2 over one row group: the token outputs.
+    pub fn row_group_outputs(
+        &self,
+        batch: &RecordBatch,
+        first_row: usize,
+        prepared: &Prepared,
+    ) -> Result<GroupOutputs> {
+        let group = self.decode(batch, first_row, false)?;
+        let shaped = pipeline::shape(self.pipeline, &group, &prepared.constants, self.file)?;
+        let mask = shaped.mask.clone();
+        let outputs = token_outputs(
+            self.pipeline,
+            &group,
+            shaped,
+            &prepared.plan,
+            &prepared.stats,
+            self.file,
+        )?;
+        Ok(GroupOutputs {
+            group,
+            mask,
+            outputs,
+        })
+    }
+}
