@@ -55,6 +55,12 @@ impl Error {
         self
     }
 
+    /// Say where the error happened: `prefix: message`, same kind and cause.
+    pub fn context(mut self, prefix: impl fmt::Display) -> Self {
+        self.message = format!("{prefix}: {}", self.message);
+        self
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }

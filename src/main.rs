@@ -69,8 +69,27 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Compare(args) => {
             let (variants, options) = args.resolve(std::io::stderr().is_terminal())?;
-            advcalc::compare::compare(&variants, &options)?;
-            Ok(())
+            if !args.quiet {
+                for v in &variants {
+                    for note in &v.config.notes {
+                        eprintln!("note: {}: {note}", v.label);
+                    }
+                }
+            }
+            let comparison = advcalc::compare::compare(&variants, &options)?;
+            if !args.quiet {
+                for v in &comparison.variants {
+                    for warning in &v.warnings {
+                        eprintln!("warning: {}: {warning}", v.label);
+                    }
+                }
+            }
+            let text = if args.json {
+                serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default() + "\n"
+            } else {
+                comparison.render()
+            };
+            print_stdout(&text)
         }
         Command::Run(args) => {
             let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
