@@ -23,7 +23,8 @@ response_mask, rm_scores, ...), applies KL shaping, rollout correction and the c
 advantage estimator exactly as verl 0.9.1's trainer would, and writes token_level_rewards, \
 advantages and returns back out.\n\nExamples:\n  advcalc run -e grpo in.parquet out.parquet\n  \
 advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.parquet\n  \
-cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc estimators"
+cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc inspect in.parquet\n  \
+advcalc compare -e grpo,rloo,drgrpo in.parquet\n  advcalc estimators"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -34,11 +35,16 @@ pub struct Cli {
 pub enum Command {
     /// Compute advantages and returns for a rollout dump
     Run(Box<RunArgs>),
-    /// Check a rollout dump before blaming the optimiser: masks, groups, scores, KL,
-    /// train/rollout mismatch, non-finite values, advantage statistics
+    /// Check a rollout dump before blaming the optimiser
+    ///
+    /// Per step: masks and tool spans, group sizes, groups with no learning signal, score
+    /// sums, the KL term, train/rollout mismatch, non-finite values, positive log-probs and,
+    /// with -e, advantage statistics; likely mistakes are flagged as warnings.
     Inspect(Box<InspectArgs>),
-    /// Run several estimators (or configs) on one dump and compare their advantages side by
-    /// side, without writing an output file
+    /// Compare several estimators (or configs) on one dump, side by side
+    ///
+    /// Advantage statistics per variant, weight by group pass rate and on correct vs
+    /// incorrect rows, sign agreement and rank correlation per pair; writes no output file.
     Compare(Box<CompareArgs>),
     /// List every estimator: what it computes, the columns it needs, the settings it reads
     Estimators {
@@ -147,6 +153,10 @@ impl AlgoArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  advcalc inspect in.parquet\n  \
+advcalc inspect -c verl_trainer.yaml --json in.parquet\n  \
+advcalc inspect --deny-warnings in.parquet && advcalc run -e grpo in.parquet out.parquet\n\n\
+docs/inspect.md explains each finding and what to do about it.")]
 pub struct InspectArgs {
     /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
     /// for an Arrow IPC stream on stdin
@@ -192,6 +202,11 @@ pub struct InspectArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  advcalc compare -e grpo,rloo,drgrpo,reinforce_plus_plus in.parquet\n  \
+advcalc compare -c run_a.yaml -c run_b.yaml --json in.parquet\n\n\
+Statistics are over valid tokens (mask after rejection); docs/compare.md explains each."
+)]
 pub struct CompareArgs {
     /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
     /// for an Arrow IPC stream on stdin
