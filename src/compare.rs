@@ -184,7 +184,7 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
     }
     let mut projection: Vec<usize> = columns
         .iter()
-        .flat_map(|c| c.statistics_projection())
+        .flat_map(|c| c.projection(false))
         .collect();
     projection.sort_unstable();
     projection.dedup();
@@ -698,6 +698,7 @@ mod tests {
     fn table_aligns() {
         let mut t = Table::new("", ["a".to_string(), "bbbb".to_string()]);
         t.row("mean", vec!["1.5".into(), "2".into()]);
-        assert_eq!(t.render(), "      a  bbbb\nmean  1.5     2\n");
+        // "mean" sets the label width (4), "1.5" the first column (3), "bbbb" the second.
+        assert_eq!(t.render(), "        a  bbbb\nmean  1.5     2\n");
     }
 }

@@ -200,7 +200,7 @@ impl Passes<'_> {
         let progress = Progress::new(rows as u64, self.opts.progress);
         job.check_columns()?;
         // Only what the maths needs is decoded; every other column is copied unchanged.
-        let projection = job.columns.statistics_projection();
+        let projection = job.columns.projection(job.metrics);
         let mut prepared = prepare_jobs(
             self.input,
             std::slice::from_ref(job),
@@ -222,7 +222,10 @@ impl Passes<'_> {
         let is_weights = pipeline.is_weights(has_rollout);
         let rewards_unchanged = pipeline.kl.is_none();
         let output_schema = job.columns.output_schema(is_weights, rewards_unchanged);
-        let mask_rewritten = pipeline.correction_runs(has_rollout).is_some();
+        // Only rejection changes the mask; otherwise it is spliced from IN.
+        let mask_rewritten = pipeline
+            .correction_runs(has_rollout)
+            .is_some_and(|c| !c.rs.is_empty());
         let sources = job.columns.output_sources(
             &output_schema,
             is_weights,

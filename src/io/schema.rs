@@ -82,6 +82,8 @@ pub struct InputColumns {
     pub has_loss_mask: bool,
     /// Optional token columns present in the file (role, index).
     pub tokens: Vec<(TokenRole, usize)>,
+    /// Roles among `tokens` the run only uses for `--metrics` (`Needs::optional`).
+    pub metrics_only: Vec<TokenRole>,
     /// `reward_baselines`, when present.
     pub reward_baselines: Option<usize>,
     /// Scalar reward-component columns for gdpo, in config order (name, index).
@@ -221,6 +223,7 @@ impl InputColumns {
             }
         };
         let mut tokens = Vec::new();
+        let mut metrics_only = Vec::new();
         for role in TokenRole::ALL {
             if let Some(i) = find(role.column()) {
                 // Only the columns the run uses are checked; others pass through untouched.
@@ -231,6 +234,9 @@ impl InputColumns {
                         &col(role.column()),
                     )?;
                     tokens.push((role, i));
+                    if !needs.tokens.contains(&role) {
+                        metrics_only.push(role);
+                    }
                 }
             }
         }
@@ -263,6 +269,7 @@ impl InputColumns {
             session,
             has_loss_mask: find("loss_mask").is_some(),
             tokens,
+            metrics_only,
             reward_baselines,
             components,
             schema,
@@ -276,10 +283,17 @@ impl InputColumns {
             .map(|&(_, i)| i)
     }
 
-    /// Root column indices the statistics pass decodes.
-    pub fn statistics_projection(&self) -> Vec<usize> {
+    /// Root column indices the passes decode: what the maths needs, plus the columns only
+    /// `--metrics` uses when `metrics` is set (decoding two log-prob columns nobody reads
+    /// would double the cost of a GRPO run).
+    pub fn projection(&self, metrics: bool) -> Vec<usize> {
         let mut cols = vec![self.mask, self.score_index()];
-        cols.extend(self.tokens.iter().map(|&(_, i)| i));
+        cols.extend(
+            self.tokens
+                .iter()
+                .filter(|(role, _)| metrics || !self.metrics_only.contains(role))
+                .map(|&(_, i)| i),
+        );
         cols.extend(self.reward_baselines);
         cols.extend(self.components.iter().map(|&(_, i)| i));
         cols.extend(self.uid);
