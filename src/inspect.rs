@@ -7,6 +7,7 @@
 //! required; `uid`, `step` and the log-prob columns are checked when present. NaN, ±inf and
 //! positive log-probabilities are counted, not refused.
 
+mod checks;
 mod distribution;
 mod findings;
 mod report;
@@ -31,14 +32,14 @@ use crate::error::Result;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::format::Format;
 use crate::io::input::Input;
-use crate::io::schema::{InputColumns, Needs, ScoreSource, TokenRole};
-use crate::pipeline::{self, Constants, Pipeline, StepConstants};
+use crate::io::schema::{InputColumns, Needs, TokenRole};
+use crate::pipeline::{self, Constants, StepConstants};
 use crate::progress::Progress;
 use crate::scores::Layout;
-use crate::shaping::kl::KlController;
 
-use findings::{Checks, step_report};
-use scan::{Scan, scan};
+use checks::Checks;
+use findings::step_report;
+use scan::scan;
 use tally::StepTally;
 
 /// How to inspect, beyond the algorithm configuration.
@@ -55,12 +56,12 @@ pub struct InspectOptions {
 }
 
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
-    let mut pipeline = Pipeline::new(&config.algorithm)?;
     let opened = Input::open(&opts.input, opts.input_format)?;
     let input = &opened.parquet;
     let file = input.name();
     let schema = input.schema();
     let has = |name: &str| schema.index_of(name).is_ok();
+    // Only the mask and the scores are required; the rest is used when present.
     let needs = Needs {
         uid: has("uid"),
         tokens: Vec::new(),
@@ -70,86 +71,12 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
         purpose: "advcalc inspect".into(),
     };
     let columns = InputColumns::resolve(schema, &needs, file)?;
-    let present = |role| columns.token(role).is_some();
-    let mut notes = Vec::new();
-    if columns.uid.is_none() {
-        notes.push("the file has no `uid` column: group checks are skipped".to_string());
-    }
-    if opts.layout == Layout::Padded {
-        notes.push(
-            "--layout padded: trailing mask-0 tokens are taken for padding, so rows ending in a tool token are not counted".to_string(),
-        );
-    }
-
-    // KL shaping and rejection as the configuration has them, where the file allows.
-    let old_role = if pipeline.bypass {
-        TokenRole::RolloutLogProbs
-    } else {
-        TokenRole::OldLogProbs
-    };
-    if pipeline.kl.is_some() {
-        let missing: Vec<&str> = [old_role, TokenRole::RefLogProb]
-            .into_iter()
-            .filter(|&r| !present(r))
-            .map(TokenRole::column)
-            .collect();
-        if !missing.is_empty() {
-            notes.push(format!(
-                "algorithm.use_kl_in_reward is on but the file has no {}: the KL shaping check is skipped",
-                missing.join(" or ")
-            ));
-            pipeline.kl = None;
-        } else if matches!(pipeline.controller, KlController::Adaptive { .. }) {
-            notes.push(
-                "the adaptive KL controller changes β from step to step; the KL shaping check uses the initial algorithm.kl_ctrl.kl_coef".to_string(),
-            );
-        }
-    }
-    let rs_configured = pipeline
-        .correction
-        .as_ref()
-        .is_some_and(|c| !c.rs.is_empty());
-    let rejection =
-        rs_configured && present(TokenRole::RolloutLogProbs) && present(TokenRole::OldLogProbs);
-    if rs_configured && !rejection {
-        notes.push(
-            "rollout rejection (rollout_rs) is configured but the file lacks old_log_probs or rollout_log_probs: the rejection check is skipped".to_string(),
-        );
-    }
-    if !rejection {
-        pipeline.correction = None;
-    } else if let Some(c) = &mut pipeline.correction {
-        // Only the rejected mask is looked at; no IS weights are needed.
-        c.is = None;
-    }
-    notes.extend(config.notes.iter().cloned());
-    let shape = pipeline.kl.is_some() || rejection;
-    let beta = pipeline.controller.value();
-    let checks = Checks {
-        layout: opts.layout,
-        groups: columns.uid.is_some(),
-        rollout_n: config.rollout_n,
-        kl: present(TokenRole::OldLogProbs) && present(TokenRole::RefLogProb),
-        shaping: pipeline
-            .kl
-            .map(|_| (config.algorithm.kl_penalty.clone(), beta)),
-        mismatch: present(TokenRole::OldLogProbs) && present(TokenRole::RolloutLogProbs),
-        rejection,
-    };
-    let score_column = match &columns.scores {
-        ScoreSource::Tokens { name, .. } => name.as_str(),
-        ScoreSource::Scalar { .. } => "score",
-    };
-    let spec = Scan {
-        layout: opts.layout,
-        score_column,
-        beta: pipeline.kl.map(|_| beta),
-        rejection,
-    };
+    let mut checks = Checks::new(config, &columns, opts.layout)?;
     let constants = Constants::uniform(StepConstants {
-        beta,
+        beta: checks.beta().unwrap_or(0.0),
         is_norm: None,
     });
+    // Values are counted, not refused.
     let decode_options = DecodeOptions {
         layout: opts.layout,
         check_values: false,
@@ -167,13 +94,12 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
             .map(|rg| {
                 let batch = input.read_row_group(rg, Some(&projection))?;
                 let group = decode(&batch, &columns, &decode_options, file, starts[rg])?;
-                let shaped = if shape {
-                    Some(pipeline::shape(&pipeline, &group, &constants, file)?)
-                } else {
-                    None
+                let shaped = match &checks.shaper {
+                    Some(p) => Some(pipeline::shape(p, &group, &constants, file)?),
+                    None => None,
                 };
                 progress.inc(group.rows());
-                Ok(scan(&group, shaped.as_ref(), &spec))
+                Ok(scan(&group, shaped.as_ref(), &checks))
             })
             .collect::<Result<Vec<_>>>()
     })?;
@@ -192,7 +118,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     Ok(Report {
         file: file.to_string(),
         layout: opts.layout,
-        notes,
+        notes: std::mem::take(&mut checks.notes),
         steps: steps
             .into_iter()
             .map(|(step, tally)| step_report(step, tally, &checks))

@@ -655,3 +655,29 @@ fn an_empty_dump_gives_one_empty_section() {
     assert_eq!(s["score_sum"]["median"], Value::Null);
     assert_eq!(s["groups"]["count"], 0);
 }
+
+#[test]
+fn bypass_mode_reads_rollout_log_probs_as_old() {
+    // No old_log_probs: in bypass mode verl's old_log_probs are the rollout's, so
+    // k1 = −0.4375 − (−0.625) = 0.1875 per valid token.
+    let batch = clean().batch().project(&[0, 1, 2, 4, 5]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), &batch, 3);
+    let (_, json) = inspect_json(
+        tmp.path(),
+        "in.parquet",
+        &[
+            "--set",
+            "algorithm.rollout_correction.bypass_mode=true",
+            "--set",
+            KL_ON,
+            "--set",
+            "algorithm.kl_ctrl.kl_coef=0.001",
+        ],
+    );
+    assert_codes(&json, &[]);
+    let s = &json["steps"][0];
+    assert_eq!(s["kl"]["mean_k1"], 0.1875);
+    assert_eq!(s["kl"]["shaping"]["rows_sign_flipped"], 0);
+    assert_eq!(s["train_rollout_mismatch"], Value::Null);
+}

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::groups::Grouping;
 use crate::scores::Layout;
 
+use super::checks::Checks;
 use super::distribution::Distribution;
 use super::report::{
     Groups, Kl, KlShaping, Mismatch, Rejection, ScoreSums, StepReport, ToolSpans, Warning,
@@ -16,24 +17,6 @@ use super::thresholds::{
     KL_DOMINANCE_RATIO, MISMATCH_EXTREME_FRACTION, MISMATCH_OUTSIDE_FRACTION,
     NO_SIGNAL_GROUP_FRACTION, RATIO_EXTREME, RATIO_HIGH, RATIO_LOW, REJECTED_FRACTION,
 };
-
-/// What the input and configuration allow to be checked.
-#[derive(Debug, Clone, Default)]
-pub struct Checks {
-    pub layout: Layout,
-    /// The file has `uid`.
-    pub groups: bool,
-    /// `actor_rollout_ref.rollout.n`.
-    pub rollout_n: Option<i64>,
-    /// The file has `old_log_probs` and `ref_log_prob`.
-    pub kl: bool,
-    /// KL in reward runs: (`algorithm.kl_penalty`, β).
-    pub shaping: Option<(String, f64)>,
-    /// The file has `old_log_probs` and `rollout_log_probs`.
-    pub mismatch: bool,
-    /// Rejection sampling is configured and runs.
-    pub rejection: bool,
-}
 
 /// Sum in row order (the order of the rows in the file, whatever the row-group layout).
 fn sum(values: impl Iterator<Item = f64>) -> f64 {

@@ -9,21 +9,10 @@ use crate::io::schema::TokenRole;
 use crate::pipeline::Shaped;
 use crate::scores::Layout;
 
+use super::checks::Checks;
 use super::spans::{ends_in_tool_token, tool_spans};
 use super::tally::{RowFacts, StepTally};
 use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
-
-/// What to look at in each row group.
-#[derive(Debug, Clone)]
-pub struct Scan<'a> {
-    pub layout: Layout,
-    /// The score column's name (`rm_scores`, `token_level_scores` or `score`).
-    pub score_column: &'a str,
-    /// β, when the configured KL penalty shapes the reward (`shaped` then holds it).
-    pub beta: Option<f64>,
-    /// Rejection sampling runs (`shaped.mask` is the rejected mask).
-    pub rejection: bool,
-}
 
 /// Tally the rows of `group` by step.
 // Rows index several parallel columns through their spans.
@@ -31,16 +20,17 @@ pub struct Scan<'a> {
 pub fn scan(
     group: &RowGroup,
     shaped: Option<&Shaped>,
-    spec: &Scan,
+    checks: &Checks,
 ) -> BTreeMap<Option<i64>, StepTally> {
     let old = group.token(TokenRole::OldLogProbs);
+    let kl_old = checks.kl_old.and_then(|role| group.token(role));
     let reference = group.token(TokenRole::RefLogProb);
     let rollout = group.token(TokenRole::RolloutLogProbs);
     let mut tallies: BTreeMap<Option<i64>, StepTally> = BTreeMap::new();
     for i in 0..group.rows() {
         let t = tallies
             .entry(group.step_of(i))
-            .or_insert_with(|| fresh(group, spec));
+            .or_insert_with(|| fresh(group, checks));
         let s = group.span(i);
         let mask = &group.mask.values[s.clone()];
         let scores = &group.scores[s.clone()];
@@ -61,7 +51,7 @@ pub fn scan(
             t.rows_with_valid_token += 1;
         }
         t.padding_rows += u64::from(padding);
-        if spec.layout == Layout::Ragged && ends_in_tool_token(mask) {
+        if checks.layout == Layout::Ragged && ends_in_tool_token(mask) {
             t.rows_ending_in_tool_token += 1;
         }
         let masked_rewards = mask
@@ -76,7 +66,7 @@ pub fn scan(
         t.spans += spans;
         t.max_spans = t.max_spans.max(spans);
 
-        if let (Some(old), Some(reference)) = (old, reference) {
+        if let (Some(old), Some(reference)) = (kl_old, reference) {
             for ((&m, &a), &b) in mask.iter().zip(&old[s.clone()]).zip(&reference[s.clone()]) {
                 if m != 0.0 && a.is_finite() && b.is_finite() {
                     let k1 = a as f64 - b as f64;
@@ -86,7 +76,7 @@ pub fn scan(
                 }
             }
         }
-        if let (Some(beta), Some(shaped)) = (spec.beta, shaped) {
+        if let (Some(beta), Some(shaped)) = (checks.beta(), shaped) {
             let shaped_sum: f64 = shaped.rewards[s.clone()].iter().map(|&x| x as f64).sum();
             facts.penalty = beta * shaped.kl_sum[i];
             let flipped =
@@ -105,7 +95,7 @@ pub fn scan(
                 }
             }
         }
-        if let (true, Some(shaped)) = (spec.rejection, shaped) {
+        if let (true, Some(shaped)) = (checks.rejection, shaped) {
             let rejected = &shaped.mask[s.clone()];
             let mut kept = 0;
             for (&m, &r) in mask.iter().zip(rejected) {
@@ -141,9 +131,9 @@ pub fn scan(
 
 /// An empty tally with the columns of `group` in a fixed order: scores, the token columns,
 /// `reward_baselines`.
-fn fresh(group: &RowGroup, spec: &Scan) -> StepTally {
+fn fresh(group: &RowGroup, checks: &Checks) -> StepTally {
     let mut t = StepTally::default();
-    t.column(spec.score_column, false);
+    t.column(&checks.score_column, false);
     for (role, _) in &group.tokens {
         t.column(role.column(), role.is_log_prob());
     }
