@@ -526,17 +526,15 @@ impl StepReport {
                 .collect();
             row("positive log-probs", list_or_none(positive));
         }
-        if let Some(adv) = &self.advantages {
-            match adv {
-                Value::Object(m) => {
-                    for (k, v) in m {
-                        row(&format!("advantages: {k}"), v.to_string());
-                    }
-                }
-                other => row("advantages", other.to_string()),
-            }
-        }
         rows
+    }
+
+    /// The advantage statistics' rows: one per key (values as compact JSON).
+    fn advantage_table(&self) -> Option<Vec<(String, String)>> {
+        Some(match self.advantages.as_ref()? {
+            Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+            other => vec![("value".to_string(), other.to_string())],
+        })
     }
 
     /// The step's table, then its warnings.
@@ -545,21 +543,28 @@ impl StepReport {
             Some(s) => format!("step {s}\n"),
             None => "all rows\n".to_string(),
         };
-        let rows = self.table();
-        let width = rows
-            .iter()
-            .map(|(k, _)| k.chars().count())
-            .max()
-            .unwrap_or(0);
-        for (k, v) in rows {
-            let pad = width - k.chars().count();
-            out += &format!("  {k}{}  {v}\n", " ".repeat(pad));
+        out += &aligned(&self.table());
+        if let Some(rows) = self.advantage_table() {
+            out += "advantages\n";
+            out += &aligned(&rows);
         }
         for w in &self.warnings {
             out += &format!("warning: {}: {}\n", w.code, w.message);
         }
         out
     }
+}
+
+/// Two columns, indented, the values aligned (widths in characters).
+fn aligned(rows: &[(String, String)]) -> String {
+    let width = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("  {k}{}  {v}\n", " ".repeat(width - k.chars().count())))
+        .collect()
 }
 
 fn list_or_none(items: Vec<String>) -> String {
@@ -655,5 +660,20 @@ mod tests {
         assert_eq!(report.warnings(), 1);
         assert!(report.render().ends_with("\n1 warning\n"));
         assert_eq!(report.to_json()["steps"][0]["warnings"][0]["code"], "x");
+    }
+
+    #[test]
+    fn advantages_are_a_section_of_their_own() {
+        let step = StepReport {
+            advantages: Some(json!({ "mean": 0.0, "max_abs": 1.5 })),
+            ..Default::default()
+        };
+        let text = step.render();
+        assert!(
+            text.contains("\nadvantages\n  max_abs  1.5\n  mean     0.0\n"),
+            "{text}"
+        );
+        assert_eq!(step.to_json()["advantages"]["max_abs"], 1.5);
+        assert_eq!(StepReport::default().to_json()["advantages"], Value::Null);
     }
 }
