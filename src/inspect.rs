@@ -1,11 +1,46 @@
-//! `advcalc inspect`: the checklist an engineer runs on a dump before blaming the optimiser.
+//! `advcalc inspect`: the checklist an engineer runs on a dump before blaming the optimiser
+//! (docs/inspect.md). One parallel pass over the row groups tallies each step's rows —
+//! counts, plus a few scalars per row, never the tokens — and the merged tallies become the
+//! per-step findings, with a warning for each finding that is likely a mistake.
+//!
+//! Unlike `run`, inspect reads what a bare dump has: only `response_mask` and the scores are
+//! required; `uid`, `step` and the log-prob columns are checked when present. NaN, ±inf and
+//! positive log-probabilities are counted, not refused.
 
+mod checks;
+mod distribution;
+mod findings;
+mod report;
+mod scan;
+mod spans;
+mod tally;
+mod thresholds;
+
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use rayon::prelude::*;
+
+pub use report::{
+    Groups, Kl, KlShaping, Mismatch, Rejection, Report, ScoreSums, StepReport, ToolSpans, Warning,
+};
+pub use tally::ColumnCounts;
+
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::driver::thread_pool;
+use crate::error::Result;
+use crate::io::decode::{DecodeOptions, decode};
 use crate::io::format::Format;
+use crate::io::input::Input;
+use crate::io::schema::{InputColumns, Needs, TokenRole};
+use crate::pipeline::{self, Constants, StepConstants};
+use crate::progress::Progress;
 use crate::scores::Layout;
+
+use checks::Checks;
+use findings::step_report;
+use scan::scan;
+use tally::StepTally;
 
 /// How to inspect, beyond the algorithm configuration.
 #[derive(Debug, Clone)]
@@ -20,27 +55,73 @@ pub struct InspectOptions {
     pub estimator_given: bool,
 }
 
-/// The findings, per step.
-#[derive(Debug, Clone, Default)]
-pub struct Report {}
+pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
+    let opened = Input::open(&opts.input, opts.input_format)?;
+    let input = &opened.parquet;
+    let file = input.name();
+    let schema = input.schema();
+    let has = |name: &str| schema.index_of(name).is_ok();
+    // Only the mask and the scores are required; the rest is used when present.
+    let needs = Needs {
+        uid: has("uid"),
+        tokens: Vec::new(),
+        optional: TokenRole::ALL.to_vec(),
+        reward_baselines: has("reward_baselines"),
+        components: Vec::new(),
+        purpose: "advcalc inspect".into(),
+    };
+    let columns = InputColumns::resolve(schema, &needs, file)?;
+    let mut checks = Checks::new(config, &columns, opts.layout)?;
+    let constants = Constants::uniform(StepConstants {
+        beta: checks.beta().unwrap_or(0.0),
+        is_norm: None,
+    });
+    // Values are counted, not refused.
+    let decode_options = DecodeOptions {
+        layout: opts.layout,
+        check_values: false,
+        allow_nonfinite: true,
+    };
 
-impl Report {
-    /// The report as JSON (the stable, documented form: docs/inspect.md).
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::Null
+    let projection = columns.statistics_projection();
+    let starts = input.row_group_starts();
+    let row_groups = input.num_row_groups();
+    let progress = Progress::new(starts[row_groups] as u64, opts.progress);
+    progress.pass("inspecting");
+    let partials = thread_pool(opts.threads)?.install(|| {
+        (0..row_groups)
+            .into_par_iter()
+            .map(|rg| {
+                let batch = input.read_row_group(rg, Some(&projection))?;
+                let group = decode(&batch, &columns, &decode_options, file, starts[rg])?;
+                let shaped = match &checks.shaper {
+                    Some(p) => Some(pipeline::shape(p, &group, &constants, file)?),
+                    None => None,
+                };
+                progress.inc(group.rows());
+                Ok(scan(&group, shaped.as_ref(), &checks))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    progress.finish();
+
+    // Merge in row-group order, so nothing depends on the thread count.
+    let mut steps: BTreeMap<Option<i64>, StepTally> = BTreeMap::new();
+    for partial in partials {
+        for (step, tally) in partial {
+            steps.entry(step).or_default().merge(tally);
+        }
     }
-
-    /// The report as aligned tables for a terminal.
-    pub fn render(&self) -> String {
-        String::new()
+    if columns.step.is_none() && steps.is_empty() {
+        steps.insert(None, StepTally::default());
     }
-
-    /// How many warnings the report raises.
-    pub fn warnings(&self) -> usize {
-        0
-    }
-}
-
-pub fn inspect(_config: &Config, _opts: &InspectOptions) -> Result<Report> {
-    Err(Error::usage("advcalc inspect is not implemented yet"))
+    Ok(Report {
+        file: file.to_string(),
+        layout: opts.layout,
+        notes: std::mem::take(&mut checks.notes),
+        steps: steps
+            .into_iter()
+            .map(|(step, tally)| step_report(step, tally, &checks))
+            .collect(),
+    })
 }

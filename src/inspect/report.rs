@@ -1,0 +1,679 @@
+//! The inspect report: per-step findings and their warnings, as stable JSON (documented
+//! key by key in docs/inspect.md) and as aligned tables for a terminal.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::scores::Layout;
+
+use super::distribution::Distribution;
+use super::tally::ColumnCounts;
+use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
+
+/// A finding that is likely a mistake: a stable snake_case code and a one-line explanation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warning {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The findings, per step.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// The input's name (`<stdin>` for `-`).
+    pub file: String,
+    pub layout: Layout,
+    /// What was not checked and why, and configuration notes.
+    pub notes: Vec<String>,
+    /// One section per `step` value, in step order (one section without a step column).
+    pub steps: Vec<StepReport>,
+}
+
+/// One step's findings.
+#[derive(Debug, Clone, Default)]
+pub struct StepReport {
+    pub step: Option<i64>,
+    pub rows: u64,
+    pub tokens: u64,
+    pub valid_tokens: u64,
+    pub rows_without_valid_token: u64,
+    pub v1_padding_rows: u64,
+    /// `None` under `--layout padded`, where trailing mask-0 tokens are padding.
+    pub rows_ending_in_tool_token: Option<u64>,
+    pub masked_reward_rows: u64,
+    pub masked_reward_tokens: u64,
+    pub tool_spans: ToolSpans,
+    /// `None` without a `uid` column.
+    pub groups: Option<Groups>,
+    pub score_sum: ScoreSums,
+    /// `None` without `old_log_probs` and `ref_log_prob`.
+    pub kl: Option<Kl>,
+    /// `None` without `old_log_probs` and `rollout_log_probs`.
+    pub mismatch: Option<Mismatch>,
+    /// `None` unless rejection sampling is configured and runs.
+    pub rejection: Option<Rejection>,
+    /// NaN/±inf (and, for log-prob columns, positive values) per inspected column.
+    pub columns: Vec<ColumnCounts>,
+    /// Advantage statistics of the configured estimator: reserved, filled by the advantage
+    /// checks (rendered as a section of its own when present).
+    pub advantages: Option<Value>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Tool spans per row: rows with 0, 1, 2, 3 or more spans, the mean and the maximum.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSpans {
+    pub rows: [u64; 4],
+    pub mean: Option<f64>,
+    pub max: u64,
+}
+
+/// uid groups of one step (V1 padding rows left out).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Groups {
+    pub count: u64,
+    /// size → number of groups.
+    pub sizes: BTreeMap<usize, u64>,
+    /// `actor_rollout_ref.rollout.n`, when configured.
+    pub expected_size: Option<i64>,
+    /// Groups whose score sums are all equal.
+    pub no_signal: u64,
+}
+
+/// The distribution of per-row score sums (finite sums of non-padding rows).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScoreSums {
+    pub distribution: Option<Distribution>,
+    pub non_finite_rows: u64,
+}
+
+/// KL magnitude, k1 = old_log_probs − ref_log_prob over valid tokens.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Kl {
+    pub tokens: u64,
+    pub mean_k1: Option<f64>,
+    pub mean_abs_k1: Option<f64>,
+    pub mean_row_sum_k1: Option<f64>,
+    /// With `algorithm.use_kl_in_reward`: what the configured penalty does to the rewards.
+    pub shaping: Option<KlShaping>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KlShaping {
+    /// `algorithm.kl_penalty`.
+    pub estimator: String,
+    /// β (`algorithm.kl_ctrl.kl_coef`).
+    pub coef: f64,
+    pub rows_sign_flipped: u64,
+    pub mean_abs_penalty: Option<f64>,
+    pub mean_abs_score_sum: Option<f64>,
+}
+
+/// Train/rollout mismatch over valid tokens with finite old and rollout log-probs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mismatch {
+    pub tokens: u64,
+    pub mean_abs_diff: Option<f64>,
+    pub ratio_outside: u64,
+    pub ratio_extreme: u64,
+}
+
+/// What the configured rejection sampling removes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rejection {
+    pub valid_tokens: u64,
+    pub rejected_tokens: u64,
+    pub rows_with_valid_token: u64,
+    pub rows_fully_rejected: u64,
+    pub outside_mask: u64,
+}
+
+/// `a / b`, `None` when `b` is 0.
+pub fn fraction(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+fn opt(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, Value::from)
+}
+
+impl Report {
+    /// The report as JSON (the stable, documented form: docs/inspect.md).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "file": self.file,
+            "layout": layout_name(self.layout),
+            "notes": self.notes,
+            "steps": self.steps.iter().map(StepReport::to_json).collect::<Vec<_>>(),
+            "warnings": self.warnings(),
+        })
+    }
+
+    /// How many warnings the report raises.
+    pub fn warnings(&self) -> usize {
+        self.steps.iter().map(|s| s.warnings.len()).sum()
+    }
+
+    /// The report as aligned tables for a terminal.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "advcalc inspect: {} ({} layout)\n",
+            self.file,
+            layout_name(self.layout)
+        );
+        for note in &self.notes {
+            out += &format!("note: {note}\n");
+        }
+        for step in &self.steps {
+            out.push('\n');
+            out += &step.render();
+        }
+        let n = self.warnings();
+        out += &format!("\n{n} warning{}\n", if n == 1 { "" } else { "s" });
+        out
+    }
+}
+
+fn layout_name(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Ragged => "ragged",
+        Layout::Padded => "padded",
+    }
+}
+
+impl StepReport {
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_string(), v);
+        };
+        put("step", self.step.map_or(Value::Null, Value::from));
+        put("rows", self.rows.into());
+        put("tokens", self.tokens.into());
+        put("valid_tokens", self.valid_tokens.into());
+        put(
+            "valid_token_fraction",
+            opt(fraction(self.valid_tokens, self.tokens)),
+        );
+        put(
+            "rows_without_valid_token",
+            self.rows_without_valid_token.into(),
+        );
+        put("v1_padding_rows", self.v1_padding_rows.into());
+        put(
+            "rows_ending_in_tool_token",
+            self.rows_ending_in_tool_token
+                .map_or(Value::Null, Value::from),
+        );
+        put(
+            "masked_rewards",
+            json!({ "rows": self.masked_reward_rows, "tokens": self.masked_reward_tokens }),
+        );
+        let t = &self.tool_spans;
+        put(
+            "tool_spans",
+            json!({
+                "rows_with_0": t.rows[0],
+                "rows_with_1": t.rows[1],
+                "rows_with_2": t.rows[2],
+                "rows_with_3_or_more": t.rows[3],
+                "mean": opt(t.mean),
+                "max": t.max,
+            }),
+        );
+        put(
+            "groups",
+            self.groups.as_ref().map_or(Value::Null, |g| {
+                json!({
+                    "count": g.count,
+                    "size_histogram": g.sizes.iter()
+                        .map(|(k, v)| (k.to_string(), Value::from(*v)))
+                        .collect::<Map<_, _>>(),
+                    "expected_size": g.expected_size,
+                    "no_signal": g.no_signal,
+                    "no_signal_fraction": opt(fraction(g.no_signal, g.count)),
+                })
+            }),
+        );
+        let d = self.score_sum.distribution;
+        let q = |f: fn(&Distribution) -> f64| opt(d.as_ref().map(f));
+        put(
+            "score_sum",
+            json!({
+                "rows": d.map_or(0, |d| d.count),
+                "non_finite_rows": self.score_sum.non_finite_rows,
+                "min": q(|d| d.min),
+                "p5": q(|d| d.p5),
+                "p25": q(|d| d.p25),
+                "median": q(|d| d.median),
+                "p75": q(|d| d.p75),
+                "p95": q(|d| d.p95),
+                "max": q(|d| d.max),
+                "mean": q(|d| d.mean),
+            }),
+        );
+        put(
+            "kl",
+            self.kl.as_ref().map_or(Value::Null, |k| {
+                json!({
+                    "tokens": k.tokens,
+                    "mean_k1": opt(k.mean_k1),
+                    "mean_abs_k1": opt(k.mean_abs_k1),
+                    "mean_row_sum_k1": opt(k.mean_row_sum_k1),
+                    "shaping": k.shaping.as_ref().map_or(Value::Null, |s| json!({
+                        "kl_penalty": s.estimator,
+                        "kl_coef": s.coef,
+                        "rows_sign_flipped": s.rows_sign_flipped,
+                        "sign_flipped_fraction": opt(fraction(s.rows_sign_flipped, self.rows)),
+                        "mean_abs_penalty": opt(s.mean_abs_penalty),
+                        "mean_abs_score_sum": opt(s.mean_abs_score_sum),
+                    })),
+                })
+            }),
+        );
+        put(
+            "train_rollout_mismatch",
+            self.mismatch.as_ref().map_or(Value::Null, |x| {
+                json!({
+                    "tokens": x.tokens,
+                    "mean_abs_diff": opt(x.mean_abs_diff),
+                    "ratio_range": [RATIO_LOW, RATIO_HIGH],
+                    "ratio_outside": x.ratio_outside,
+                    "ratio_outside_fraction": opt(fraction(x.ratio_outside, x.tokens)),
+                    "ratio_extreme_above": RATIO_EXTREME,
+                    "ratio_extreme": x.ratio_extreme,
+                    "ratio_extreme_fraction": opt(fraction(x.ratio_extreme, x.tokens)),
+                })
+            }),
+        );
+        put(
+            "rejection",
+            self.rejection.as_ref().map_or(Value::Null, |r| {
+                json!({
+                    "valid_tokens": r.valid_tokens,
+                    "rejected_tokens": r.rejected_tokens,
+                    "rejected_token_fraction": opt(fraction(r.rejected_tokens, r.valid_tokens)),
+                    "rows_with_valid_token": r.rows_with_valid_token,
+                    "rows_fully_rejected": r.rows_fully_rejected,
+                    "rows_fully_rejected_fraction":
+                        opt(fraction(r.rows_fully_rejected, r.rows_with_valid_token)),
+                    "mask0_tokens_set": r.outside_mask,
+                })
+            }),
+        );
+        put(
+            "non_finite",
+            self.columns
+                .iter()
+                .map(|c| (c.name.clone(), json!({ "nan": c.nan, "inf": c.inf })))
+                .collect::<Map<_, _>>()
+                .into(),
+        );
+        put(
+            "positive_log_probs",
+            self.columns
+                .iter()
+                .filter(|c| c.log_prob)
+                .map(|c| (c.name.clone(), Value::from(c.positive)))
+                .collect::<Map<_, _>>()
+                .into(),
+        );
+        put("advantages", self.advantages.clone().unwrap_or(Value::Null));
+        put(
+            "warnings",
+            self.warnings
+                .iter()
+                .map(|w| json!({ "code": w.code, "message": w.message }))
+                .collect::<Vec<_>>()
+                .into(),
+        );
+        Value::Object(m)
+    }
+
+    /// The finding/value rows of this step's table.
+    fn table(&self) -> Vec<(String, String)> {
+        let mut rows: Vec<(String, String)> = Vec::new();
+        let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+        row("rows", self.rows.to_string());
+        row("tokens", self.tokens.to_string());
+        row(
+            "valid tokens (mask 1)",
+            format!(
+                "{}{}",
+                self.valid_tokens,
+                paren_pct(fraction(self.valid_tokens, self.tokens))
+            ),
+        );
+        row(
+            "rows without a valid token",
+            self.rows_without_valid_token.to_string(),
+        );
+        row("verl V1 padding rows", self.v1_padding_rows.to_string());
+        row(
+            "rows ending in a tool token",
+            self.rows_ending_in_tool_token
+                .map_or("not checked (--layout padded)".into(), |n| n.to_string()),
+        );
+        row(
+            "rewards on mask-0 tokens",
+            format!(
+                "{} rows, {} tokens",
+                self.masked_reward_rows, self.masked_reward_tokens
+            ),
+        );
+        let t = &self.tool_spans;
+        row(
+            "tool spans per row",
+            format!(
+                "0: {}, 1: {}, 2: {}, 3+: {} rows (mean {}, max {})",
+                t.rows[0],
+                t.rows[1],
+                t.rows[2],
+                t.rows[3],
+                num_opt(t.mean),
+                t.max
+            ),
+        );
+        match &self.groups {
+            None => row("groups", "not checked (no uid column)".into()),
+            Some(g) => {
+                row("groups", g.count.to_string());
+                row(
+                    "group sizes",
+                    format!(
+                        "{}{}",
+                        histogram(&g.sizes),
+                        g.expected_size
+                            .map(|n| format!(" (rollout.n = {n})"))
+                            .unwrap_or_default()
+                    ),
+                );
+                row(
+                    "groups with all-equal scores",
+                    format!(
+                        "{}{}",
+                        g.no_signal,
+                        paren_pct(fraction(g.no_signal, g.count))
+                    ),
+                );
+            }
+        }
+        match &self.score_sum.distribution {
+            None => row("score sum per row", "no rows".into()),
+            Some(d) => {
+                row(
+                    "score sum per row",
+                    format!(
+                        "min {}, p5 {}, p25 {}, median {}, p75 {}, p95 {}, max {}",
+                        num(d.min),
+                        num(d.p5),
+                        num(d.p25),
+                        num(d.median),
+                        num(d.p75),
+                        num(d.p95),
+                        num(d.max)
+                    ),
+                );
+                row("score sum mean", num(d.mean));
+            }
+        }
+        if self.score_sum.non_finite_rows > 0 {
+            row(
+                "non-finite score sums",
+                format!("{} rows", self.score_sum.non_finite_rows),
+            );
+        }
+        match &self.kl {
+            None => row(
+                "KL (old − ref)",
+                "not checked (needs old_log_probs and ref_log_prob)".into(),
+            ),
+            Some(k) => {
+                row(
+                    "KL k1 = old − ref per token",
+                    format!(
+                        "mean {}, mean |k1| {} ({} tokens)",
+                        num_opt(k.mean_k1),
+                        num_opt(k.mean_abs_k1),
+                        k.tokens
+                    ),
+                );
+                row("KL k1 sum per row, mean", num_opt(k.mean_row_sum_k1));
+                if let Some(s) = &k.shaping {
+                    row(
+                        "KL penalty in reward",
+                        format!("{}, β = {}", s.estimator, num(s.coef)),
+                    );
+                    row(
+                        "mean |β·ΣKL| vs mean |score|",
+                        format!(
+                            "{} vs {}",
+                            num_opt(s.mean_abs_penalty),
+                            num_opt(s.mean_abs_score_sum)
+                        ),
+                    );
+                    row(
+                        "rows whose sign the KL flips",
+                        format!(
+                            "{}{}",
+                            s.rows_sign_flipped,
+                            paren_pct(fraction(s.rows_sign_flipped, self.rows))
+                        ),
+                    );
+                }
+            }
+        }
+        match &self.mismatch {
+            None => row(
+                "train/rollout mismatch",
+                "not checked (needs old_log_probs and rollout_log_probs)".into(),
+            ),
+            Some(x) => {
+                row(
+                    "mean |old − rollout|",
+                    format!("{} ({} tokens)", num_opt(x.mean_abs_diff), x.tokens),
+                );
+                row(
+                    &format!("ratio outside [{RATIO_LOW}, {RATIO_HIGH}]"),
+                    format!(
+                        "{}{}",
+                        x.ratio_outside,
+                        paren_pct(fraction(x.ratio_outside, x.tokens))
+                    ),
+                );
+                row(
+                    &format!("ratio above {RATIO_EXTREME}"),
+                    format!(
+                        "{}{}",
+                        x.ratio_extreme,
+                        paren_pct(fraction(x.ratio_extreme, x.tokens))
+                    ),
+                );
+            }
+        }
+        if let Some(r) = &self.rejection {
+            row(
+                "rejected valid tokens",
+                format!(
+                    "{}{}",
+                    r.rejected_tokens,
+                    paren_pct(fraction(r.rejected_tokens, r.valid_tokens))
+                ),
+            );
+            row(
+                "rows fully rejected",
+                format!(
+                    "{}{}",
+                    r.rows_fully_rejected,
+                    paren_pct(fraction(r.rows_fully_rejected, r.rows_with_valid_token))
+                ),
+            );
+        }
+        let bad: Vec<String> = self
+            .columns
+            .iter()
+            .filter(|c| c.nan + c.inf > 0)
+            .map(|c| format!("{} {} NaN, {} inf", c.name, c.nan, c.inf))
+            .collect();
+        row("non-finite values", list_or_none(bad));
+        if self.columns.iter().any(|c| c.log_prob) {
+            let positive: Vec<String> = self
+                .columns
+                .iter()
+                .filter(|c| c.positive > 0)
+                .map(|c| format!("{} {}", c.name, c.positive))
+                .collect();
+            row("positive log-probs", list_or_none(positive));
+        }
+        rows
+    }
+
+    /// The advantage statistics' rows: one per key (values as compact JSON).
+    fn advantage_table(&self) -> Option<Vec<(String, String)>> {
+        Some(match self.advantages.as_ref()? {
+            Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+            other => vec![("value".to_string(), other.to_string())],
+        })
+    }
+
+    /// The step's table, then its warnings.
+    pub fn render(&self) -> String {
+        let mut out = match self.step {
+            Some(s) => format!("step {s}\n"),
+            None => "all rows\n".to_string(),
+        };
+        out += &aligned(&self.table());
+        if let Some(rows) = self.advantage_table() {
+            out += "advantages\n";
+            out += &aligned(&rows);
+        }
+        for w in &self.warnings {
+            out += &format!("warning: {}: {}\n", w.code, w.message);
+        }
+        out
+    }
+}
+
+/// Two columns, indented, the values aligned (widths in characters).
+fn aligned(rows: &[(String, String)]) -> String {
+    let width = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("  {k}{}  {v}\n", " ".repeat(width - k.chars().count())))
+        .collect()
+}
+
+fn list_or_none(items: Vec<String>) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join("; ")
+    }
+}
+
+/// `size: groups` pairs, e.g. `8: 3 groups, 7: 1 group`.
+pub fn histogram(sizes: &BTreeMap<usize, u64>) -> String {
+    sizes
+        .iter()
+        .map(|(size, n)| format!("{size}: {n} group{}", if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// ` (12.5%)`, or nothing when the fraction is undefined.
+fn paren_pct(f: Option<f64>) -> String {
+    f.map(|f| format!(" ({})", pct(f))).unwrap_or_default()
+}
+
+/// A fraction as a percentage with one decimal.
+pub fn pct(f: f64) -> String {
+    format!("{:.1}%", 100.0 * f)
+}
+
+/// A number for a human: up to 4 decimals without trailing zeros, scientific when tiny or
+/// huge.
+pub fn num(x: f64) -> String {
+    if x == 0.0 || x.is_nan() || x.is_infinite() {
+        return format!("{x}");
+    }
+    let a = x.abs();
+    if !(1e-3..1e7).contains(&a) {
+        return format!("{x:.3e}");
+    }
+    let s = format!("{x:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
+}
+
+fn num_opt(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), num)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_for_humans() {
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(1.0), "1");
+        assert_eq!(num(-2.5), "-2.5");
+        assert_eq!(num(1.0 / 3.0), "0.3333");
+        assert_eq!(num(1e-5), "1.000e-5");
+        assert_eq!(pct(0.125), "12.5%");
+        let mut sizes = BTreeMap::new();
+        sizes.insert(8, 3);
+        sizes.insert(7, 1);
+        assert_eq!(histogram(&sizes), "7: 1 group, 8: 3 groups");
+    }
+
+    #[test]
+    fn table_is_aligned_and_warnings_follow() {
+        let step = StepReport {
+            step: Some(2),
+            rows: 4,
+            tokens: 8,
+            valid_tokens: 6,
+            warnings: vec![Warning {
+                code: "x",
+                message: "y".into(),
+            }],
+            ..Default::default()
+        };
+        let text = step.render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "step 2");
+        // Every value starts in the same column.
+        let col = |l: &str| l.find("  4").or(l.find("  8"));
+        assert!(lines[1].starts_with("  rows "));
+        assert_eq!(col(lines[1]), col(lines[2]));
+        assert!(lines[3].ends_with("6 (75.0%)"));
+        assert_eq!(*lines.last().unwrap(), "warning: x: y");
+        let report = Report {
+            steps: vec![step],
+            ..Default::default()
+        };
+        assert_eq!(report.warnings(), 1);
+        assert!(report.render().ends_with("\n1 warning\n"));
+        assert_eq!(report.to_json()["steps"][0]["warnings"][0]["code"], "x");
+    }
+
+    #[test]
+    fn advantages_are_a_section_of_their_own() {
+        let step = StepReport {
+            advantages: Some(json!({ "mean": 0.0, "max_abs": 1.5 })),
+            ..Default::default()
+        };
+        let text = step.render();
+        assert!(
+            text.contains("\nadvantages\n  max_abs  1.5\n  mean     0.0\n"),
+            "{text}"
+        );
+        assert_eq!(step.to_json()["advantages"]["max_abs"], 1.5);
+        assert_eq!(StepReport::default().to_json()["advantages"], Value::Null);
+    }
+}
