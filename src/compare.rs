@@ -17,11 +17,13 @@ use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::config::Config;
+use crate::dispatch::training_batches;
 use crate::driver::{prepare_jobs, thread_pool};
 use crate::error::{Error, Result};
 use crate::groups::{GroupKey, Grouping};
 use crate::io::format::Format;
 use crate::io::input::Input;
+use crate::io::read::ParquetInput;
 use crate::io::schema::InputColumns;
 use crate::job::{GroupOutputs, Job, Prepared};
 use crate::pipeline::Pipeline;
@@ -75,13 +77,7 @@ fn bucket_of(pass_rate: f64) -> usize {
 pub struct VariantSummary {
     pub label: String,
     pub estimator: String,
-    pub valid_tokens: u64,
-    pub mean: f64,
-    /// Population standard deviation.
-    pub std: f64,
-    pub min: f64,
-    pub max: f64,
-    pub zero_fraction: f64,
+    pub tokens: TokenStats,
     /// Per pass-rate bucket (`BUCKETS`); `None` without a `uid` column.
     pub buckets: Option<Vec<BucketSummary>>,
     /// Σ advantage over the valid tokens of correct / incorrect rows.
@@ -90,6 +86,66 @@ pub struct VariantSummary {
     /// Share of Σ |advantage| on correct rows.
     pub abs_share_correct: f64,
     pub warnings: Vec<String>,
+}
+
+/// Advantage statistics over a set of valid tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenStats {
+    pub valid_tokens: u64,
+    pub mean: f64,
+    /// Population standard deviation.
+    pub std: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Fraction of the valid tokens whose advantage is exactly 0.
+    pub zero_fraction: f64,
+}
+
+impl TokenStats {
+    /// Add up rows' sums in the given order (0 everywhere without a valid token).
+    fn of<'a>(rows: impl IntoIterator<Item = &'a RowSums>) -> Self {
+        let mut t = RowSums::empty();
+        for r in rows {
+            t.valid += r.valid;
+            t.sum += r.sum;
+            t.sum_sq += r.sum_sq;
+            t.zeros += r.zeros;
+            t.min = t.min.min(r.min);
+            t.max = t.max.max(r.max);
+        }
+        if t.valid == 0 {
+            return TokenStats {
+                valid_tokens: 0,
+                mean: 0.0,
+                std: 0.0,
+                min: 0.0,
+                max: 0.0,
+                zero_fraction: 0.0,
+            };
+        }
+        let n = t.valid as f64;
+        let mean = t.sum / n;
+        TokenStats {
+            valid_tokens: t.valid,
+            mean,
+            std: (t.sum_sq / n - mean * mean).max(0.0).sqrt(),
+            min: t.min,
+            max: t.max,
+            zero_fraction: t.zeros as f64 / n,
+        }
+    }
+
+    /// The statistics as JSON fields.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("valid_tokens".into(), json!(self.valid_tokens));
+        m.insert("mean".into(), json!(self.mean));
+        m.insert("std".into(), json!(self.std));
+        m.insert("min".into(), json!(self.min));
+        m.insert("max".into(), json!(self.max));
+        m.insert("zero_fraction".into(), json!(self.zero_fraction));
+        m
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -129,7 +185,7 @@ pub struct Comparison {
 }
 
 /// Per row and variant: what pass 2 keeps (O(rows) scalars, never tokens).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct RowSums {
     valid: u64,
     sum: f64,
@@ -138,6 +194,20 @@ struct RowSums {
     zeros: u64,
     min: f64,
     max: f64,
+}
+
+impl RowSums {
+    fn empty() -> Self {
+        RowSums {
+            valid: 0,
+            sum: 0.0,
+            sum_sq: 0.0,
+            sum_abs: 0.0,
+            zeros: 0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
 }
 
 /// One row group's partial results.
@@ -151,6 +221,60 @@ struct Partial {
 }
 
 pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
+    let opened = Input::open(&opts.input, opts.input_format)?;
+    let input = &opened.parquet;
+    let collected = collect(variants, input, opts)?;
+    Ok(summarise(
+        variants,
+        collected,
+        input.name(),
+        opts.correct_above,
+    ))
+}
+
+/// One configuration's advantage statistics per training batch, and the data warnings
+/// `run` would print.
+pub struct StepAdvantages {
+    pub by_step: Vec<(Option<i64>, TokenStats)>,
+    pub warnings: Vec<String>,
+}
+
+/// The advantage statistics of one configuration, per training batch (for `inspect`).
+pub fn advantages_by_step(
+    config: &Config,
+    input: &ParquetInput,
+    opts: &CompareOptions,
+) -> Result<StepAdvantages> {
+    let variant = Variant {
+        label: config.algorithm.adv_estimator.name().to_string(),
+        config: config.clone(),
+    };
+    let mut collected = collect(std::slice::from_ref(&variant), input, opts)?;
+    let prepared = collected.prepared.pop().expect("one variant");
+    let rows = collected.rows.pop().expect("one variant");
+    let by_step = training_batches(prepared.stats.step.as_deref(), rows.len())
+        .into_iter()
+        .map(|(step, batch)| (step, TokenStats::of(batch.iter().map(|&r| &rows[r]))))
+        .collect();
+    Ok(StepAdvantages {
+        by_step,
+        warnings: prepared.warnings,
+    })
+}
+
+/// What the passes leave for the summaries.
+struct Collected {
+    prepared: Vec<Prepared>,
+    /// Raw score (Σ token scores) per row.
+    score: Vec<f64>,
+    /// `rows[v][i]`: variant v, row i.
+    rows: Vec<Vec<RowSums>>,
+    /// Per pair (i < j, row-major): (tokens valid under both, same sign).
+    pairs: Vec<(u64, u64)>,
+}
+
+/// Run every variant's passes over `input`, each row group read once per pass.
+fn collect(variants: &[Variant], input: &ParquetInput, opts: &CompareOptions) -> Result<Collected> {
     if variants.is_empty() {
         return Err(Error::usage("compare needs at least one estimator"));
     }
@@ -161,8 +285,6 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
                 .map_err(|e| e.context(format!("variant `{}`", v.label)))
         })
         .collect::<Result<Vec<_>>>()?;
-    let opened = Input::open(&opts.input, opts.input_format)?;
-    let input = &opened.parquet;
     let columns = pipelines
         .iter()
         .map(|p| InputColumns::resolve(input.schema(), &p.needs(), input.name()))
@@ -182,10 +304,7 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
     for job in &jobs {
         job.check_columns()?;
     }
-    let mut projection: Vec<usize> = columns
-        .iter()
-        .flat_map(|c| c.projection(false))
-        .collect();
+    let mut projection: Vec<usize> = columns.iter().flat_map(|c| c.projection(false)).collect();
     projection.sort_unstable();
     projection.dedup();
     let starts = input.row_group_starts();
@@ -208,13 +327,24 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
             })
             .collect::<Result<Vec<_>>>()?;
         progress.finish();
-        Ok(summarise(
-            variants,
-            &prepared,
-            partials,
-            input.name(),
-            opts.correct_above,
-        ))
+        let n = variants.len();
+        let mut c = Collected {
+            prepared,
+            score: Vec::with_capacity(rows),
+            rows: vec![Vec::with_capacity(rows); n],
+            pairs: vec![(0, 0); n * (n - 1) / 2],
+        };
+        for p in partials {
+            c.score.extend(p.score);
+            for (all, part) in c.rows.iter_mut().zip(p.rows) {
+                all.extend(part);
+            }
+            for (total, (both, same)) in c.pairs.iter_mut().zip(p.pairs) {
+                total.0 += both;
+                total.1 += same;
+            }
+        }
+        Ok(c)
     })
 }
 
@@ -231,11 +361,7 @@ fn partial(outputs: &[GroupOutputs]) -> Partial {
             (0..n_rows)
                 .map(|i| {
                     let s = o.group.span(i);
-                    let mut r = RowSums {
-                        min: f64::INFINITY,
-                        max: f64::NEG_INFINITY,
-                        ..Default::default()
-                    };
+                    let mut r = RowSums::empty();
                     for (&a, &m) in o.outputs.advantages[s.clone()].iter().zip(&o.mask[s]) {
                         if m == 1.0 {
                             let a = a as f64;
@@ -282,25 +408,17 @@ fn sign(x: f32) -> i8 {
 
 fn summarise(
     variants: &[Variant],
-    prepared: &[Prepared],
-    partials: Vec<Partial>,
+    collected: Collected,
     file: &str,
     correct_above: f64,
 ) -> Comparison {
     let n = variants.len();
-    let mut score = Vec::new();
-    let mut rows: Vec<Vec<RowSums>> = vec![Vec::new(); n];
-    let mut pair_counts = vec![(0u64, 0u64); n * (n - 1) / 2];
-    for p in partials {
-        score.extend(p.score);
-        for (all, part) in rows.iter_mut().zip(p.rows) {
-            all.extend(part);
-        }
-        for (c, (both, same)) in pair_counts.iter_mut().zip(p.pairs) {
-            c.0 += both;
-            c.1 += same;
-        }
-    }
+    let Collected {
+        prepared,
+        score,
+        rows,
+        pairs: pair_counts,
+    } = collected;
     let correct: Vec<bool> = score.iter().map(|&s| s > correct_above).collect();
     // Groups are uid within a training batch, as the estimators see them.
     let uid = prepared
@@ -308,6 +426,7 @@ fn summarise(
         .map(|p| &p.stats.uid)
         .find(|u| !u.is_empty());
     let step = prepared[0].stats.step.as_deref();
+    let prepared = &prepared;
     let row_bucket: Option<(Vec<usize>, Vec<usize>)> = uid.map(|uid| {
         let keys: Vec<(Option<i64>, &GroupKey)> = (0..uid.len())
             .map(|i| (step.map(|s| s[i]), &uid[i]))
@@ -330,34 +449,16 @@ fn summarise(
         .zip(prepared)
         .zip(&rows)
         .map(|((v, p), rows)| {
-            let mut t = RowSums {
-                min: f64::INFINITY,
-                max: f64::NEG_INFINITY,
-                ..Default::default()
-            };
-            let (mut w_right, mut w_wrong, mut abs_right) = (0.0, 0.0, 0.0);
+            let (mut w_right, mut w_wrong, mut abs_right, mut abs_all) = (0.0, 0.0, 0.0, 0.0);
             for (r, &ok) in rows.iter().zip(&correct) {
-                t.valid += r.valid;
-                t.sum += r.sum;
-                t.sum_sq += r.sum_sq;
-                t.sum_abs += r.sum_abs;
-                t.zeros += r.zeros;
-                t.min = t.min.min(r.min);
-                t.max = t.max.max(r.max);
                 if ok {
                     w_right += r.sum;
                     abs_right += r.sum_abs;
                 } else {
                     w_wrong += r.sum;
                 }
+                abs_all += r.sum_abs;
             }
-            let count = t.valid as f64;
-            let mean = if t.valid > 0 { t.sum / count } else { 0.0 };
-            let var = if t.valid > 0 {
-                (t.sum_sq / count - mean * mean).max(0.0)
-            } else {
-                0.0
-            };
             let buckets = row_bucket.as_ref().map(|(bucket, groups)| {
                 let mut out: Vec<BucketSummary> = groups
                     .iter()
@@ -382,21 +483,12 @@ fn summarise(
             VariantSummary {
                 label: v.label.clone(),
                 estimator: v.config.algorithm.adv_estimator.name().to_string(),
-                valid_tokens: t.valid,
-                mean,
-                std: var.sqrt(),
-                min: if t.valid > 0 { t.min } else { 0.0 },
-                max: if t.valid > 0 { t.max } else { 0.0 },
-                zero_fraction: if t.valid > 0 {
-                    t.zeros as f64 / count
-                } else {
-                    0.0
-                },
+                tokens: TokenStats::of(rows.iter()),
                 buckets,
                 weight_correct: w_right,
                 weight_incorrect: w_wrong,
-                abs_share_correct: if t.sum_abs > 0.0 {
-                    abs_right / t.sum_abs
+                abs_share_correct: if abs_all > 0.0 {
+                    abs_right / abs_all
                 } else {
                     0.0
                 },
@@ -480,15 +572,9 @@ impl Comparison {
             .variants
             .iter()
             .map(|v| {
-                let mut m = Map::new();
+                let mut m = v.tokens.to_json();
                 m.insert("label".into(), json!(v.label));
                 m.insert("estimator".into(), json!(v.estimator));
-                m.insert("valid_tokens".into(), json!(v.valid_tokens));
-                m.insert("mean".into(), json!(v.mean));
-                m.insert("std".into(), json!(v.std));
-                m.insert("min".into(), json!(v.min));
-                m.insert("max".into(), json!(v.max));
-                m.insert("zero_fraction".into(), json!(v.zero_fraction));
                 m.insert("weight_correct".into(), json!(v.weight_correct));
                 m.insert("weight_incorrect".into(), json!(v.weight_incorrect));
                 m.insert("abs_share_correct".into(), json!(v.abs_share_correct));
@@ -546,12 +632,12 @@ impl Comparison {
         let num = |f: &dyn Fn(&VariantSummary) -> String| -> Vec<String> {
             self.variants.iter().map(f).collect()
         };
-        t.row("valid tokens", num(&|v| v.valid_tokens.to_string()));
-        t.row("mean", num(&|v| fmt(v.mean)));
-        t.row("std", num(&|v| fmt(v.std)));
-        t.row("min", num(&|v| fmt(v.min)));
-        t.row("max", num(&|v| fmt(v.max)));
-        t.row("exactly zero", num(&|v| percent(v.zero_fraction)));
+        t.row("valid tokens", num(&|v| v.tokens.valid_tokens.to_string()));
+        t.row("mean", num(&|v| fmt(v.tokens.mean)));
+        t.row("std", num(&|v| fmt(v.tokens.std)));
+        t.row("min", num(&|v| fmt(v.tokens.min)));
+        t.row("max", num(&|v| fmt(v.tokens.max)));
+        t.row("exactly zero", num(&|v| percent(v.tokens.zero_fraction)));
         t.row("Σ adv, correct rows", num(&|v| fmt(v.weight_correct)));
         t.row("Σ adv, incorrect rows", num(&|v| fmt(v.weight_incorrect)));
         t.row(

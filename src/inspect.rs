@@ -26,12 +26,14 @@ pub use report::{
 };
 pub use tally::ColumnCounts;
 
+use crate::compare::{CompareOptions, StepAdvantages, advantages_by_step};
 use crate::config::Config;
 use crate::driver::thread_pool;
 use crate::error::Result;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::format::Format;
 use crate::io::input::Input;
+use crate::io::read::ParquetInput;
 use crate::io::schema::{InputColumns, Needs, TokenRole};
 use crate::pipeline::{self, Constants, StepConstants};
 use crate::progress::Progress;
@@ -83,7 +85,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
         allow_nonfinite: true,
     };
 
-    let projection = columns.statistics_projection();
+    let projection = columns.projection(true);
     let starts = input.row_group_starts();
     let row_groups = input.num_row_groups();
     let progress = Progress::new(starts[row_groups] as u64, opts.progress);
@@ -115,7 +117,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     if columns.step.is_none() && steps.is_empty() {
         steps.insert(None, StepTally::default());
     }
-    Ok(Report {
+    let mut report = Report {
         file: file.to_string(),
         layout: opts.layout,
         notes: std::mem::take(&mut checks.notes),
@@ -123,5 +125,49 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
             .into_iter()
             .map(|(step, tally)| step_report(step, tally, &checks))
             .collect(),
-    })
+    };
+    if opts.estimator_given {
+        advantages(config, input, opts, &mut report);
+    }
+    Ok(report)
+}
+
+/// The configured estimator's advantage statistics per step (the whole `run` pipeline, as
+/// `compare` runs it); a failure (a column the estimator needs, a refused value) becomes a
+/// note, since the other findings stand without it.
+fn advantages(config: &Config, input: &ParquetInput, opts: &InspectOptions, report: &mut Report) {
+    let name = config.algorithm.adv_estimator.name();
+    let compare_options = CompareOptions {
+        input: opts.input.clone(),
+        input_format: opts.input_format,
+        layout: opts.layout,
+        threads: opts.threads,
+        progress: opts.progress,
+        allow_nonfinite: false,
+        correct_above: 0.0,
+    };
+    let StepAdvantages { by_step, warnings } =
+        match advantages_by_step(config, input, &compare_options) {
+            Ok(found) => found,
+            Err(e) => {
+                report
+                    .notes
+                    .push(format!("advantage statistics of {name} skipped: {e}"));
+                return;
+            }
+        };
+    report
+        .notes
+        .extend(warnings.into_iter().map(|w| format!("{name}: {w}")));
+    for (step, stats) in by_step {
+        let Some(section) = report.steps.iter_mut().find(|s| s.step == step) else {
+            continue;
+        };
+        let mut json = stats.to_json();
+        json.insert("estimator".into(), name.into());
+        section.advantages = Some(json.into());
+        section
+            .warnings
+            .extend(findings::advantage_warnings(name, &stats));
+    }
 }

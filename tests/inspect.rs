@@ -681,3 +681,74 @@ fn bypass_mode_reads_rollout_log_probs_as_old() {
     assert_eq!(s["kl"]["shaping"]["rows_sign_flipped"], 0);
     assert_eq!(s["train_rollout_mismatch"], Value::Null);
 }
+
+#[test]
+fn advantage_statistics_of_the_configured_estimator() {
+    // Every group is {1, 0}: GRPO gives ±a, a = 0.5 / (std + 1e-6) with the unbiased std
+    // √0.5. The right answers (rows 0, 2, 4, 6) hold 3 + 2 + 4 + 2 = 11 valid tokens, the
+    // wrong ones 3 + 2 + 3 + 1 = 9, so the mean is a·(11 − 9)/20 and every |advantage| is a.
+    let a = 0.5 / (0.5f64.sqrt() + 1e-6);
+    let json = inspect_dump(&clean(), &["-e", "grpo"]);
+    assert_codes(&json, &[]);
+    let adv = &json["steps"][0]["advantages"];
+    assert_eq!(adv["estimator"], "grpo");
+    assert_eq!(adv["valid_tokens"], 20);
+    let near = |key: &str, want: f64| {
+        let got = adv[key].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-6, "{key}: {got} vs {want}");
+    };
+    near("max", a);
+    near("min", -a);
+    near("mean", a * 2.0 / 20.0);
+    near("std", (a * a - (a * 0.1).powi(2)).sqrt());
+    near("zero_fraction", 0.0);
+    // Without -e the section stays empty.
+    assert_eq!(
+        inspect_dump(&clean(), &[])["steps"][0]["advantages"],
+        Value::Null
+    );
+}
+
+#[test]
+fn zero_advantages() {
+    // All scores 0: every GRPO advantage is exactly 0.
+    let mut d = clean();
+    for row in &mut d.scores {
+        row.iter_mut().for_each(|x| *x = 0.0);
+    }
+    let json = inspect_dump(&d, &["-e", "grpo"]);
+    assert_codes(
+        &json,
+        &["constant_scores", "no_signal_groups", "zero_advantages"],
+    );
+    assert_eq!(json["steps"][0]["advantages"]["zero_fraction"], 1.0);
+}
+
+#[test]
+fn extreme_advantages() {
+    // Rewards of 100 in groups {100, 0}: verl's RLOO gives r·n/(n−1) − mean·n/(n−1) =
+    // 200 − 100 = 100 and 0 − 100 = −100 (n = 2), far past the threshold of 20.
+    let mut d = clean();
+    for row in &mut d.scores {
+        row.iter_mut().for_each(|x| *x *= 100.0);
+    }
+    let json = inspect_dump(&d, &["-e", "rloo"]);
+    assert_codes(&json, &["extreme_advantages"]);
+    let adv = &json["steps"][0]["advantages"];
+    assert_eq!(adv["max"], 100.0);
+    assert_eq!(adv["min"], -100.0);
+}
+
+#[test]
+fn an_estimator_the_dump_cannot_serve_is_a_note() {
+    // gae needs `values`, which the dump lacks: the other findings stand, with a note.
+    let json = inspect_dump(&clean(), &["-e", "gae"]);
+    assert_codes(&json, &[]);
+    assert_eq!(json["steps"][0]["advantages"], Value::Null);
+    let notes = json["notes"].to_string();
+    assert!(
+        notes.contains("advantage statistics of gae skipped"),
+        "{notes}"
+    );
+    assert!(notes.contains("values"), "{notes}");
+}

@@ -14,9 +14,11 @@ use super::report::{
 };
 use super::tally::StepTally;
 use super::thresholds::{
-    KL_DOMINANCE_RATIO, MISMATCH_EXTREME_FRACTION, MISMATCH_OUTSIDE_FRACTION,
+    EXTREME_ADVANTAGE, KL_DOMINANCE_RATIO, MISMATCH_EXTREME_FRACTION, MISMATCH_OUTSIDE_FRACTION,
     NO_SIGNAL_GROUP_FRACTION, RATIO_EXTREME, RATIO_HIGH, RATIO_LOW, REJECTED_FRACTION,
+    ZERO_ADVANTAGE_FRACTION,
 };
+use crate::compare::TokenStats;
 
 /// Sum in row order (the order of the rows in the file, whatever the row-group layout).
 fn sum(values: impl Iterator<Item = f64>) -> f64 {
@@ -329,6 +331,33 @@ pub fn warnings(r: &StepReport) -> Vec<Warning> {
                 positive.join("; ")
             ),
         );
+    }
+    w
+}
+
+/// Warnings on the configured estimator's advantages of one step (`inspect -e`).
+pub fn advantage_warnings(estimator: &str, stats: &TokenStats) -> Vec<Warning> {
+    let mut w = Vec::new();
+    if stats.valid_tokens > 0 && stats.zero_fraction > ZERO_ADVANTAGE_FRACTION {
+        w.push(Warning {
+            code: "zero_advantages",
+            message: format!(
+                "{} of the valid tokens have an advantage of exactly 0 under {estimator} (threshold {}): they add no gradient; see no_signal_groups, masked_reward and rows_without_valid_token",
+                pct(stats.zero_fraction),
+                pct(ZERO_ADVANTAGE_FRACTION)
+            ),
+        });
+    }
+    let largest = stats.min.abs().max(stats.max.abs());
+    if largest > EXTREME_ADVANTAGE {
+        w.push(Warning {
+            code: "extreme_advantages",
+            message: format!(
+                "an advantage of magnitude {} under {estimator} (threshold {}): rewards on a scale the estimator passes through (RLOO, Dr. GRPO, REINFORCE, GAE without whitening do not normalise); a few tokens then dominate the update — rescale the rewards or pick a normalising estimator",
+                num(largest),
+                num(EXTREME_ADVANTAGE)
+            ),
+        });
     }
     w
 }

@@ -532,7 +532,17 @@ impl StepReport {
     /// The advantage statistics' rows: one per key (values as compact JSON).
     fn advantage_table(&self) -> Option<Vec<(String, String)>> {
         Some(match self.advantages.as_ref()? {
-            Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+            Value::Object(m) => m
+                .iter()
+                .map(|(k, v)| {
+                    let text = match v {
+                        Value::Number(x) => num(x.as_f64().unwrap_or(f64::NAN)),
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), text)
+                })
+                .collect(),
             other => vec![("value".to_string(), other.to_string())],
         })
     }
@@ -665,12 +675,13 @@ mod tests {
     #[test]
     fn advantages_are_a_section_of_their_own() {
         let step = StepReport {
-            advantages: Some(json!({ "mean": 0.0, "max_abs": 1.5 })),
+            advantages: Some(json!({ "estimator": "grpo", "mean": 0.0, "max_abs": 1.5 })),
             ..Default::default()
         };
+        // Numbers as the rest of the table writes them, strings without quotes.
         let text = step.render();
         assert!(
-            text.contains("\nadvantages\n  max_abs  1.5\n  mean     0.0\n"),
+            text.contains("\nadvantages\n  estimator  grpo\n  max_abs    1.5\n  mean       0\n"),
             "{text}"
         );
         assert_eq!(step.to_json()["advantages"]["max_abs"], 1.5);

@@ -35,3 +35,14 @@ pub const REJECTED_FRACTION: f64 = 0.5;
 /// Warn when the mean |β·Σ KL| per row exceeds this multiple of the mean |score sum|: the
 /// KL penalty, not the task reward, then decides the advantages.
 pub const KL_DOMINANCE_RATIO: f64 = 1.0;
+
+/// Warn when more than this fraction of a step's valid tokens has an advantage of exactly
+/// 0 (with `-e`): those tokens add no gradient, so most of the batch is wasted (groups
+/// with equal scores under the GRPO family, or rewards the estimator never sees).
+pub const ZERO_ADVANTAGE_FRACTION: f64 = 0.5;
+
+/// Warn when an advantage's magnitude exceeds this (with `-e`). Normalised advantages sit
+/// within a few units (GRPO's are bounded by (n − 1)/√n: 2.47 for groups of 8, 5.3 for 32);
+/// estimators that pass the reward's scale through (RLOO, Dr. GRPO, REINFORCE, unwhitened
+/// GAE) give such values when the rewards are unscaled.
+pub const EXTREME_ADVANTAGE: f64 = 20.0;
