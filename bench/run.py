@@ -10,7 +10,7 @@
    and 4x that (for the memory-growth target), in ``--data`` (default ``bench/data/``,
    git-ignored);
 2. runs every command below several times, alternating (round robin), each as a separate
-   process; whole-process wall time comes from a monotonic clock around the process, peak
+   process, after ``sync`` so that no command waits on the disk writeback of another's output; whole-process wall time comes from a monotonic clock around the process, peak
    RSS from the kernel's rusage of that process (``os.wait4``: the number ``/usr/bin/time -v``
    prints as "Maximum resident set size");
 3. checks that the outputs agree (advcalc vs polars on GRPO, advcalc vs verl on both chains);
@@ -339,6 +339,9 @@ def main(argv=None):
             if r >= c.repeats or c.failed:
                 continue
             c.output.unlink(missing_ok=True)  # no run pays for dropping the previous run's file
+            # Nor for writing back the previous commands' outputs: every command starts with
+            # no dirty pages on the disk (each still pays for its own, if it syncs them).
+            os.sync()
             if args.wait_quiet > 0:
                 wait_for_quiet(args.wait_quiet)
             wall, rss, cpu, other, rc, err = measure(c.argv, c.env, args.timeout)
