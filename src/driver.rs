@@ -22,9 +22,10 @@ use crate::io::input::Input;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
 use crate::io::schema::InputColumns;
-use crate::io::write::{EncodedRowGroup, ParquetOutput, check_destination, same_file};
+use crate::io::write::{ParquetOutput, check_destination, same_file};
 use crate::job::{GroupOutputs, Job, Prepared, StatsPass};
 use crate::metrics;
+use crate::ordered::produce_in_parallel_consume_in_order;
 use crate::pipeline::{Constants, Pipeline};
 use crate::progress::Progress;
 use crate::scores::Layout;
@@ -239,60 +240,42 @@ impl Passes<'_> {
             self.input.copy_source(),
             self.force,
         )?;
-        // A window of row groups is encoded in parallel while the previous window is appended
-        // in order; memory is bounded by two windows.
-        let window = rayon::current_num_threads().max(1);
-        let indices: Vec<usize> = (0..row_groups).collect();
+        // Row groups are encoded on every worker and appended in order by whichever worker is
+        // free; memory is bounded by the row groups encoded ahead of the append.
         let (encoder, sink) = output.split();
-        let mut pending: Vec<(usize, EncodedRowGroup)> = Vec::new();
-        let mut append = |pending: Vec<(usize, EncodedRowGroup)>| -> Result<()> {
-            for (rg, e) in pending {
-                sink.append(rg, e)?;
-            }
-            Ok(())
-        };
-        for chunk in indices.chunks(window) {
-            let to_append = std::mem::take(&mut pending);
-            let (encoded, appended) = rayon::join(
-                || {
-                    chunk
-                        .par_iter()
-                        .map(|&rg| {
-                            let batch = self.input.read_row_group(rg, Some(&projection))?;
-                            let GroupOutputs {
-                                group,
-                                mask,
-                                outputs,
-                            } = job.row_group_outputs(&batch, starts[rg], &prepared)?;
-                            let parts = if self.opts.metrics.is_some() {
-                                metrics::advantage_parts(&group, &mask, &outputs.advantages)
-                            } else {
-                                metrics::Parts::new()
-                            };
-                            drop(mask);
-                            let out = assemble(
-                                &batch,
-                                job.columns,
-                                encoder.computed_schema(),
-                                &group.mask.offsets,
-                                outputs,
-                                job.file,
-                            )?;
-                            let encoded = encoder.encode(rg, &out)?;
-                            progress.inc(group.rows());
-                            Ok((rg, encoded, parts))
-                        })
-                        .collect::<Result<Vec<_>>>()
-                },
-                || append(to_append),
-            );
-            appended?;
-            for (rg, e, parts) in encoded? {
-                pending.push((rg, e));
+        produce_in_parallel_consume_in_order(
+            row_groups,
+            2 * rayon::current_num_threads(),
+            |rg| {
+                let batch = self.input.read_row_group(rg, Some(&projection))?;
+                let GroupOutputs {
+                    group,
+                    mask,
+                    outputs,
+                } = job.row_group_outputs(&batch, starts[rg], &prepared)?;
+                let parts = if self.opts.metrics.is_some() {
+                    metrics::advantage_parts(&group, &mask, &outputs.advantages)
+                } else {
+                    metrics::Parts::new()
+                };
+                drop(mask);
+                let out = assemble(
+                    &batch,
+                    job.columns,
+                    encoder.computed_schema(),
+                    &group.mask.offsets,
+                    outputs,
+                    job.file,
+                )?;
+                let encoded = encoder.encode(rg, &out)?;
+                progress.inc(group.rows());
+                Ok((encoded, parts))
+            },
+            |rg, (encoded, parts)| {
                 metrics::merge(&mut metric_parts, parts);
-            }
-        }
-        append(pending)?;
+                sink.append(rg, encoded)
+            },
+        )?;
         if let Some(path) = &self.opts.metrics {
             let json = self.metrics_json(&prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();

@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod io;
 pub mod job;
 pub mod metrics;
+pub mod ordered;
 pub mod outputs;
 pub mod pipeline;
 pub mod progress;
