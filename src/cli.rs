@@ -56,19 +56,13 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
-    /// for an Arrow IPC stream on stdin
-    #[arg(value_name = "IN")]
-    pub input: PathBuf,
+    #[command(flatten)]
+    pub read: ReadArgs,
 
     /// Output, formats as IN (`-`: an Arrow IPC stream on stdout); a file is written to a
     /// temporary file beside it, then renamed
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
-
-    /// Format of IN, instead of guessing from its extension
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub input_format: Option<FormatArg>,
 
     /// Format of OUT, instead of guessing from its extension
     #[arg(long, value_enum, value_name = "FORMAT")]
@@ -84,10 +78,6 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub algo: AlgoArgs,
-
-    /// Token list layout; decides where a scalar `score` column is placed
-    #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
-    pub layout: LayoutArg,
 
     /// Write verl's metrics (actor/reward_kl_penalty, rollout_corr/...) and advcalc's own as
     /// JSON: one object, or one object per step when the input has a `step` column
@@ -110,6 +100,23 @@ pub struct RunArgs {
     /// Overwrite OUT if it exists
     #[arg(short, long)]
     pub force: bool,
+}
+
+/// IN and how to read it: what every subcommand takes.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
+    /// for an Arrow IPC stream on stdin
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+
+    /// Format of IN, instead of guessing from its extension
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub input_format: Option<FormatArg>,
+
+    /// Token list layout; decides where a scalar `score` column is placed
+    #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
+    pub layout: LayoutArg,
 }
 
 /// The algorithm settings every subcommand that computes advantages accepts.
@@ -158,14 +165,8 @@ advcalc inspect -c verl_trainer.yaml --json in.parquet\n  \
 advcalc inspect --deny-warnings in.parquet && advcalc run -e grpo in.parquet out.parquet\n\n\
 docs/inspect.md explains each finding and what to do about it.")]
 pub struct InspectArgs {
-    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
-    /// for an Arrow IPC stream on stdin
-    #[arg(value_name = "IN")]
-    pub input: PathBuf,
-
-    /// Format of IN, instead of guessing from its extension
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub input_format: Option<FormatArg>,
+    #[command(flatten)]
+    pub read: ReadArgs,
 
     /// Also check the advantages this estimator gives (and its KL shaping and rollout
     /// correction from --config)
@@ -179,10 +180,6 @@ pub struct InspectArgs {
 
     #[command(flatten)]
     pub algo: AlgoArgs,
-
-    /// Token list layout; decides where a scalar `score` column is placed
-    #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
-    pub layout: LayoutArg,
 
     /// Print JSON instead of tables
     #[arg(long)]
@@ -208,14 +205,8 @@ advcalc compare -c run_a.yaml -c run_b.yaml --json in.parquet\n\n\
 Statistics are over valid tokens (mask after rejection); docs/compare.md explains each."
 )]
 pub struct CompareArgs {
-    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
-    /// for an Arrow IPC stream on stdin
-    #[arg(value_name = "IN")]
-    pub input: PathBuf,
-
-    /// Format of IN, instead of guessing from its extension
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub input_format: Option<FormatArg>,
+    #[command(flatten)]
+    pub read: ReadArgs,
 
     /// Estimators to compare, comma-separated (e.g. grpo,rloo,drgrpo)
     #[arg(
@@ -242,10 +233,6 @@ pub struct CompareArgs {
         allow_negative_numbers = true
     )]
     pub correct_above: f64,
-
-    /// Token list layout; decides where a scalar `score` column is placed
-    #[arg(long, value_enum, default_value_t = LayoutArg::Ragged)]
-    pub layout: LayoutArg,
 
     /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them
     #[arg(long)]
@@ -299,9 +286,9 @@ impl InspectArgs {
             .algo
             .load(self.config.as_deref(), self.estimator.as_deref())?;
         let options = InspectOptions {
-            input: self.input.clone(),
-            input_format: self.input_format.map(Format::from),
-            layout: self.layout.into(),
+            input: self.read.input.clone(),
+            input_format: self.read.input_format.map(Format::from),
+            layout: self.read.layout.into(),
             threads: self.threads.map(usize::from),
             progress: progress && !self.quiet,
             estimator_given: self.estimator.is_some() || config.estimator_configured,
@@ -356,9 +343,9 @@ impl CompareArgs {
             }
         }
         let options = CompareOptions {
-            input: self.input.clone(),
-            input_format: self.input_format.map(Format::from),
-            layout: self.layout.into(),
+            input: self.read.input.clone(),
+            input_format: self.read.input_format.map(Format::from),
+            layout: self.read.layout.into(),
             threads: self.threads.map(usize::from),
             progress: progress && !self.quiet,
             allow_nonfinite: self.allow_nonfinite,
@@ -384,16 +371,16 @@ impl RunArgs {
             .algo
             .load(self.config.as_deref(), self.estimator.as_deref())?;
         let options = RunOptions {
-            input: self.input.clone(),
+            input: self.read.input.clone(),
             output: self.output.clone(),
             force: self.force,
             threads: self.threads.map(usize::from),
             progress: progress && !self.quiet,
             metrics: self.metrics.clone(),
-            input_format: self.input_format.map(Format::from),
+            input_format: self.read.input_format.map(Format::from),
             output_format: self.output_format.map(Format::from),
             allow_nonfinite: self.allow_nonfinite,
-            layout: self.layout.into(),
+            layout: self.read.layout.into(),
         };
         Ok((config, options))
     }

@@ -302,12 +302,7 @@ pub fn warnings(r: &StepReport) -> Vec<Warning> {
             );
         }
     }
-    let bad: Vec<String> = r
-        .columns
-        .iter()
-        .filter(|c| c.nan + c.inf > 0)
-        .map(|c| format!("{} {} NaN, {} inf", c.name, c.nan, c.inf))
-        .collect();
+    let bad = r.non_finite();
     if !bad.is_empty() {
         warn(
             "non_finite_values",

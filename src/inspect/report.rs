@@ -55,8 +55,8 @@ pub struct StepReport {
     pub rejection: Option<Rejection>,
     /// NaN/±inf (and, for log-prob columns, positive values) per inspected column.
     pub columns: Vec<ColumnCounts>,
-    /// Advantage statistics of the configured estimator: reserved, filled by the advantage
-    /// checks (rendered as a section of its own when present).
+    /// Advantage statistics of the configured estimator (`-e`), rendered as a section of
+    /// its own when present.
     pub advantages: Option<Value>,
     pub warnings: Vec<Warning>,
 }
@@ -510,13 +510,7 @@ impl StepReport {
                 ),
             );
         }
-        let bad: Vec<String> = self
-            .columns
-            .iter()
-            .filter(|c| c.nan + c.inf > 0)
-            .map(|c| format!("{} {} NaN, {} inf", c.name, c.nan, c.inf))
-            .collect();
-        row("non-finite values", list_or_none(bad));
+        row("non-finite values", list_or_none(self.non_finite()));
         if self.columns.iter().any(|c| c.log_prob) {
             let positive: Vec<String> = self
                 .columns
@@ -527,6 +521,15 @@ impl StepReport {
             row("positive log-probs", list_or_none(positive));
         }
         rows
+    }
+
+    /// "column N NaN, M inf" for each column with non-finite values.
+    pub fn non_finite(&self) -> Vec<String> {
+        self.columns
+            .iter()
+            .filter(|c| c.nan + c.inf > 0)
+            .map(|c| format!("{} {} NaN, {} inf", c.name, c.nan, c.inf))
+            .collect()
     }
 
     /// The advantage statistics' rows: one per key (values as compact JSON).
