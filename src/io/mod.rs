@@ -9,4 +9,5 @@ pub mod ipc;
 pub mod positional;
 pub mod read;
 pub mod schema;
+pub mod splice;
 pub mod write;

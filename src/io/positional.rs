@@ -16,6 +16,11 @@ pub struct PositionalFile {
 }
 
 impl PositionalFile {
+    /// The open file itself.
+    pub fn file(&self) -> Arc<File> {
+        self.file.clone()
+    }
+
     pub fn new(file: File) -> std::io::Result<Self> {
         let len = file.metadata()?.len();
         Ok(Self {

@@ -1,8 +1,6 @@
 //! Parquet output: row groups are encoded on worker threads and appended in input order to a
 //! temporary file beside the destination, which is renamed into place only when complete.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -26,6 +24,7 @@ use tempfile::NamedTempFile;
 use crate::error::{Error, Result};
 use crate::io::positional::PositionalFile;
 use crate::io::schema::OUTPUT_COLUMNS;
+use crate::io::splice::{PlaceholderSource, Splice, SpliceWriter, Splices};
 
 const TEMP_PREFIX: &str = ".advcalc-";
 const TEMP_SUFFIX: &str = ".parquet.tmp";
@@ -128,7 +127,11 @@ pub struct OutputSink {
     dest: PathBuf,
     output_descr: SchemaDescPtr,
     tmp: NamedTempFile,
-    writer: SerializedFileWriter<BufWriter<File>>,
+    writer: SerializedFileWriter<SpliceWriter>,
+    /// The copied chunks' byte ranges, announced to the writer before each append.
+    splices: Splices,
+    /// IN for parquet's `append_column`: placeholder bytes the writer replaces.
+    placeholders: PlaceholderSource,
     sources: Vec<ColumnSource>,
     leaves: Vec<Vec<usize>>,
     input: CopySource,
@@ -206,12 +209,14 @@ impl ParquetOutput {
         add_encoded_arrow_schema_to_metadata(&schema, &mut props);
         let root = Arc::new(root);
         let descr = Arc::new(SchemaDescriptor::new(root.clone()));
+        let splices = Splices::default();
         let writer = SerializedFileWriter::new(
-            BufWriter::with_capacity(4 << 20, handle),
+            SpliceWriter::new(handle, input.file.file(), splices.clone()),
             root,
             Arc::new(props),
         )
         .map_err(start)?;
+        let placeholders = PlaceholderSource(input.file.clone());
         let factory = ArrowRowGroupWriterFactory::new(&writer, schema.clone());
         let mut leaves = vec![Vec::new(); schema.fields().len()];
         for leaf in 0..descr.num_columns() {
@@ -241,6 +246,8 @@ impl ParquetOutput {
                 dest: dest.to_path_buf(),
                 tmp,
                 writer,
+                splices,
+                placeholders,
                 sources,
                 leaves,
                 input,
@@ -311,6 +318,9 @@ impl OutputSink {
         let input_rg = self.input.metadata.row_group(index);
         let input_descr = self.input.metadata.file_metadata().schema_descr();
         let mut computed = encoded.0.into_iter();
+        // Where each chunk lands in the output stream: copied chunks are announced to the
+        // writer as splices of IN (io/splice.rs).
+        let mut at = self.writer.bytes_written() as u64;
         let mut rg = self.writer.next_row_group().map_err(io)?;
         for (root, source) in self.sources.iter().enumerate() {
             match source {
@@ -327,6 +337,16 @@ impl OutputSink {
                             }
                             _ => column.clone(),
                         };
+                        let len = column.compressed_size() as u64;
+                        let from = column
+                            .dictionary_page_offset()
+                            .unwrap_or_else(|| column.data_page_offset())
+                            as u64;
+                        self.splices
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push_back(Splice { at, len, from });
+                        at += len;
                         let close = ColumnCloseResult {
                             bytes_written: column.compressed_size() as u64,
                             rows_written: input_rg.num_rows() as u64,
@@ -335,7 +355,7 @@ impl OutputSink {
                             column_index: None,
                             offset_index: None,
                         };
-                        rg.append_column(&self.input.file, close).map_err(io)?;
+                        rg.append_column(&self.placeholders, close).map_err(io)?;
                     }
                 }
                 ColumnSource::Computed => {
@@ -343,6 +363,7 @@ impl OutputSink {
                         let chunk = computed.next().ok_or_else(|| {
                             Error::data(format!("{name}: a computed column chunk is missing"))
                         })?;
+                        at += chunk.close().metadata.compressed_size() as u64;
                         chunk.append_to_row_group(&mut rg).map_err(io)?;
                     }
                 }
@@ -350,7 +371,15 @@ impl OutputSink {
         }
         rg.close().map_err(io)?;
         self.start_writeback()
-            .map_err(|e| Error::data(format!("{name}: write failed")).with_source(e))
+            .map_err(|e| Error::data(format!("{name}: write failed")).with_source(e))?;
+        // Every announced splice was written where it was announced.
+        let pending = self.splices.lock().map_or(1, |s| s.len());
+        if self.writer.bytes_written() as u64 != at || pending != 0 {
+            return Err(Error::data(format!(
+                "{name}: internal error: row group {index} was not laid out as announced"
+            )));
+        }
+        Ok(())
     }
 
     /// Hand what is written so far to the kernel's writeback without waiting for it, so the
@@ -386,7 +415,7 @@ impl OutputSink {
             .writer
             .into_inner()
             .map_err(|e| Error::data(format!("{name}: write failed")).with_source(e))?;
-        let file = buf.into_inner().map_err(|e| io(e.into_error()))?;
+        let file = buf.into_file().map_err(io)?;
         file.sync_all().map_err(io)?;
         let persisted = if self.force {
             self.tmp.persist(&self.dest)
