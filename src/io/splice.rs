@@ -217,7 +217,19 @@ fn copy_range(source: &File, offset: u64, dest: &mut File, len: u64) -> io::Resu
             }
         }
     }
-    let mut chunk = vec![0u8; (len - done).min(1 << 20) as usize];
+    copy_through_user_space(source, offset + done, dest, len - done)
+}
+
+/// `pread` and `write`, 1 MiB at a time: where the kernel cannot copy between the files
+/// (other file systems, older kernels, other systems).
+fn copy_through_user_space(
+    source: &File,
+    offset: u64,
+    dest: &mut File,
+    len: u64,
+) -> io::Result<()> {
+    let mut chunk = vec![0u8; len.min(1 << 20) as usize];
+    let mut done = 0;
     while done < len {
         let n = (len - done).min(chunk.len() as u64) as usize;
         read_exact_at(source, &mut chunk[..n], offset + done)?;
@@ -253,6 +265,25 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_space_copy_gives_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let input: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(dir.path().join("in"), &input).unwrap();
+        let source = File::open(dir.path().join("in")).unwrap();
+        let mut out = File::create(dir.path().join("out")).unwrap();
+        out.write_all(b"head").unwrap();
+        // more than one 1 MiB chunk, from an odd offset
+        copy_through_user_space(&source, 12_345, &mut out, 2_500_000).unwrap();
+        drop(out);
+        let mut expected = b"head".to_vec();
+        expected.extend_from_slice(&input[12_345..12_345 + 2_500_000]);
+        assert_eq!(std::fs::read(dir.path().join("out")).unwrap(), expected);
+        // a stretch past the end of IN is an error, not a short file
+        let mut out = File::create(dir.path().join("short")).unwrap();
+        assert!(copy_through_user_space(&source, 2_999_000, &mut out, 5_000).is_err());
+    }
 
     /// Write `parts` (real bytes, or a splice of IN) through the writer in small pieces and
     /// check the file equals what a plain copy would give.
