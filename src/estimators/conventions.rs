@@ -243,19 +243,14 @@ fn trl_rloo(scores: &[f64], grouping: &Grouping, normalize: bool) -> Vec<f64> {
 
 /// SkyRL `compute_rloo_outcome_advantage`: `(s − μ)·n/(n − 1)`, a singleton gets 0.
 fn skyrl_rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
-    let (count, sum) = super::grpo::group_sums(scores, grouping);
-    scores
-        .iter()
-        .zip(&grouping.group_of_row)
-        .map(|(&s, &g)| {
-            let n = count[g] as f64;
-            if count[g] > 1 {
-                (s - sum[g] / n) * n / (n - 1.0)
-            } else {
-                0.0
-            }
-        })
-        .collect()
+    super::grpo::per_row_from_group(scores, grouping, |s, count, sum| {
+        let n = count as f64;
+        if count > 1 {
+            (s - sum / n) * n / (n - 1.0)
+        } else {
+            0.0
+        }
+    })
 }
 
 /// The family member `e` under `opts.convention` for one batch, on groups already formed by

@@ -57,6 +57,21 @@ pub fn group_sums(scores: &[f64], grouping: &Grouping) -> (Vec<usize>, Vec<f64>)
     (count, sum)
 }
 
+/// Each row's value from its score and its group's size and score sum (`f(s, n, Σ)`): the
+/// shape of the leave-one-out and mean-baseline estimators.
+pub fn per_row_from_group(
+    scores: &[f64],
+    grouping: &Grouping,
+    f: impl Fn(f64, usize, f64) -> f64,
+) -> Vec<f64> {
+    let (count, sum) = group_sums(scores, grouping);
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| f(s, count[g], sum[g]))
+        .collect()
+}
+
 /// Group means; a singleton group's mean is 0, as in verl's loop estimators.
 pub fn group_means(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     let (count, sum) = group_sums(scores, grouping);

@@ -14,7 +14,7 @@
 
 use crate::groups::Grouping;
 
-use super::grpo::group_sums;
+use super::grpo::per_row_from_group;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxrlRule {
@@ -23,20 +23,15 @@ pub enum MaxrlRule {
 }
 
 pub fn maxrl(scores: &[f64], grouping: &Grouping, rule: MaxrlRule) -> Vec<f64> {
-    let (count, sum) = group_sums(scores, grouping);
-    scores
-        .iter()
-        .zip(&grouping.group_of_row)
-        .map(|(&s, &g)| {
-            let mean = sum[g] / count[g] as f64;
-            match rule {
-                MaxrlRule::PrimeRl if mean <= 0.0 => 0.0,
-                MaxrlRule::PrimeRl => (s - mean) / mean,
-                MaxrlRule::Skyrl if count[g] == 1 => s,
-                MaxrlRule::Skyrl => (s - mean) / (mean + 1e-6),
-            }
-        })
-        .collect()
+    per_row_from_group(scores, grouping, |s, count, sum| {
+        let mean = sum / count as f64;
+        match rule {
+            MaxrlRule::PrimeRl if mean <= 0.0 => 0.0,
+            MaxrlRule::PrimeRl => (s - mean) / mean,
+            MaxrlRule::Skyrl if count == 1 => s,
+            MaxrlRule::Skyrl => (s - mean) / (mean + 1e-6),
+        }
+    })
 }
 
 #[cfg(test)]

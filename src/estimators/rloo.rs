@@ -7,23 +7,19 @@
 
 use crate::groups::Grouping;
 
-use super::grpo::group_sums;
+use super::grpo::per_row_from_group;
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
-    let (count, sum) = group_sums(scores, grouping);
-    scores
-        .iter()
-        .zip(&grouping.group_of_row)
-        .map(|(&s, &g)| {
-            let n = count[g] as f64;
-            if count[g] > 1 {
-                let mean = sum[g] / n;
-                s * n / (n - 1.0) - mean * n / (n - 1.0)
-            } else {
-                s
-            }
-        })
-        .collect()
+    per_row_from_group(scores, grouping, |s, count, sum| {
+        let n = count as f64;
+        if count > 1 {
+            // verl's operation order, for its rounding
+            let mean = sum / n;
+            s * n / (n - 1.0) - mean * n / (n - 1.0)
+        } else {
+            s
+        }
+    })
 }
 
 #[cfg(test)]

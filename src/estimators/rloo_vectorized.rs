@@ -7,22 +7,17 @@
 
 use crate::groups::Grouping;
 
-use super::grpo::group_sums;
+use super::grpo::per_row_from_group;
 
 pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
-    let (count, sum) = group_sums(scores, grouping);
-    scores
-        .iter()
-        .zip(&grouping.group_of_row)
-        .map(|(&s, &g)| {
-            let c = count[g] as f64;
-            if count[g] > 1 {
-                (c * s - sum[g]) / (c - 1.0)
-            } else {
-                0.0
-            }
-        })
-        .collect()
+    per_row_from_group(scores, grouping, |s, count, sum| {
+        let c = count as f64;
+        if count > 1 {
+            (c * s - sum) / (c - 1.0)
+        } else {
+            0.0
+        }
+    })
 }
 
 #[cfg(test)]
