@@ -302,6 +302,17 @@ fn min_of(v: impl Iterator<Item = f64>) -> f64 {
 }
 
 /// verl's `rollout_corr/...` metrics of one step.
+/// verl's std of the clamped values from their sum and sum of squares over `n` valid
+/// tokens: `sqrt(max(E[x²] − E[x]², 0))` with its 1e-8 guards, 0 for n ≤ 1.
+fn clamped_std(sum: f64, sum_sq: f64, n: f64) -> f64 {
+    let (ec, ec2) = (sum / (n + 1e-8), sum_sq / (n + 1e-8));
+    if n > 1.0 {
+        (ec2 - ec * ec).max(0.0).sqrt()
+    } else {
+        0.0
+    }
+}
+
 pub fn correction_metrics(
     c: &Correction,
     p: &StepParts,
@@ -364,15 +375,10 @@ pub fn correction_metrics(
             }
         }
         put("rollout_is_mean", p.w / (n + 1e-8));
-        let ec = p.w_clamped / (n + 1e-8);
-        let ec2 = p.w_clamped_sq / (n + 1e-8);
+        let (ec, ec2) = (p.w_clamped / (n + 1e-8), p.w_clamped_sq / (n + 1e-8));
         put(
             "rollout_is_std",
-            if n > 1.0 {
-                (ec2 - ec * ec).max(0.0).sqrt()
-            } else {
-                0.0
-            },
+            clamped_std(p.w_clamped, p.w_clamped_sq, n),
         );
         put(
             "rollout_is_eff_sample_size",
@@ -439,16 +445,7 @@ pub fn correction_metrics(
                 put("fraction_high", acc.high / (n + 1e-8));
                 put("fraction_low", if k1 { acc.low / (n + 1e-8) } else { 0.0 });
             }
-            let ec = acc.clamped / (n + 1e-8);
-            let ec2 = acc.clamped_sq / (n + 1e-8);
-            put(
-                "std",
-                if n > 1.0 {
-                    (ec2 - ec * ec).max(0.0).sqrt()
-                } else {
-                    0.0
-                },
-            );
+            put("std", clamped_std(acc.clamped, acc.clamped_sq, n));
             if valid.is_empty() {
                 for key in [
                     "seq_mean",
