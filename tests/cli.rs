@@ -118,35 +118,39 @@ fn small_grpo_by_hand() {
     );
 }
 
+/// Write `batch` (row groups of `rows_per_group`), run `-e grpo` on it and assert a data
+/// error (exit 1) whose line mentions each of `needles`, with no OUT left.
+fn grpo_fails_on(batch: &RecordBatch, rows_per_group: usize, needles: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    write_parquet(&tmp.path().join("in.parquet"), batch, rows_per_group);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
+    assert_fails(&out, 1, needles, &tmp.path().join("out.parquet"));
+}
+
 #[test]
 fn missing_column_names_what_is_needed_and_what_the_file_has() {
-    let tmp = tempfile::tempdir().unwrap();
     let batch = grpo_batch();
     let batch = RecordBatch::try_from_iter(vec![
         ("response_mask", batch.column(1).clone()),
         ("rm_scores", batch.column(2).clone()),
     ])
     .unwrap();
-    write_parquet(&tmp.path().join("in.parquet"), &batch, 10);
-    let out = run_in(
-        tmp.path(),
-        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
-    );
-    assert_fails(
-        &out,
-        1,
+    grpo_fails_on(
+        &batch,
+        10,
         &[
             "in.parquet",
             "missing column uid",
             "the file has: response_mask, rm_scores",
         ],
-        &tmp.path().join("out.parquet"),
     );
 }
 
 #[test]
 fn wrong_column_type_is_named() {
-    let tmp = tempfile::tempdir().unwrap();
     let batch = grpo_batch();
     let scores: ArrayRef = Arc::new(Float32Array::from(vec![1.0, 2.0, 3.0, 4.0]));
     let batch = RecordBatch::try_from_iter(vec![
@@ -155,44 +159,26 @@ fn wrong_column_type_is_named() {
         ("rm_scores", batch.column(2).clone()),
     ])
     .unwrap();
-    write_parquet(&tmp.path().join("in.parquet"), &batch, 10);
-    let out = run_in(
-        tmp.path(),
-        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
-    );
-    assert_fails(
-        &out,
-        1,
-        &["in.parquet", "`response_mask`", "Float32"],
-        &tmp.path().join("out.parquet"),
-    );
+    grpo_fails_on(&batch, 10, &["in.parquet", "`response_mask`", "Float32"]);
 }
 
 #[test]
 fn unequal_list_lengths_name_the_row() {
-    let tmp = tempfile::tempdir().unwrap();
     let batch = RecordBatch::try_from_iter(vec![
         ("uid", strings(&["a", "a", "a"])),
         ("response_mask", i8_lists(&[vec![1], vec![1, 1], vec![1]])),
         ("rm_scores", f32_lists(&[vec![1.0], vec![1.0], vec![0.0]])),
     ])
     .unwrap();
-    write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
-    let out = run_in(
-        tmp.path(),
-        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
-    );
-    assert_fails(
-        &out,
-        1,
+    grpo_fails_on(
+        &batch,
+        2,
         &["`rm_scores` row 1", "1 elements", "`response_mask` has 2"],
-        &tmp.path().join("out.parquet"),
     );
 }
 
 #[test]
 fn bad_mask_value_names_row_and_token() {
-    let tmp = tempfile::tempdir().unwrap();
     let batch = RecordBatch::try_from_iter(vec![
         ("uid", strings(&["a", "a", "a"])),
         ("response_mask", i8_lists(&[vec![1], vec![1], vec![1, 2]])),
@@ -202,17 +188,7 @@ fn bad_mask_value_names_row_and_token() {
         ),
     ])
     .unwrap();
-    write_parquet(&tmp.path().join("in.parquet"), &batch, 2);
-    let out = run_in(
-        tmp.path(),
-        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
-    );
-    assert_fails(
-        &out,
-        1,
-        &["`response_mask` row 2", "token 1"],
-        &tmp.path().join("out.parquet"),
-    );
+    grpo_fails_on(&batch, 2, &["`response_mask` row 2", "token 1"]);
 }
 
 #[test]

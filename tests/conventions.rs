@@ -77,81 +77,74 @@ fn row_advantages(out: &RecordBatch) -> Vec<f32> {
     lists_f32(out, "advantages").iter().map(|r| r[0]).collect()
 }
 
+/// The issue's agent row under each token-level estimator: (flags, output column, the
+/// issue's worked numbers).
 #[test]
-fn reinforce_on_the_issue_row() {
-    let out = run(&agent_row(), &["-e", "reinforce", "--gamma", "0.9"]);
-    let expect = [0.42759, 0.4751, 0.0, 0.0, 0.0, 0.639, 0.71, 0.0, 0.0, 0.9];
-    close(&lists_f32(&out, "advantages")[0], &expect);
-    close(&lists_f32(&out, "returns")[0], &expect);
-    let out = run(&agent_row(), &["-e", "reinforce"]);
-    close(
-        &lists_f32(&out, "advantages")[0],
-        &[0.7, 0.7, 0.0, 0.0, 0.0, 0.8, 0.8, 0.0, 0.0, 0.9],
-    );
-}
-
-#[test]
-fn unwhitened_gae_on_the_issue_row() {
-    let out = run(
-        &agent_row(),
-        &["-e", "gae", "--set", "whiten_advantages=false"],
-    );
-    close(
-        &lists_f32(&out, "advantages")[0],
-        &[0.2, 0.3, 0.0, 0.0, 0.0, 0.2, 0.1, 0.0, 0.0, 0.1],
-    );
-    let out = run(
-        &agent_row(),
-        &[
-            "-e",
-            "gae",
-            "--lam",
-            "0",
-            "--set",
-            "algorithm.whiten_advantages=false",
-        ],
-    );
-    close(
-        &lists_f32(&out, "advantages")[0],
-        &[-0.1, 0.1, 0.0, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.1],
-    );
-}
-
-#[test]
-fn turn_gae_on_the_issue_row() {
-    let out = run(
-        &agent_row(),
-        &["-e", "turn_gae", "--gamma", "0.9", "--lam", "0.95"],
-    );
-    close(
-        &lists_f32(&out, "advantages")[0],
-        &[
-            0.0302025, 0.0302025, 0.0, 0.0, 0.0, 0.1055, 0.1055, 0.0, 0.0, 0.1,
-        ],
-    );
-    let out = run(&agent_row(), &["-e", "turn_gae"]);
-    close(
-        &lists_f32(&out, "returns")[0],
-        &[0.7, 0.7, 0.0, 0.0, 0.0, 0.8, 0.8, 0.0, 0.0, 0.9],
-    );
-}
-
-#[test]
-fn reinforce_plus_plus_reset_on_the_issue_row() {
-    let out = run(
-        &agent_row(),
-        &["-e", "reinforce_plus_plus", "--set", "mask_mode=reset"],
-    );
-    close(
-        &lists_f32(&out, "advantages")[0],
-        &[
-            -0.447214, -0.447214, 0.0, 0.0, 0.0, -0.447214, -0.447214, 0.0, 0.0, 1.788854,
-        ],
-    );
-    close(
-        &lists_f32(&out, "returns")[0],
-        &[-0.1, -0.1, 0.0, 0.0, -0.1, -0.1, -0.1, 0.0, 0.9, 0.9],
-    );
+fn token_estimators_on_the_issue_row() {
+    let cases: &[(&[&str], &str, &[f64])] = &[
+        (
+            &["-e", "reinforce", "--gamma", "0.9"],
+            "advantages",
+            &[0.42759, 0.4751, 0.0, 0.0, 0.0, 0.639, 0.71, 0.0, 0.0, 0.9],
+        ),
+        (
+            &["-e", "reinforce", "--gamma", "0.9"],
+            "returns",
+            &[0.42759, 0.4751, 0.0, 0.0, 0.0, 0.639, 0.71, 0.0, 0.0, 0.9],
+        ),
+        (
+            &["-e", "reinforce"],
+            "advantages",
+            &[0.7, 0.7, 0.0, 0.0, 0.0, 0.8, 0.8, 0.0, 0.0, 0.9],
+        ),
+        // gae without whitening
+        (
+            &["-e", "gae", "--set", "whiten_advantages=false"],
+            "advantages",
+            &[0.2, 0.3, 0.0, 0.0, 0.0, 0.2, 0.1, 0.0, 0.0, 0.1],
+        ),
+        (
+            &[
+                "-e",
+                "gae",
+                "--lam",
+                "0",
+                "--set",
+                "algorithm.whiten_advantages=false",
+            ],
+            "advantages",
+            &[-0.1, 0.1, 0.0, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.1],
+        ),
+        (
+            &["-e", "turn_gae", "--gamma", "0.9", "--lam", "0.95"],
+            "advantages",
+            &[
+                0.0302025, 0.0302025, 0.0, 0.0, 0.0, 0.1055, 0.1055, 0.0, 0.0, 0.1,
+            ],
+        ),
+        (
+            &["-e", "turn_gae"],
+            "returns",
+            &[0.7, 0.7, 0.0, 0.0, 0.0, 0.8, 0.8, 0.0, 0.0, 0.9],
+        ),
+        // reinforce_plus_plus with mask_mode reset
+        (
+            &["-e", "reinforce_plus_plus", "--set", "mask_mode=reset"],
+            "advantages",
+            &[
+                -0.447214, -0.447214, 0.0, 0.0, 0.0, -0.447214, -0.447214, 0.0, 0.0, 1.788854,
+            ],
+        ),
+        (
+            &["-e", "reinforce_plus_plus", "--set", "mask_mode=reset"],
+            "returns",
+            &[-0.1, -0.1, 0.0, 0.0, -0.1, -0.1, -0.1, 0.0, 0.9, 0.9],
+        ),
+    ];
+    for (args, column, expect) in cases {
+        let out = run(&agent_row(), args);
+        close(&lists_f32(&out, column)[0], expect);
+    }
 }
 
 #[test]
