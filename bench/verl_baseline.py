@@ -41,6 +41,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
+# verl's import needs the same TransferQueue stand-in as the fixture generator.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures" / "verl"))
+from verl_shim import stub_transfer_queue  # noqa: E402
+
 TOKEN_FLOAT_COLS = ("old_log_probs", "ref_log_prob", "rollout_log_probs", "values")
 
 CHAINS = {
@@ -62,23 +66,8 @@ CHAINS = {
 }
 
 
-class _StubModule(types.ModuleType):
-    """Stand-in for the TransferQueue client that verl's package imports (never used here)."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        cls = type(name, (), {})
-        setattr(self, name, cls)
-        return cls
-
-
 def import_verl():
-    if "transfer_queue" not in sys.modules:
-        try:
-            import transfer_queue  # noqa: F401
-        except ImportError:
-            sys.modules["transfer_queue"] = _StubModule("transfer_queue")
+    stub_transfer_queue()
     import verl  # noqa: F401
     from omegaconf import OmegaConf
     from verl import DataProto
