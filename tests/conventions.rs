@@ -152,30 +152,21 @@ fn group_of_eight_with_one_success() {
     let mut s = [0.0f32; 8];
     s[0] = 1.0;
     let b = outcome(&["g"; 8], &s);
-    close(
-        &row_advantages(&run(&b, &["-e", "drgrpo"]))[..2],
-        &[0.875, -0.125],
-    );
-    close(
-        &row_advantages(&run(&b, &["-e", "rloo"]))[..2],
-        &[1.0, -0.142857],
-    );
-    close(
-        &row_advantages(&run(&b, &["-e", "grpo"]))[..2],
-        &[2.474867, -0.353552],
-    );
-    close(
-        &row_advantages(&run(&b, &["-e", "grpo", "--convention", "open-instruct"]))[..2],
-        &[2.645751, -0.377964],
-    );
-    close(
-        &row_advantages(&run(&b, &["-e", "rloo_loo_std"]))[..2],
-        &[1.0, -0.377963],
-    );
-    close(
-        &row_advantages(&run(&b, &["-e", "maxrl"]))[..2],
-        &[7.0, -1.0],
-    );
+    // (flags, advantages of the success and of a failure)
+    let cases: &[(&[&str], [f64; 2])] = &[
+        (&["-e", "drgrpo"], [0.875, -0.125]),
+        (&["-e", "rloo"], [1.0, -0.142857]),
+        (&["-e", "grpo"], [2.474867, -0.353552]),
+        (
+            &["-e", "grpo", "--convention", "open-instruct"],
+            [2.645751, -0.377964],
+        ),
+        (&["-e", "rloo_loo_std"], [1.0, -0.377963]),
+        (&["-e", "maxrl"], [7.0, -1.0]),
+    ];
+    for (args, expect) in cases {
+        close(&row_advantages(&run(&b, args))[..2], expect);
+    }
 }
 
 // conventions.md T1 and T2.
