@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::compare::{CompareOptions, Variant};
-use crate::config::{Config, ConfigSources};
-use crate::driver::RunOptions;
-use crate::error::{Error, Result};
-use crate::inspect::InspectOptions;
-use crate::io::format::Format;
-use crate::scores::Layout;
+use advcalc::commands::compare::{CompareOptions, Variant};
+use advcalc::commands::inspect::InspectOptions;
+use advcalc::commands::run::RunOptions;
+use advcalc::config::{Config, ConfigSources};
+use advcalc::error::{Error, Result};
+use advcalc::io::format::Format;
+use advcalc::shaping::scores::Layout;
 
 #[derive(Debug, Parser)]
 #[command(

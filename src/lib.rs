@@ -4,29 +4,15 @@
 //! slices and scalars; `io` converts Parquet/Arrow at the edges; `driver` runs the two
 //! passes. See `docs/architecture.md` for the code map.
 
-pub mod catalog;
-pub mod cli;
-pub mod compare;
+pub mod commands;
 pub mod config;
-pub mod dispatch;
-pub mod driver;
+pub mod data;
+pub mod engine;
 pub mod error;
 pub mod estimators;
-pub mod groups;
-pub mod inspect;
 pub mod io;
-pub mod job;
-pub mod metrics;
-pub mod ordered;
-pub mod outputs;
-pub mod pipeline;
-pub mod progress;
-pub mod scores;
-pub mod sessions;
 pub mod shaping;
-pub mod statistics;
-pub mod stats;
 
+pub use commands::run::{RunOptions, RunSummary, run};
 pub use config::{AlgoConfig, Config, ConfigSources};
-pub use driver::{RunOptions, RunSummary, run};
 pub use error::{Error, ErrorKind, Result};

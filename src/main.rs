@@ -1,6 +1,8 @@
 //! The binary: parse arguments, call the library, print errors and map them to exit codes
 //! (0 success, 1 bad data or I/O, 2 usage).
 
+mod cli;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -12,7 +14,8 @@ use advcalc::Error;
 // to the kernel and faulting fresh pages in every time (measured in docs/benchmarks.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use advcalc::cli::{Cli, Command};
+
+use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     no_huge_pages();
@@ -43,16 +46,17 @@ fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Estimators { json } => {
             let text = if json {
-                serde_json::to_string_pretty(&advcalc::catalog::to_json()).unwrap_or_default()
+                serde_json::to_string_pretty(&advcalc::commands::estimators::to_json())
+                    .unwrap_or_default()
                     + "\n"
             } else {
-                advcalc::catalog::to_table()
+                advcalc::commands::estimators::to_table()
             };
             print_stdout(&text)
         }
         Command::Inspect(args) => {
             let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
-            let report = advcalc::inspect::inspect(&config, &options)?;
+            let report = advcalc::commands::inspect::inspect(&config, &options)?;
             let text = if args.json {
                 serde_json::to_string_pretty(&report.to_json()).unwrap_or_default() + "\n"
             } else {
@@ -77,7 +81,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                     }
                 }
             }
-            let comparison = advcalc::compare::compare(&variants, &options)?;
+            let comparison = advcalc::commands::compare::compare(&variants, &options)?;
             if !args.quiet {
                 for v in &comparison.variants {
                     for warning in &v.warnings {

@@ -3,7 +3,8 @@
 use advcalc::estimators::{
     gae, gpg, grpo, opo, reinforce_plus_plus, reinforce_plus_plus_baseline, rloo, rloo_vectorized,
 };
-use advcalc::groups::{GroupKey, Grouping};
+use advcalc::data::GroupKey;
+use advcalc::estimators::groups::Grouping;
 use advcalc::shaping::kl::KlEstimator;
 use proptest::prelude::*;
 

@@ -14,13 +14,13 @@ fuzz_target!(|data: &[u8]| {
         ..Default::default()
     }) {
         // A config that loads must also build a pipeline or fail cleanly.
-        let _ = advcalc::pipeline::Pipeline::new(&config.algorithm);
+        let _ = advcalc::engine::pipeline::Pipeline::new(&config.algorithm);
     }
     let sets: Vec<String> = text.lines().map(String::from).collect();
     if let Ok(config) = Config::load(&ConfigSources {
         sets: &sets,
         ..Default::default()
     }) {
-        let _ = advcalc::pipeline::Pipeline::new(&config.algorithm);
+        let _ = advcalc::engine::pipeline::Pipeline::new(&config.algorithm);
     }
 });

@@ -18,7 +18,8 @@
 //! leave-one-out std, which is emulated in f32 (see [`super::rloo_loo_std`]). Outputs are
 //! `a · m` under every convention (NeMo broadcasts over all positions; advcalc choice, C3).
 
-use crate::groups::{GroupKey, Grouping};
+use crate::data::GroupKey;
+use crate::estimators::groups::Grouping;
 
 use super::Estimator;
 use super::grpo_batch_std::{self, grpo_batch_std};

@@ -11,7 +11,7 @@
 //! **Source**: verl `verl/trainer/ppo/core_algos.py` `compute_grpo_outcome_advantage`
 //! (`norm_adv_by_std_in_grpo=False`).
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
 pub fn drgrpo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {

@@ -102,7 +102,7 @@ mod tests {
             assert_close(&out, &expect[i]);
         }
     }
-    use crate::stats::{Moments, Whitening};
+    use crate::estimators::moments::{Moments, Whitening};
 
     // Reference §5.1: γ = .9, λ = .95, two rows.
     #[test]

@@ -9,7 +9,7 @@
 //! set (quirk §9.11); fewer weights than keys is an error (verl: IndexError), extra weights
 //! are ignored; a batch with ≤ 1 valid token is an error.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::grpo::grpo;
 

@@ -4,7 +4,7 @@
 //! quirk §9.10) and `a_i = α·(s_i − μ_g)` (a singleton has μ = 0, f_norm = 1);
 //! `advantages = returns = a·m`. ε and the group std are unused, as in verl.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
 

@@ -24,7 +24,7 @@
 //! all equal gets exactly 0. verl's f32 mean can be 1 ulp off for non-dyadic values and give
 //! ≈ 0.029 instead (reference §4.2, §9.6); advcalc returns the exact answer.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 /// verl's default `epsilon` for the GRPO family.
 pub const EPSILON: f64 = 1e-6;
@@ -111,7 +111,7 @@ pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::GroupKey;
+    use crate::data::GroupKey;
 
     fn grouping(labels: &[&str]) -> Grouping {
         let keys: Vec<GroupKey> = labels.iter().map(|l| GroupKey::Str((*l).into())).collect();

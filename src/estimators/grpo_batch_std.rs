@@ -17,7 +17,7 @@
 //!
 //! **Edge cases**: see above; other conventions refuse the name.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 /// How a framework defines the batch-std advantage.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,7 +6,7 @@
 //! **Edge cases**: a tie at the top gives all zeros; a group with fewer than 2 rows is an
 //! error, as in verl ("Pass@k requires at least 2 samples per group").
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::grpo::{EPSILON, group_mean_std};
 

@@ -17,7 +17,8 @@
 //! **Inputs**, **parameters**, **edge cases**: as `grpo`; the f32 rounding path differs
 //! (≈1e-6), and equal scores give exactly 0 here as well.
 
-use crate::groups::{GroupKey, Grouping};
+use crate::data::GroupKey;
+use crate::estimators::groups::Grouping;
 
 use super::grpo;
 

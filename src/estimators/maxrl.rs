@@ -12,7 +12,7 @@
 //!
 //! **Inputs**: outcome scores, `uid` groups. **Parameters**: none. **Edge cases**: above.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 

@@ -6,11 +6,13 @@ pub mod drgrpo;
 pub mod gae;
 pub mod gdpo;
 pub mod gpg;
+pub mod groups;
 pub mod grpo;
 pub mod grpo_batch_std;
 pub mod grpo_passk;
 pub mod grpo_vectorized;
 pub mod maxrl;
+pub mod moments;
 pub mod openrlhf;
 pub mod openrlhf_dr_grpo;
 pub mod openrlhf_group_norm;
@@ -25,6 +27,7 @@ pub mod remax;
 pub mod rloo;
 pub mod rloo_loo_std;
 pub mod rloo_vectorized;
+pub mod sessions;
 pub mod tir_optimal_token_baseline;
 pub mod turn_gae;
 
@@ -177,7 +180,8 @@ pub fn broadcast_outcome(a: f32, mask: &[f32], out: &mut [f32]) {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    use crate::groups::{GroupKey, Grouping};
+    use crate::data::GroupKey;
+    use crate::estimators::groups::Grouping;
 
     pub fn grouping(labels: &[&str]) -> Grouping {
         let keys: Vec<GroupKey> = labels.iter().map(|l| GroupKey::Str((*l).into())).collect();

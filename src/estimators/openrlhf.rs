@@ -21,8 +21,8 @@
 //! estimators' usual recipes); advcalc's own `use_kl_in_reward` shapes the scores before the
 //! group statistics, unlike OpenRLHF, so it should stay off.
 
-use crate::groups::Grouping;
-use crate::stats::{Moments, Whitening};
+use crate::estimators::groups::Grouping;
+use crate::estimators::moments::{Moments, Whitening};
 
 use super::grpo::group_sums;
 

@@ -13,7 +13,7 @@
 //! **Source**: OpenRLHF `openrlhf/trainer/ppo_utils/experience_maker.py`
 //! `compute_advantages_and_returns` (see [`super::openrlhf`]).
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
 
@@ -23,10 +23,10 @@ pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Resul
 
 #[cfg(test)]
 mod tests {
+    use crate::estimators::moments::Moments;
     use crate::estimators::openrlhf::tests::{MASKS, t4};
     use crate::estimators::openrlhf::{Shaping, whitening};
     use crate::estimators::test_support::assert_close;
-    use crate::stats::Moments;
 
     fn whitened(no_std_norm: bool) -> Vec<Vec<f32>> {
         let ret = t4(Shaping::Mean);

@@ -9,7 +9,7 @@
 //! OpenRLHF `openrlhf/trainer/ppo_utils/experience_maker.py`
 //! `compute_advantages_and_returns` (see [`super::openrlhf`]).
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
 

@@ -5,7 +5,7 @@
 //! **Edge case / deviation**: when every row of a group has ℓ = 0, verl divides 0 by 0 and
 //! writes NaN over the whole rows (quirk §9.9); advcalc writes 0 there and counts the rows.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 /// Returns the per-row scalars and the number of rows whose group had no valid token.
 pub fn opo(scores: &[f64], lengths: &[f64], grouping: &Grouping) -> (Vec<f64>, usize) {

@@ -75,8 +75,8 @@ pub fn reinforce_plus_plus_row(rewards: &[f32], mask: &[f32], gamma: f64, ret: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimators::moments::{Moments, Whitening};
     use crate::estimators::test_support::assert_close;
-    use crate::stats::{Moments, Whitening};
 
     /// Returns and whitened, masked advantages of a batch of rows.
     fn batch(mode: MaskMode, r: &[&[f32]], m: &[&[f32]], gamma: f64) -> Vec<(Vec<f32>, Vec<f32>)> {

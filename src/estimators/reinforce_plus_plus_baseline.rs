@@ -7,7 +7,7 @@
 //! batch's valid tokens — each row's `a_i` counted once per valid token. ε is unused.
 //! **Edge case**: a batch with ≤ 1 valid token is an error, as in verl.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
 
@@ -24,8 +24,8 @@ pub fn reinforce_plus_plus_baseline(scores: &[f64], grouping: &Grouping) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimators::moments::{Moments, Whitening};
     use crate::estimators::test_support::{f32_scores, grouping};
-    use crate::stats::{Moments, Whitening};
 
     // Reference §11: three-token rows, row 1's last token masked; whitened row values
     // 0.42520234 / −2.06736302 / 0.42520234 / 1.33914304 / −0.405652732 ×2.

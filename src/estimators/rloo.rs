@@ -5,7 +5,7 @@
 //! **Inputs**: outcome scores `s_i = Σ_t token_level_rewards` (all positions), `uid` groups.
 //! **Parameters**: none. **Edge case**: singleton → `s` (unlike `rloo_vectorized`, §9.5).
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 

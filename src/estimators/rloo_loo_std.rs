@@ -23,7 +23,7 @@
 //! (`GRPOAdvantageEstimator`), `nemo_rl/algorithms/utils.py`
 //! `calculate_baseline_and_std_per_prompt` (line 104), defaults in `nemo_rl/algorithms/grpo.py`.
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 /// NeMo-RL's `grpo.*` switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

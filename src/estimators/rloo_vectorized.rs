@@ -5,7 +5,7 @@
 //! group's score sum; `advantages = returns = a_i · m`. **Edge case**: a singleton gets **0**
 //! (where `rloo` gives `s`, quirk §9.5). Labels are grouped by value (`np.unique`).
 
-use crate::groups::Grouping;
+use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 

@@ -7,20 +7,9 @@ use arrow::array::{ArrayRef, Float32Array, ListArray, RecordBatch};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, SchemaRef};
 
+use crate::data::TokenOutputs;
 use crate::error::{Error, Result};
 use crate::io::schema::InputColumns;
-
-/// The computed token columns of one row group, flat, aligned with the row offsets.
-#[derive(Debug, Clone)]
-pub struct TokenOutputs {
-    pub token_level_rewards: ScalarBuffer<f32>,
-    pub advantages: Vec<f32>,
-    /// `None` when returns equal advantages (the outcome estimators).
-    pub returns: Option<Vec<f32>>,
-    /// The mask after rejection, when rollout correction ran (written back in the input's type).
-    pub response_mask: Option<ScalarBuffer<f32>>,
-    pub rollout_is_weights: Option<Vec<f32>>,
-}
 
 /// The computed columns of a row group, in the order of `computed_schema`; `input` is the
 /// decoded (projected) row group, which holds the original mask for `loss_mask`.

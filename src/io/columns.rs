@@ -2,12 +2,11 @@
 //! labels to [`GroupKey`]s. Every error names the file, the column and the row.
 
 use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::buffer::ScalarBuffer;
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
 
+use crate::data::{GroupKey, TokenColumn};
 use crate::error::{Error, Result};
-use crate::groups::GroupKey;
 
 /// Which column of which file, and the global index of the array's first row, for messages.
 #[derive(Debug, Clone, Copy)]
@@ -32,28 +31,6 @@ impl ColumnRef<'_> {
             "{}: column `{}` has type {found}, expected {expected}",
             self.file, self.column
         ))
-    }
-}
-
-/// A token column of one batch: row `i` owns `values[offsets[i]..offsets[i + 1]]`. The
-/// values share the decoded Arrow buffer (no copy when the column is already float32).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TokenColumn {
-    pub offsets: Vec<usize>,
-    pub values: ScalarBuffer<f32>,
-}
-
-impl TokenColumn {
-    pub fn rows(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
-    }
-
-    pub fn row(&self, i: usize) -> &[f32] {
-        &self.values[self.offsets[i]..self.offsets[i + 1]]
-    }
-
-    pub fn row_len(&self, i: usize) -> usize {
-        self.offsets[i + 1] - self.offsets[i]
     }
 }
 

@@ -3,55 +3,11 @@
 use arrow::buffer::ScalarBuffer;
 use arrow::record_batch::RecordBatch;
 
+use crate::data::{PositiveLogProbs, RowGroup, TokenColumn};
 use crate::error::{Error, Result};
-use crate::groups::GroupKey;
-use crate::io::columns::{self, ColumnRef, TokenColumn, TokenKind};
-use crate::io::schema::{InputColumns, ScoreSource, TokenRole};
-use crate::scores::{Layout, place_scalar_scores};
-
-/// The rows of one row group, as plain slices.
-#[derive(Debug, Clone)]
-pub struct RowGroup {
-    /// Global index of the first row.
-    pub first_row: usize,
-    /// `response_mask` as 0.0/1.0, with the row offsets every token column shares.
-    pub mask: TokenColumn,
-    /// `token_level_scores`, aligned with `mask.offsets`.
-    pub scores: ScalarBuffer<f32>,
-    /// Optional token columns (flat, aligned with `mask.offsets`).
-    pub tokens: Vec<(TokenRole, ScalarBuffer<f32>)>,
-    pub reward_baselines: Option<Vec<f32>>,
-    /// gdpo reward components, `components[k][row]`.
-    pub components: Vec<Vec<f32>>,
-    pub uid: Option<Vec<GroupKey>>,
-    pub step: Option<Vec<i64>>,
-    pub session: Option<(Vec<GroupKey>, Vec<i64>)>,
-    /// Rows whose scalar score had no position to go to.
-    pub dropped_scores: usize,
-    /// Positive log-probabilities seen: count and the first (column, global row, token).
-    pub positive_log_probs: Option<PositiveLogProbs>,
-}
-
-/// Log-probabilities above 0, which cannot be log-probabilities.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PositiveLogProbs {
-    pub count: usize,
-    pub column: &'static str,
-    pub row: usize,
-    pub token: usize,
-}
-
-impl PositiveLogProbs {
-    pub fn merge(a: Option<Self>, b: Option<Self>) -> Option<Self> {
-        match (a, b) {
-            (Some(mut a), Some(b)) => {
-                a.count += b.count;
-                Some(a)
-            }
-            (a, b) => a.or(b),
-        }
-    }
-}
+use crate::io::columns::{self, ColumnRef, TokenKind};
+use crate::io::schema::{InputColumns, ScoreSource};
+use crate::shaping::scores::{Layout, place_scalar_scores};
 
 /// How to decode: the layout (scalar score placement) and which value checks run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,30 +23,6 @@ pub struct DecodeOptions {
 impl DecodeOptions {
     fn refuse_nonfinite(&self) -> bool {
         self.check_values && !self.allow_nonfinite
-    }
-}
-
-impl RowGroup {
-    pub fn rows(&self) -> usize {
-        self.mask.rows()
-    }
-
-    /// The token range of row `i` in the flat columns.
-    pub fn span(&self, i: usize) -> std::ops::Range<usize> {
-        self.mask.offsets[i]..self.mask.offsets[i + 1]
-    }
-
-    /// A whole optional token column, flat.
-    pub fn token(&self, role: TokenRole) -> Option<&[f32]> {
-        self.tokens
-            .iter()
-            .find(|(r, _)| *r == role)
-            .map(|(_, v)| &v[..])
-    }
-
-    /// The step of row `i` (None without a step column).
-    pub fn step_of(&self, i: usize) -> Option<i64> {
-        self.step.as_ref().map(|s| s[i])
     }
 }
 

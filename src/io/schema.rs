@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use crate::data::TokenRole;
 use crate::error::{Error, Result};
 use crate::io::columns::{ColumnRef, TokenKind, check_token_type};
 use crate::io::write::ColumnSource;
@@ -29,44 +30,6 @@ pub enum ScoreSource {
     Tokens { index: usize, name: String },
     /// A scalar float per row (`score`).
     Scalar { index: usize },
-}
-
-/// Optional per-token float columns, by verl's names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TokenRole {
-    OldLogProbs,
-    RefLogProb,
-    RolloutLogProbs,
-    Values,
-    SumPiSquared,
-}
-
-impl TokenRole {
-    pub const ALL: [TokenRole; 5] = [
-        TokenRole::OldLogProbs,
-        TokenRole::RefLogProb,
-        TokenRole::RolloutLogProbs,
-        TokenRole::Values,
-        TokenRole::SumPiSquared,
-    ];
-
-    /// Whether the column holds log-probabilities (which are ≤ 0).
-    pub fn is_log_prob(self) -> bool {
-        matches!(
-            self,
-            TokenRole::OldLogProbs | TokenRole::RefLogProb | TokenRole::RolloutLogProbs
-        )
-    }
-
-    pub fn column(self) -> &'static str {
-        match self {
-            TokenRole::OldLogProbs => "old_log_probs",
-            TokenRole::RefLogProb => "ref_log_prob",
-            TokenRole::RolloutLogProbs => "rollout_log_probs",
-            TokenRole::Values => "values",
-            TokenRole::SumPiSquared => "sum_pi_squared",
-        }
-    }
 }
 
 /// Resolved roles of the input columns.

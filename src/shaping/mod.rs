@@ -1,4 +1,5 @@
-//! Pipeline stages 2 and 3: KL shaping of the reward and rollout correction.
+//! Pipeline stages 1–3: score placement, KL shaping of the reward and rollout correction.
 
 pub mod correction;
 pub mod kl;
+pub mod scores;

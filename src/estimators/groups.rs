@@ -2,23 +2,6 @@
 
 use std::collections::HashMap;
 
-/// A group label as read from the file: string or integer column. Equality is verl's loop
-/// estimators' rule (Python `==` on the label), so `"1"` and `"01"` are different groups.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum GroupKey {
-    Int(i128),
-    Str(Box<str>),
-}
-
-impl std::fmt::Display for GroupKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GroupKey::Int(i) => write!(f, "{i}"),
-            GroupKey::Str(s) => write!(f, "\"{s}\""),
-        }
-    }
-}
-
 /// Dense ids for the labels of one batch, in order of first appearance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Grouping {
@@ -57,6 +40,7 @@ impl Grouping {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::GroupKey;
 
     #[test]
     fn first_appearance_order() {

@@ -6,18 +6,18 @@ use std::collections::BTreeMap;
 
 use arrow::record_batch::RecordBatch;
 
-use crate::dispatch::{self, Plan, RowStats, step_constants, training_batches};
+use crate::data::{RowGroup, TokenOutputs, TokenRole};
+use crate::engine::metrics;
+use crate::engine::pipeline::{self, Constants, Pipeline, StepConstants};
+use crate::engine::plan::{self, Plan, RowStats, step_constants, training_batches};
+use crate::engine::row_stats::row_stats;
+use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
-use crate::io::assemble::TokenOutputs;
-use crate::io::decode::{DecodeOptions, RowGroup, decode};
-use crate::io::schema::{InputColumns, TokenRole};
-use crate::metrics;
-use crate::outputs::token_outputs;
-use crate::pipeline::{self, Constants, Pipeline, StepConstants};
-use crate::scores::Layout;
+use crate::io::decode::{DecodeOptions, decode};
+use crate::io::schema::InputColumns;
 use crate::shaping::kl::KlController;
-use crate::statistics::row_stats;
+use crate::shaping::scores::Layout;
 
 /// A pipeline bound to the columns of one input.
 pub struct Job<'a> {
@@ -180,7 +180,7 @@ impl Job<'_> {
             }
         }
         let (constants, kl_metrics) = step_constants(self.pipeline, &stats);
-        let plan = dispatch::plan(self.pipeline, &stats, self.file)?;
+        let plan = plan::plan(self.pipeline, &stats, self.file)?;
         warnings.extend(plan.warnings.iter().cloned());
         if plan.nan_rows > 0 {
             warnings.push(format!(

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::groups::GroupKey;
-use crate::io::decode::RowGroup;
-use crate::io::schema::TokenRole;
-use crate::pipeline::Shaped;
-use crate::scores::Layout;
+use crate::data::GroupKey;
+use crate::data::RowGroup;
+use crate::data::TokenRole;
+use crate::engine::pipeline::Shaped;
+use crate::shaping::scores::Layout;
 
 use super::checks::Checks;
 use super::spans::{ends_in_tool_token, tool_spans};

@@ -1,17 +1,17 @@
 //! Pass 2 for one row group: the token outputs of every row, from the shaped rows and the
 //! batch-level plan.
 
-use crate::dispatch::{Plan, RowStats};
+use crate::data::RowGroup;
+use crate::data::TokenOutputs;
+use crate::data::TokenRole;
+use crate::engine::pipeline::{Pipeline, Shaped};
+use crate::engine::plan::{Plan, RowStats};
 use crate::error::{Error, Result};
 use crate::estimators::optimal_token_baseline::{self, ColumnSums};
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{
     Estimator, broadcast_outcome, gae, openrlhf, reinforce, reinforce_plus_plus, remax, turn_gae,
 };
-use crate::io::assemble::TokenOutputs;
-use crate::io::decode::RowGroup;
-use crate::io::schema::TokenRole;
-use crate::pipeline::{Pipeline, Shaped};
 
 // Rows index several parallel columns through their spans.
 #[allow(clippy::needless_range_loop)]

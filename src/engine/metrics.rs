@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::io::decode::RowGroup;
-use crate::io::schema::TokenRole;
-use crate::pipeline::Pipeline;
+use crate::data::RowGroup;
+use crate::data::TokenRole;
+use crate::engine::pipeline::Pipeline;
 use crate::shaping::correction::{
     self, Correction, IsLevel, RsAggregate, RsOption, RsStatistic, SAFETY_BOUND,
 };
@@ -59,7 +59,7 @@ pub struct StepParts {
     rejected: f64,
     rows: Vec<RowValues>,
     /// Advantage statistics over valid tokens (pass 2).
-    adv: crate::stats::Moments,
+    adv: crate::estimators::moments::Moments,
     adv_min: Option<f64>,
     adv_max: Option<f64>,
 }

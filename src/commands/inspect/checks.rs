@@ -3,11 +3,12 @@
 //! configured check whose columns are missing is skipped with a note, never an error.
 
 use crate::config::Config;
+use crate::data::TokenRole;
+use crate::engine::pipeline::Pipeline;
 use crate::error::Result;
-use crate::io::schema::{InputColumns, ScoreSource, TokenRole};
-use crate::pipeline::Pipeline;
-use crate::scores::Layout;
+use crate::io::schema::{InputColumns, ScoreSource};
 use crate::shaping::kl::KlController;
+use crate::shaping::scores::Layout;
 
 /// What to measure, and how.
 #[derive(Debug, Clone, Default)]

@@ -11,10 +11,14 @@
 
 use std::path::PathBuf;
 
-use rayon::prelude::*;
-
 use crate::config::Config;
-use crate::dispatch::{RowStats, training_batches};
+use crate::engine::job::{GroupOutputs, Job, Prepared};
+use crate::engine::metrics;
+use crate::engine::ordered::produce_in_parallel_consume_in_order;
+use crate::engine::passes::{prepare_jobs, thread_pool};
+use crate::engine::pipeline::Pipeline;
+use crate::engine::plan::training_batches;
+use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::assemble::assemble;
 use crate::io::format::{Format, is_stdio};
@@ -23,12 +27,7 @@ use crate::io::ipc;
 use crate::io::read::ParquetInput;
 use crate::io::schema::InputColumns;
 use crate::io::write::{ParquetOutput, check_destination, same_file};
-use crate::job::{GroupOutputs, Job, Prepared, StatsPass};
-use crate::metrics;
-use crate::ordered::produce_in_parallel_consume_in_order;
-use crate::pipeline::{Constants, Pipeline};
-use crate::progress::Progress;
-use crate::scores::Layout;
+use crate::shaping::scores::Layout;
 
 /// How to run, beyond the algorithm configuration.
 #[derive(Debug, Clone)]
@@ -106,81 +105,6 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
         ipc::export_parquet(result.path(), &opts.output, out_format, opts.force)?;
     }
     Ok(summary)
-}
-
-/// The worker pool (`threads`: `None` means one per core).
-pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
-        .build()
-        .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))
-}
-
-/// A statistics pass of several jobs over the row groups, each row group read once with
-/// `projection` (which covers every job's columns), merged in row-group order.
-pub fn statistics_pass(
-    input: &ParquetInput,
-    jobs: &[(&Job<'_>, &Constants)],
-    projection: &[usize],
-    pass: StatsPass,
-    progress: &Progress,
-) -> Result<Vec<(RowStats, metrics::Parts)>> {
-    let starts = input.row_group_starts();
-    let parts = (0..input.num_row_groups())
-        .into_par_iter()
-        .map(|rg| {
-            let batch = input.read_row_group(rg, Some(projection))?;
-            progress.inc(batch.num_rows());
-            jobs.iter()
-                .map(|(job, constants)| job.row_group_stats(&batch, starts[rg], constants, pass))
-                .collect::<Result<Vec<_>>>()
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut merged: Vec<(RowStats, metrics::Parts)> = jobs
-        .iter()
-        .map(|_| (RowStats::default(), metrics::Parts::new()))
-        .collect();
-    for row_group in parts {
-        for ((stats, metric_parts), (s, m)) in merged.iter_mut().zip(row_group) {
-            stats.append(s);
-            metrics::merge(metric_parts, m);
-        }
-    }
-    Ok(merged)
-}
-
-/// Pass 1 (after the constants pre-pass when a job needs one) for several jobs at once.
-pub fn prepare_jobs(
-    input: &ParquetInput,
-    jobs: &[Job<'_>],
-    projection: &[usize],
-    progress: &Progress,
-) -> Result<Vec<Prepared>> {
-    let mut constants: Vec<Constants> = jobs.iter().map(Job::initial_constants).collect();
-    let pre: Vec<usize> = (0..jobs.len())
-        .filter(|&j| jobs[j].needs_prepass())
-        .collect();
-    if !pre.is_empty() {
-        progress.pass("constants");
-        let pre_jobs: Vec<_> = pre.iter().map(|&j| (&jobs[j], &constants[j])).collect();
-        let found = statistics_pass(input, &pre_jobs, projection, StatsPass::Constants, progress)?;
-        for (&j, (stats, _)) in pre.iter().zip(found) {
-            constants[j] = jobs[j].prepass_constants(&stats);
-        }
-    }
-    progress.pass("statistics");
-    let with_constants: Vec<_> = jobs.iter().zip(&constants).collect();
-    let merged = statistics_pass(
-        input,
-        &with_constants,
-        projection,
-        StatsPass::Statistics,
-        progress,
-    )?;
-    jobs.iter()
-        .zip(merged)
-        .map(|(job, (stats, parts))| job.prepare(stats, parts))
-        .collect()
 }
 
 struct Passes<'a> {
@@ -322,7 +246,9 @@ impl Passes<'_> {
                 Value::from(rows.iter().filter(|&&r| stats.valid[r] == 0.0).count()),
             );
             if !stats.uid.is_empty() {
-                let grouping = crate::groups::Grouping::by_key(rows.iter().map(|&r| &stats.uid[r]));
+                let grouping = crate::estimators::groups::Grouping::by_key(
+                    rows.iter().map(|&r| &stats.uid[r]),
+                );
                 let members = grouping.members();
                 let mut histogram = std::collections::BTreeMap::new();
                 for g in &members {

@@ -26,18 +26,19 @@ pub use report::{
 };
 pub use tally::ColumnCounts;
 
-use crate::compare::{CompareOptions, StepAdvantages, advantages_by_step};
+use crate::commands::compare::{CompareOptions, StepAdvantages, advantages_by_step};
 use crate::config::Config;
-use crate::driver::thread_pool;
+use crate::data::TokenRole;
+use crate::engine::passes::thread_pool;
+use crate::engine::pipeline::{self, Constants, StepConstants};
+use crate::engine::progress::Progress;
 use crate::error::Result;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::format::Format;
 use crate::io::input::Input;
 use crate::io::read::ParquetInput;
-use crate::io::schema::{InputColumns, Needs, TokenRole};
-use crate::pipeline::{self, Constants, StepConstants};
-use crate::progress::Progress;
-use crate::scores::Layout;
+use crate::io::schema::{InputColumns, Needs};
+use crate::shaping::scores::Layout;
 
 use checks::Checks;
 use findings::step_report;

@@ -4,18 +4,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::data::GroupKey;
+use crate::engine::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
 use crate::error::{Error, Result};
 use crate::estimators::conventions::{self, Convention};
+use crate::estimators::groups::Grouping;
+use crate::estimators::moments::{Moments, Whitening};
 use crate::estimators::optimal_token_baseline::{ColumnSums, zero_tail};
+use crate::estimators::sessions::{OutputRow, fold_sessions};
 use crate::estimators::{
     Estimator, gdpo, gpg, grpo, grpo_passk, grpo_vectorized, openrlhf, openrlhf_dr_grpo,
     openrlhf_group_norm, openrlhf_reinforce_baseline, openrlhf_rloo, opo,
     reinforce_plus_plus_baseline, rloo, rloo_loo_std, rloo_vectorized,
 };
-use crate::groups::{GroupKey, Grouping};
-use crate::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
-use crate::sessions::{OutputRow, fold_sessions};
-use crate::stats::{Moments, Whitening};
 
 /// What the statistics pass keeps per row, for the whole input in file order.
 #[derive(Debug, Clone, Default)]
@@ -44,7 +45,7 @@ pub struct RowStats {
     /// Rows whose scalar score had no position.
     pub dropped_scores: usize,
     /// Positive values in log-probability columns (a warning).
-    pub positive_log_probs: Option<crate::io::decode::PositiveLogProbs>,
+    pub positive_log_probs: Option<crate::data::PositiveLogProbs>,
 }
 
 impl RowStats {
@@ -78,7 +79,7 @@ impl RowStats {
             self.columns.entry(key).or_default().merge(&sums);
         }
         self.dropped_scores += other.dropped_scores;
-        self.positive_log_probs = crate::io::decode::PositiveLogProbs::merge(
+        self.positive_log_probs = crate::data::PositiveLogProbs::merge(
             self.positive_log_probs.take(),
             other.positive_log_probs,
         );
@@ -168,7 +169,7 @@ fn whitening_error(
     file: &str,
     step: Option<i64>,
     e: &Estimator,
-    err: crate::stats::WhitenError,
+    err: crate::estimators::moments::WhitenError,
     n: f64,
 ) -> Error {
     let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();

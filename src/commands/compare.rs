@@ -17,18 +17,19 @@ use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::config::Config;
-use crate::dispatch::training_batches;
-use crate::driver::{prepare_jobs, thread_pool};
+use crate::data::GroupKey;
+use crate::engine::job::{GroupOutputs, Job, Prepared};
+use crate::engine::passes::{prepare_jobs, thread_pool};
+use crate::engine::pipeline::Pipeline;
+use crate::engine::plan::training_batches;
+use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
-use crate::groups::{GroupKey, Grouping};
+use crate::estimators::groups::Grouping;
 use crate::io::format::Format;
 use crate::io::input::Input;
 use crate::io::read::ParquetInput;
 use crate::io::schema::InputColumns;
-use crate::job::{GroupOutputs, Job, Prepared};
-use crate::pipeline::Pipeline;
-use crate::progress::Progress;
-use crate::scores::Layout;
+use crate::shaping::scores::Layout;
 
 /// One column of the comparison: a label and the configuration it runs.
 #[derive(Debug, Clone)]

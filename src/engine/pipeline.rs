@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use arrow::buffer::ScalarBuffer;
 
 use crate::config::AlgoConfig;
+use crate::data::{RowGroup, TokenRole};
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
 use crate::estimators::conventions::{self, FamilyOptions};
 use crate::estimators::reinforce_plus_plus::MaskMode;
-use crate::io::decode::RowGroup;
-use crate::io::schema::{Needs, TokenRole};
+use crate::io::schema::Needs;
 use crate::shaping::correction::{self, Correction, IsLevel};
 use crate::shaping::kl::{KlController, KlEstimator};
 

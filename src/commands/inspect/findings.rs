@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::groups::Grouping;
-use crate::scores::Layout;
+use crate::estimators::groups::Grouping;
+use crate::shaping::scores::Layout;
 
 use super::checks::Checks;
 use super::distribution::Distribution;
@@ -18,7 +18,7 @@ use super::thresholds::{
     NO_SIGNAL_GROUP_FRACTION, RATIO_EXTREME, RATIO_HIGH, RATIO_LOW, REJECTED_FRACTION,
     ZERO_ADVANTAGE_FRACTION,
 };
-use crate::compare::TokenStats;
+use crate::commands::compare::TokenStats;
 
 /// Sum in row order (the order of the rows in the file, whatever the row-group layout).
 fn sum(values: impl Iterator<Item = f64>) -> f64 {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::scores::Layout;
+use crate::shaping::scores::Layout;
 
 use super::distribution::Distribution;
 use super::tally::ColumnCounts;

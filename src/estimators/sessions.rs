@@ -11,8 +11,9 @@
 
 use std::collections::HashMap;
 
+use crate::data::GroupKey;
+use crate::estimators::groups::Grouping;
 use crate::estimators::grpo;
-use crate::groups::{GroupKey, Grouping};
 
 /// One row of a batch, as the fold needs it.
 #[derive(Debug, Clone, Copy)]

@@ -3,7 +3,7 @@
 //! merge in row-group order, and f64 sums run over the per-row values in row order, so the
 //! report depends neither on the thread count nor on the row-group layout.
 
-use crate::groups::GroupKey;
+use crate::data::GroupKey;
 
 /// Per-row scalars of one step, in row order.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -1,15 +1,15 @@
 //! Pass 1 for one row group: reduce the shaped rows to the per-row scalars and partial sums
 //! the batch-level statistics need (design §5).
 
-use crate::dispatch::RowStats;
+use crate::data::RowGroup;
+use crate::data::TokenRole;
+use crate::engine::pipeline::{Pipeline, Shaped};
+use crate::engine::plan::RowStats;
 use crate::error::{Error, Result};
+use crate::estimators::moments::Moments;
 use crate::estimators::optimal_token_baseline::{self, ColumnSums};
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{Estimator, gae, reinforce_plus_plus};
-use crate::io::decode::RowGroup;
-use crate::io::schema::TokenRole;
-use crate::pipeline::{Pipeline, Shaped};
-use crate::stats::Moments;
 
 // Rows index several parallel columns through their spans.
 #[allow(clippy::needless_range_loop)]

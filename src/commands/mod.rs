@@ -1,0 +1,6 @@
+//! The commands: clients of the engine that read a whole input and report or write.
+
+pub mod compare;
+pub mod estimators;
+pub mod inspect;
+pub mod run;

@@ -1,0 +1,88 @@
+//! The passes every command shares, for one or several jobs over the same input: the worker
+//! pool, the statistics pass (each row group read once for all jobs, merged in row-group
+//! order) and the constants pre-pass before it.
+
+use rayon::prelude::*;
+
+use crate::engine::job::{Job, Prepared, StatsPass};
+use crate::engine::metrics;
+use crate::engine::pipeline::Constants;
+use crate::engine::plan::RowStats;
+use crate::engine::progress::Progress;
+use crate::error::{Error, Result};
+use crate::io::read::ParquetInput;
+
+/// The worker pool (`threads`: `None` means one per core).
+pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+        .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))
+}
+
+/// A statistics pass of several jobs over the row groups, each row group read once with
+/// `projection` (which covers every job's columns), merged in row-group order.
+pub fn statistics_pass(
+    input: &ParquetInput,
+    jobs: &[(&Job<'_>, &Constants)],
+    projection: &[usize],
+    pass: StatsPass,
+    progress: &Progress,
+) -> Result<Vec<(RowStats, metrics::Parts)>> {
+    let starts = input.row_group_starts();
+    let parts = (0..input.num_row_groups())
+        .into_par_iter()
+        .map(|rg| {
+            let batch = input.read_row_group(rg, Some(projection))?;
+            progress.inc(batch.num_rows());
+            jobs.iter()
+                .map(|(job, constants)| job.row_group_stats(&batch, starts[rg], constants, pass))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut merged: Vec<(RowStats, metrics::Parts)> = jobs
+        .iter()
+        .map(|_| (RowStats::default(), metrics::Parts::new()))
+        .collect();
+    for row_group in parts {
+        for ((stats, metric_parts), (s, m)) in merged.iter_mut().zip(row_group) {
+            stats.append(s);
+            metrics::merge(metric_parts, m);
+        }
+    }
+    Ok(merged)
+}
+
+/// Pass 1 (after the constants pre-pass when a job needs one) for several jobs at once.
+pub fn prepare_jobs(
+    input: &ParquetInput,
+    jobs: &[Job<'_>],
+    projection: &[usize],
+    progress: &Progress,
+) -> Result<Vec<Prepared>> {
+    let mut constants: Vec<Constants> = jobs.iter().map(Job::initial_constants).collect();
+    let pre: Vec<usize> = (0..jobs.len())
+        .filter(|&j| jobs[j].needs_prepass())
+        .collect();
+    if !pre.is_empty() {
+        progress.pass("constants");
+        let pre_jobs: Vec<_> = pre.iter().map(|&j| (&jobs[j], &constants[j])).collect();
+        let found = statistics_pass(input, &pre_jobs, projection, StatsPass::Constants, progress)?;
+        for (&j, (stats, _)) in pre.iter().zip(found) {
+            constants[j] = jobs[j].prepass_constants(&stats);
+        }
+    }
+    progress.pass("statistics");
+    let with_constants: Vec<_> = jobs.iter().zip(&constants).collect();
+    let merged = statistics_pass(
+        input,
+        &with_constants,
+        projection,
+        StatsPass::Statistics,
+        progress,
+    )?;
+    jobs.iter()
+        .zip(merged)
+        .map(|(job, (stats, parts))| job.prepare(stats, parts))
+        .collect()
+}
