@@ -536,6 +536,9 @@ fn estimators_lists_every_variant() {
     }
     let table = advcalc().arg("estimators").output().unwrap();
     let text = String::from_utf8(table.stdout).unwrap();
-    assert!(text.contains("turn_gae") && text.contains("source: verl 0.9.1; columns: values"));
+    assert!(
+        text.contains("turn_gae")
+            && text.contains("source: verl 0.9.1; token-level; columns: values")
+    );
     assert!(table.stderr.is_empty());
 }

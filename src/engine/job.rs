@@ -9,11 +9,12 @@ use arrow::record_batch::RecordBatch;
 use crate::data::{RowGroup, TokenOutputs, TokenRole};
 use crate::engine::metrics;
 use crate::engine::pipeline::{self, Constants, Pipeline, StepConstants};
-use crate::engine::plan::{self, Plan, RowStats, step_constants, training_batches};
-use crate::engine::row_stats::row_stats;
+use crate::engine::plan::{self, step_constants, training_batches};
+use crate::engine::row_stats::{Scope, row_stats};
 use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
+use crate::estimators::{Plan, RowStats};
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::schema::InputColumns;
 use crate::shaping::kl::KlController;
@@ -140,14 +141,11 @@ impl Job<'_> {
             }
             _ => metrics::Parts::new(),
         };
-        let stats = match pass {
-            StatsPass::Statistics => row_stats(self.pipeline, group, &shaped, self.file)?,
-            StatsPass::Constants => {
-                let mut plain = self.pipeline.clone();
-                plain.estimator = Estimator::Grpo;
-                row_stats(&plain, group, &shaped, self.file)?
-            }
+        let scope = match pass {
+            StatsPass::Statistics => Scope::WithEstimator,
+            StatsPass::Constants => Scope::Common,
         };
+        let stats = row_stats(self.pipeline, group, &shaped, scope, self.file)?;
         Ok((stats, parts))
     }
 
@@ -209,14 +207,7 @@ impl Job<'_> {
         let group = self.decode(batch, first_row, false)?;
         let shaped = pipeline::shape(self.pipeline, &group, &prepared.constants, self.file)?;
         let mask = shaped.mask.clone();
-        let outputs = token_outputs(
-            self.pipeline,
-            &group,
-            shaped,
-            &prepared.plan,
-            &prepared.stats,
-            self.file,
-        )?;
+        let outputs = token_outputs(self.pipeline, &group, shaped, &prepared.plan, self.file)?;
         Ok(GroupOutputs {
             group,
             mask,

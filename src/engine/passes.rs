@@ -7,9 +7,9 @@ use rayon::prelude::*;
 use crate::engine::job::{Job, Prepared, StatsPass};
 use crate::engine::metrics;
 use crate::engine::pipeline::Constants;
-use crate::engine::plan::RowStats;
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
+use crate::estimators::RowStats;
 use crate::io::read::ParquetInput;
 
 /// The worker pool (`threads`: `None` means one per core).

@@ -9,9 +9,9 @@ use arrow::buffer::ScalarBuffer;
 use crate::config::AlgoConfig;
 use crate::data::{RowGroup, TokenRole};
 use crate::error::{Error, Result};
-use crate::estimators::Estimator;
 use crate::estimators::conventions::{self, FamilyOptions};
 use crate::estimators::reinforce_plus_plus::MaskMode;
+use crate::estimators::{Column, Estimator, Rows, Settings};
 use crate::io::schema::Needs;
 use crate::shaping::correction::{self, Correction, IsLevel};
 use crate::shaping::kl::{KlController, KlEstimator};
@@ -139,7 +139,23 @@ impl Pipeline {
         })
     }
 
-    /// The columns this run needs.
+    /// The settings the estimator reads.
+    pub fn settings(&self) -> Settings<'_> {
+        Settings {
+            estimator: self.estimator,
+            gamma: self.gamma,
+            lam: self.lam,
+            norm_by_std: self.norm_by_std,
+            whiten_advantages: self.whiten_advantages,
+            mask_mode: self.mask_mode,
+            family: self.family,
+            gdpo_weights: &self.gdpo_weights,
+            openrlhf_reward_clip: self.openrlhf_reward_clip,
+            openrlhf_no_std_norm: self.openrlhf_no_std_norm,
+        }
+    }
+
+    /// The columns this run needs: the estimator's declared ones and the stages'.
     pub fn needs(&self) -> Needs {
         let e = self.estimator;
         let mut tokens = Vec::new();
@@ -147,46 +163,42 @@ impl Pipeline {
         if self.family.convention != conventions::Convention::Verl && conventions::in_family(e) {
             purpose[0] += &format!(" (--convention {})", self.family.convention.name());
         }
+        let old_log_probs = if self.bypass {
+            TokenRole::RolloutLogProbs
+        } else {
+            TokenRole::OldLogProbs
+        };
         if self.kl.is_some() {
-            tokens.push(if self.bypass {
-                TokenRole::RolloutLogProbs
-            } else {
-                TokenRole::OldLogProbs
-            });
-            tokens.push(TokenRole::RefLogProb);
+            tokens.extend([old_log_probs, TokenRole::RefLogProb]);
             purpose.push("KL in reward".into());
         }
         if self.correction.as_ref().is_some_and(|c| c.is_some_active()) {
             tokens.extend([TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]);
             purpose.push("rollout correction".into());
         }
-        match e {
-            _ if e.needs_values() => tokens.push(TokenRole::Values),
-            Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline => {
-                tokens.push(TokenRole::SumPiSquared);
-                tokens.push(if self.bypass {
-                    TokenRole::RolloutLogProbs
-                } else {
-                    TokenRole::OldLogProbs
-                });
+        let mut needs = Needs {
+            optional: if self.correction.is_some() {
+                vec![TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]
+            } else {
+                Vec::new()
+            },
+            purpose: purpose.join(" with "),
+            ..Default::default()
+        };
+        for &column in e.info().columns {
+            match column {
+                Column::Uid => needs.uid = true,
+                Column::Values => tokens.push(TokenRole::Values),
+                Column::SumPiSquared => tokens.push(TokenRole::SumPiSquared),
+                Column::OldLogProbs => tokens.push(old_log_probs),
+                Column::RewardBaselines => needs.reward_baselines = true,
+                Column::RewardComponents => needs.components = self.gdpo_keys.clone(),
             }
-            _ => {}
         }
         tokens.sort();
         tokens.dedup();
-        let optional = if self.correction.is_some() {
-            vec![TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]
-        } else {
-            Vec::new()
-        };
-        Needs {
-            uid: e.needs_uid(),
-            tokens,
-            optional,
-            reward_baselines: e == Estimator::Remax,
-            components: self.gdpo_keys.clone(),
-            purpose: purpose.join(" with "),
-        }
+        needs.tokens = tokens;
+        needs
     }
 
     /// Whether correction runs on this file: configured, decoupled, and the file has
@@ -224,6 +236,27 @@ pub struct Shaped {
     pub kl_sum: Vec<f64>,
     /// Per row: the two partial sums of the IS batch-normalisation mean.
     pub is_norm_parts: Vec<(f64, f64)>,
+}
+
+impl Shaped {
+    /// The estimator's view of the shaped row group.
+    pub fn rows<'a>(
+        &'a self,
+        pipeline: &Pipeline,
+        settings: &'a Settings<'a>,
+        group: &'a RowGroup,
+        file: &'a str,
+    ) -> Rows<'a> {
+        Rows {
+            settings,
+            group,
+            rewards: &self.rewards,
+            mask: &self.mask,
+            is_weights: self.is_weights.as_deref(),
+            old_log_probs: pipeline.old_log_probs(group),
+            file,
+        }
+    }
 }
 
 /// Run stages 2 and 3 on every row of a group.

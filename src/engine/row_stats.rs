@@ -1,22 +1,25 @@
 //! Pass 1 for one row group: reduce the shaped rows to the per-row scalars and partial sums
-//! the batch-level statistics need (design §5).
+//! the batch-level statistics need (design §5), then the estimator's own statistics.
 
 use crate::data::RowGroup;
-use crate::data::TokenRole;
 use crate::engine::pipeline::{Pipeline, Shaped};
-use crate::engine::plan::RowStats;
-use crate::error::{Error, Result};
-use crate::estimators::moments::Moments;
-use crate::estimators::optimal_token_baseline::{self, ColumnSums};
-use crate::estimators::tir_optimal_token_baseline::compact_index;
-use crate::estimators::{Estimator, gae, reinforce_plus_plus};
+use crate::error::Result;
+use crate::estimators::RowStats;
 
-// Rows index several parallel columns through their spans.
-#[allow(clippy::needless_range_loop)]
+/// Which statistics a pass keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The common per-row scalars only (the constants pre-pass: KL sums, IS parts).
+    Common,
+    /// Those and the estimator's own (pass 1).
+    WithEstimator,
+}
+
 pub fn row_stats(
     pipeline: &Pipeline,
     group: RowGroup,
     shaped: &Shaped,
+    scope: Scope,
     file: &str,
 ) -> Result<RowStats> {
     let rows = group.rows();
@@ -40,80 +43,10 @@ pub fn row_stats(
         positive_log_probs: group.positive_log_probs.clone(),
         ..Default::default()
     };
-    let missing = |what: &str| {
-        Error::data(format!(
-            "{file}: {} needs {what}",
-            pipeline.estimator.name()
-        ))
-    };
-    match pipeline.estimator {
-        // gae without whitening needs no batch statistics
-        Estimator::Gae if !pipeline.whiten_advantages => {}
-        Estimator::Gae | Estimator::ReinforcePlusPlus => {
-            let values = group.token(TokenRole::Values);
-            let mut buf = Vec::new();
-            for i in 0..rows {
-                let s = group.span(i);
-                buf.resize(s.len(), 0.0f32);
-                let (r, m) = (&shaped.rewards[s.clone()], &shaped.mask[s.clone()]);
-                if pipeline.estimator == Estimator::Gae {
-                    let v = values.ok_or_else(|| missing("values"))?;
-                    gae::gae_row(r, &v[s], m, pipeline.gamma, pipeline.lam, &mut buf);
-                } else {
-                    reinforce_plus_plus::returns_row(
-                        pipeline.mask_mode,
-                        r,
-                        m,
-                        pipeline.gamma,
-                        &mut buf,
-                    );
-                }
-                let mut moments = Moments::default();
-                for (&x, &mk) in buf.iter().zip(m) {
-                    if mk != 0.0 {
-                        moments.push(x as f64);
-                    }
-                }
-                stats.moments.push(moments);
-            }
-        }
-        Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline => {
-            let tir = pipeline.estimator == Estimator::TirOptimalTokenBaseline;
-            let old = pipeline
-                .old_log_probs(&group)
-                .ok_or_else(|| missing("old_log_probs"))?;
-            let spi = group
-                .token(TokenRole::SumPiSquared)
-                .ok_or_else(|| missing("sum_pi_squared"))?;
-            let uid = group.uid.as_ref().ok_or_else(|| missing("uid"))?;
-            let (mut g, mut w) = (Vec::new(), Vec::new());
-            for i in 0..rows {
-                let s = group.span(i);
-                g.resize(s.len(), 0.0f32);
-                w.resize(s.len(), 0.0f32);
-                let m = &shaped.mask[s.clone()];
-                optimal_token_baseline::row_terms(
-                    &shaped.rewards[s.clone()],
-                    m,
-                    &old[s.clone()],
-                    &spi[s.clone()],
-                    shaped.is_weights.as_ref().map(|w| &w[s.clone()]),
-                    &mut g,
-                    &mut w,
-                );
-                let sums: &mut ColumnSums = stats
-                    .columns
-                    .entry((group.step_of(i), uid[i].clone()))
-                    .or_default();
-                if tir {
-                    let k = compact_index(m);
-                    sums.add(&g, &w, m, |t| k[t].unwrap_or(0));
-                } else {
-                    sums.add(&g, &w, m, |t| t);
-                }
-            }
-        }
-        _ => {}
+    if scope == Scope::WithEstimator {
+        let settings = pipeline.settings();
+        let view = shaped.rows(pipeline, &settings, &group, file);
+        pipeline.estimator.row_stats(&view, &mut stats)?;
     }
     stats.uid = group.uid.unwrap_or_default();
     stats.step = group.step;

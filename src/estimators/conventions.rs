@@ -19,7 +19,9 @@
 //! `a · m` under every convention (NeMo broadcasts over all positions; advcalc choice, C3).
 
 use crate::data::GroupKey;
+use crate::error::Error;
 use crate::estimators::groups::Grouping;
+use crate::estimators::{Batch, Plan};
 
 use super::Estimator;
 use super::grpo_batch_std::{self, grpo_batch_std};
@@ -313,6 +315,18 @@ pub fn family_scalars(
         // refused by `check` before any data is read
         (c, e) => unreachable!("{} under --convention {}", e.name(), c.name()),
     })
+}
+
+/// The batch work of a family member under a convention other than verl's exact rule (and
+/// of grpo_batch_std and maxrl under every convention): the convention's groups, then
+/// [`family_scalars`].
+pub fn family_batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<(), Error> {
+    let s = batch.settings;
+    let g = batch.family_grouping(plan, s.family.convention.consecutive())?;
+    let scalars = family_scalars(s.estimator, &s.family, s.norm_by_std, &batch.scores(), &g)
+        .map_err(|row| batch.singleton_error(&g, row))?;
+    batch.set_scalars(plan, scalars);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,10 +12,38 @@
 //! (`norm_adv_by_std_in_grpo=False`).
 
 use crate::estimators::groups::Grouping;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan};
+use crate::estimators::conventions::{self, Convention};
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
 pub fn drgrpo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     super::grpo::grpo(scores, grouping, false)
+}
+
+/// `-e drgrpo`: one scalar per row ([`Kind::Outcome`]).
+pub struct Drgrpo;
+
+impl Estimate for Drgrpo {
+    const INFO: Info = Info {
+        source: "Dr. GRPO",
+        summary: "group mean baseline without the std (alias of grpo --no-norm-adv-by-std)",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &["convention"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        if batch.settings.family.convention != Convention::Verl {
+            return conventions::family_batch(batch, plan);
+        }
+        let scalars = match batch.folded_sessions(false) {
+            Some(folded) => folded,
+            None => drgrpo(&batch.scores(), &batch.grouping()),
+        };
+        batch.set_scalars(plan, scalars);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

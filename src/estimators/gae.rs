@@ -22,6 +22,11 @@
 //! either: `nextv` skips it). `returns = A_raw + V` as verl. No batch statistics, so no
 //! "≤ 1 valid token" error.
 
+use crate::data::TokenRole;
+use crate::error::Result;
+use crate::estimators::moments::Moments;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+
 /// A_raw of one row.
 pub fn gae_row(
     rewards: &[f32],
@@ -49,6 +54,74 @@ pub fn gae_row(
 pub fn unwhitened(a_raw: &[f32], mask: &[f32], out: &mut [f32]) {
     for ((o, &a), &m) in out.iter_mut().zip(a_raw).zip(mask) {
         *o = a * m;
+    }
+}
+
+/// `-e gae` ([`Kind::Token`]).
+pub struct Gae;
+
+impl Estimate for Gae {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "generalised advantage estimation with a critic; advantages whitened over the batch (not re-masked)",
+        kind: Kind::Token,
+        columns: &[Column::Values],
+        settings: &["gamma", "lam", "whiten_advantages"],
+    };
+
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        let s = rows.settings;
+        // gae without whitening needs no batch statistics
+        if !s.whiten_advantages {
+            return Ok(());
+        }
+        let values = rows.token(TokenRole::Values)?;
+        let mut a_raw = Vec::new();
+        for i in 0..rows.rows() {
+            let span = rows.span(i);
+            a_raw.resize(span.len(), 0.0f32);
+            let m = &rows.mask[span.clone()];
+            gae_row(&rows.rewards[span.clone()], &values[span], m, s.gamma, s.lam, &mut a_raw);
+            stats.moments.push(Moments::of_valid(&a_raw, m));
+        }
+        Ok(())
+    }
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        if batch.settings.whiten_advantages {
+            let w = batch.whiten(&batch.merged_moments())?;
+            plan.whitening.insert(batch.step, w);
+        }
+        Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        let s = rows.settings;
+        let values = rows.token(TokenRole::Values)?;
+        let n = rows.mask.len();
+        let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);
+        let mut a_raw = Vec::new();
+        for i in 0..rows.rows() {
+            let span = rows.span(i);
+            a_raw.resize(span.len(), 0.0f32);
+            let m = &rows.mask[span.clone()];
+            gae_row(&rows.rewards[span.clone()], &values[span.clone()], m, s.gamma, s.lam, &mut a_raw);
+            for (j, t) in span.clone().enumerate() {
+                returns[t] = a_raw[j] + values[t];
+            }
+            if s.whiten_advantages {
+                let w = plan.whitening_of(rows.group.step_of(i));
+                for (j, t) in span.enumerate() {
+                    advantages[t] = w.apply(a_raw[j]);
+                }
+            } else {
+                unwhitened(&a_raw, m, &mut advantages[span]);
+            }
+        }
+        Ok(Tokens {
+            advantages,
+            returns: Some(returns),
+        })
     }
 }
 

@@ -12,6 +12,9 @@
 use crate::estimators::groups::Grouping;
 
 use super::grpo::grpo;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::reinforce_plus_plus_baseline::whitened;
 
 /// The per-row weighted sum of per-component GRPO advantages, before whitening.
 /// `components[k][i]` is component k of row i.
@@ -26,6 +29,31 @@ pub fn gdpo(components: &[Vec<f64>], weights: &[f64], grouping: &Grouping) -> Ve
         }
     }
     total
+}
+
+/// `-e gdpo`: one scalar per row ([`Kind::Outcome`]).
+pub struct Gdpo;
+
+impl Estimate for Gdpo {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "GRPO per reward component, weighted sum, whitened over the batch",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid, Column::RewardComponents],
+        settings: &["gdpo_reward_keys", "gdpo_reward_weights"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        let components: Vec<Vec<f64>> = batch
+            .stats
+            .components
+            .iter()
+            .map(|c| batch.rows.iter().map(|&r| c[r]).collect())
+            .collect();
+        let centred = gdpo(&components, batch.settings.gdpo_weights, &batch.grouping());
+        batch.set_scalars(plan, whitened(batch, &centred)?);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

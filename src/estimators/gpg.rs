@@ -7,6 +7,8 @@
 use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
 
 pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     let nonzero = scores.iter().filter(|&&s| s != 0.0).count().max(1);
@@ -17,6 +19,24 @@ pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
         .zip(&grouping.group_of_row)
         .map(|(&s, &g)| alpha * (s - mean[g]))
         .collect()
+}
+
+/// `-e gpg`: one scalar per row ([`Kind::Outcome`]).
+pub struct Gpg;
+
+impl Estimate for Gpg {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "group mean baseline scaled by B / #nonzero scores",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &[],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        batch.set_scalars(plan, gpg(&batch.scores(), &batch.grouping()));
+        Ok(())
+    }
 }
 
 #[cfg(test)]

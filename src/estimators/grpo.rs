@@ -25,6 +25,9 @@
 //! ≈ 0.029 instead (reference §4.2, §9.6); advcalc returns the exact answer.
 
 use crate::estimators::groups::Grouping;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::conventions::{self, Convention};
 
 /// verl's default `epsilon` for the GRPO family.
 pub const EPSILON: f64 = 1e-6;
@@ -106,6 +109,32 @@ pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64
         })
         .collect();
     (mean, std)
+}
+
+/// `-e grpo`: one scalar per row ([`Kind::Outcome`]).
+pub struct Grpo;
+
+impl Estimate for Grpo {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "group-relative outcome advantage (s − mean_g)/(std_g + 1e-6); multi-output sessions scored by their last output",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &["norm_adv_by_std_in_grpo", "convention"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        if batch.settings.family.convention != Convention::Verl {
+            return conventions::family_batch(batch, plan);
+        }
+        let norm_by_std = batch.settings.norm_by_std;
+        let scalars = match batch.folded_sessions(norm_by_std) {
+            Some(folded) => folded,
+            None => grpo(&batch.scores(), &batch.grouping(), norm_by_std),
+        };
+        batch.set_scalars(plan, scalars);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@
 //! **Edge cases**: see above; other conventions refuse the name.
 
 use crate::estimators::groups::Grouping;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, conventions};
 
 /// How a framework defines the batch-std advantage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,6 +85,23 @@ pub fn grpo_batch_std(scores: &[f64], grouping: &Grouping, rule: BatchStdRule) -
             }
         })
         .collect()
+}
+
+/// `-e grpo_batch_std`: one scalar per row ([`Kind::Outcome`]); its rule depends on the convention.
+pub struct GrpoBatchStd;
+
+impl Estimate for GrpoBatchStd {
+    const INFO: Info = Info {
+        source: "LitePPO; TRL scale_rewards=batch",
+        summary: "group mean baseline divided by the batch std of the scores",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &["convention", "group_size"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        conventions::family_batch(batch, plan)
+    }
 }
 
 #[cfg(test)]

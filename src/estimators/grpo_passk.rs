@@ -9,6 +9,8 @@
 use crate::estimators::groups::Grouping;
 
 use super::grpo::{EPSILON, group_mean_std};
+use crate::error::{Error, Result};
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// `Err(group)` names a group with a single row.
 pub fn grpo_passk(
@@ -42,6 +44,33 @@ pub fn grpo_passk(
         };
     }
     Ok(a)
+}
+
+/// `-e grpo_passk`: one scalar per row ([`Kind::Outcome`]).
+pub struct GrpoPassk;
+
+impl Estimate for GrpoPassk {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "pass@k: only each group's best row gets r1 − r2 (over std + 1e-6)",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &["norm_adv_by_std_in_grpo"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        let g = batch.grouping();
+        let scalars =
+            grpo_passk(&batch.scores(), &g, batch.settings.norm_by_std).map_err(|group| {
+                let row = g.group_of_row.iter().position(|&x| x == group).unwrap_or(0);
+                Error::data(format!(
+                    "{}: column `uid` row {}: group {} has 1 row, and Pass@k requires at least 2 samples per group (verl raises ValueError)",
+                    batch.file, batch.rows[row], batch.stats.uid[batch.rows[row]]
+                ))
+            })?;
+        batch.set_scalars(plan, scalars);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ use crate::data::GroupKey;
 use crate::estimators::groups::Grouping;
 
 use super::grpo;
+use crate::error::{Error, Result};
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// Group rows the way `as_torch_index` does. `Err(row)` names a row whose label would be a
 /// negative group index, which verl cannot handle.
@@ -76,6 +78,31 @@ fn parse_python_int(s: &str) -> Option<i64> {
         }
     }
     i64::try_from(if neg { -value } else { value }).ok()
+}
+
+/// `-e grpo_vectorized`: one scalar per row ([`Kind::Outcome`]).
+pub struct GrpoVectorized;
+
+impl Estimate for GrpoVectorized {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "tensorised GRPO: always divides by the std, numeric uids canonicalised",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &[],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        let labels = batch.labels();
+        let g = canonical_grouping(&labels).map_err(|i| {
+            Error::data(format!(
+                "{}: column `uid` row {}: label {} is a negative integer, and verl 0.9.1's grpo_vectorized fails on negative group labels (index_add_ with a negative index); use -e grpo or non-negative uids",
+                batch.file, batch.rows[i], labels[i]
+            ))
+        })?;
+        batch.set_scalars(plan, grpo_vectorized(&batch.scores(), &g));
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@
 use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, conventions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxrlRule {
@@ -32,6 +34,23 @@ pub fn maxrl(scores: &[f64], grouping: &Grouping, rule: MaxrlRule) -> Vec<f64> {
             MaxrlRule::Skyrl => (s - mean) / (mean + 1e-6),
         }
     })
+}
+
+/// `-e maxrl`: one scalar per row ([`Kind::Outcome`]); its rule depends on the convention.
+pub struct Maxrl;
+
+impl Estimate for Maxrl {
+    const INFO: Info = Info {
+        source: "prime-rl; SkyRL",
+        summary: "(s − mean_g)/mean_g, 0 for groups with mean ≤ 0 (prime-rl rule)",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &["convention"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        conventions::family_batch(batch, plan)
+    }
 }
 
 #[cfg(test)]

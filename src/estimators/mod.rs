@@ -1,173 +1,234 @@
-//! The advantage estimators. Each one lives in the file named after it and works on plain
-//! slices and scalars of one training batch; the driver feeds it and the I/O layer converts.
+//! The advantage estimators: one file per estimator, named as its `-e` value, holding its
+//! maths (plain slices and scalars) and its [`Estimate`] declaration; the [`registry!`] below
+//! lists them once, and every dispatch over estimators is generated from that list.
+//!
+//! Adding an estimator: write `estimators/NAME.rs` with a unit struct implementing
+//! [`Estimate`] (its [`Info`], its batch work and, for token-level estimators, its pass-1
+//! statistics and token outputs), then add one line `Variant => NAME::Struct` to the list.
 
+pub mod context;
 pub mod conventions;
-pub mod drgrpo;
-pub mod gae;
-pub mod gdpo;
-pub mod gpg;
 pub mod groups;
-pub mod grpo;
-pub mod grpo_batch_std;
-pub mod grpo_passk;
-pub mod grpo_vectorized;
-pub mod maxrl;
 pub mod moments;
 pub mod openrlhf;
-pub mod openrlhf_dr_grpo;
-pub mod openrlhf_group_norm;
-pub mod openrlhf_reinforce_baseline;
-pub mod openrlhf_rloo;
-pub mod opo;
-pub mod optimal_token_baseline;
-pub mod reinforce;
-pub mod reinforce_plus_plus;
-pub mod reinforce_plus_plus_baseline;
-pub mod remax;
-pub mod rloo;
-pub mod rloo_loo_std;
-pub mod rloo_vectorized;
 pub mod sessions;
-pub mod tir_optimal_token_baseline;
-pub mod turn_gae;
 
 use crate::error::{Error, Result};
 
-/// Every estimator name verl 0.9.1 registers (reference §5), in its registry's order, then
-/// advcalc's additions from the agent-RL tutorials and other trainers (`docs/conventions.md`).
+pub use context::{Batch, Plan, RowStats, Rows, Settings, Tokens};
+
+/// Where an estimator comes from (verl 0.9.1's own names first).
+pub const VERL: &str = "verl 0.9.1";
+
+/// What an estimator's advantages are made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Estimator {
-    Gae,
-    Grpo,
-    GrpoVectorized,
-    GrpoPassk,
-    ReinforcePlusPlus,
-    ReinforcePlusPlusBaseline,
-    Remax,
-    Rloo,
-    RlooVectorized,
-    Opo,
-    Gpg,
-    OptimalTokenBaseline,
-    TirOptimalTokenBaseline,
-    Gdpo,
-    // advcalc additions (not verl names)
-    Reinforce,
-    TurnGae,
-    Drgrpo,
-    GrpoBatchStd,
-    Maxrl,
-    RlooLooStd,
-    OpenrlhfReinforceBaseline,
-    OpenrlhfGroupNorm,
-    OpenrlhfDrGrpo,
-    OpenrlhfRloo,
+pub enum Kind {
+    /// One scalar per row from the rows' outcome scores, broadcast onto the row's mask;
+    /// returns equal advantages.
+    Outcome,
+    /// Per-token advantages (and returns) from each row's tokens.
+    Token,
+}
+
+/// An input column an estimator reads beyond `response_mask` and the scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    /// `uid`: the group label.
+    Uid,
+    /// `values`: the critic.
+    Values,
+    /// `reward_baselines`: the greedy response's reward.
+    RewardBaselines,
+    /// `sum_pi_squared`.
+    SumPiSquared,
+    /// `old_log_probs` (`rollout_log_probs` in bypass mode).
+    OldLogProbs,
+    /// The scalar columns named by `algorithm.gdpo_reward_keys`.
+    RewardComponents,
+}
+
+impl Column {
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Uid => "uid",
+            Column::Values => "values",
+            Column::RewardBaselines => "reward_baselines",
+            Column::SumPiSquared => "sum_pi_squared",
+            Column::OldLogProbs => "old_log_probs",
+            Column::RewardComponents => "<gdpo_reward_keys columns>",
+        }
+    }
+}
+
+/// An estimator's declaration: everything `advcalc estimators`, the column check and the
+/// dispatch need to know about it. The name is the file's (the registry adds it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Info {
+    /// [`VERL`], or the trainer or paper it comes from.
+    pub source: &'static str,
+    /// What it computes, in one line.
+    pub summary: &'static str,
+    pub kind: Kind,
+    pub columns: &'static [Column],
+    /// The `algorithm.*` keys (and their flags) it reads.
+    pub settings: &'static [&'static str],
+}
+
+/// One estimator: its declaration and its work in each pass. The engine calls these through
+/// [`Estimator`]'s generated dispatch.
+pub trait Estimate {
+    const INFO: Info;
+
+    /// Pass 1: the estimator's own per-row statistics of one row group (gae's moments, OTB's
+    /// column sums). Most estimators need only the common ones the engine keeps.
+    fn row_stats(_rows: &Rows<'_>, _stats: &mut RowStats) -> Result<()> {
+        Ok(())
+    }
+
+    /// Between the passes, once per training batch: group and batch statistics into `plan`.
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()>;
+
+    /// Pass 2: the token outputs of one row group. The default broadcasts each row's scalar
+    /// onto its mask ([`Kind::Outcome`]).
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        let mut advantages = vec![0.0f32; rows.mask.len()];
+        let first = rows.group.first_row;
+        for i in 0..rows.rows() {
+            let s = rows.span(i);
+            broadcast_outcome(
+                plan.row_scalar[first + i],
+                &rows.mask[s.clone()],
+                &mut advantages[s],
+            );
+        }
+        Ok(Tokens {
+            advantages,
+            returns: None,
+        })
+    }
+}
+
+/// Declares the estimator modules and generates [`Estimator`] and its dispatch from one list:
+/// `Variant => module::Type`, where `module` is the estimator's name.
+macro_rules! registry {
+    ($($variant:ident => $module:ident :: $ty:ident,)*) => {
+        $(pub mod $module;)*
+
+        /// Every estimator advcalc knows: verl 0.9.1's names (reference §5) in its registry's
+        /// order, then advcalc's additions from the agent-RL tutorials and other trainers.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Estimator {
+            $($variant,)*
+        }
+
+        impl Estimator {
+            pub const ALL: [Estimator; [$(stringify!($variant)),*].len()] =
+                [$(Estimator::$variant,)*];
+
+            /// The name used by verl's config, by `--estimator` and by the estimator's file.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Estimator::$variant => stringify!($module),)*
+                }
+            }
+
+            /// The estimator's declaration.
+            pub fn info(self) -> &'static Info {
+                match self {
+                    $(Estimator::$variant => &<$module::$ty as Estimate>::INFO,)*
+                }
+            }
+
+            pub(crate) fn row_stats(self, rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+                match self {
+                    $(Estimator::$variant => <$module::$ty as Estimate>::row_stats(rows, stats),)*
+                }
+            }
+
+            pub(crate) fn batch(self, batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+                match self {
+                    $(Estimator::$variant => <$module::$ty as Estimate>::batch(batch, plan),)*
+                }
+            }
+
+            pub(crate) fn token_outputs(self, rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+                match self {
+                    $(Estimator::$variant => <$module::$ty as Estimate>::token_outputs(rows, plan),)*
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    // verl 0.9.1, in its registry's order
+    Gae => gae::Gae,
+    Grpo => grpo::Grpo,
+    GrpoVectorized => grpo_vectorized::GrpoVectorized,
+    GrpoPassk => grpo_passk::GrpoPassk,
+    ReinforcePlusPlus => reinforce_plus_plus::ReinforcePlusPlus,
+    ReinforcePlusPlusBaseline => reinforce_plus_plus_baseline::ReinforcePlusPlusBaseline,
+    Remax => remax::Remax,
+    Rloo => rloo::Rloo,
+    RlooVectorized => rloo_vectorized::RlooVectorized,
+    Opo => opo::Opo,
+    Gpg => gpg::Gpg,
+    OptimalTokenBaseline => optimal_token_baseline::OptimalTokenBaseline,
+    TirOptimalTokenBaseline => tir_optimal_token_baseline::TirOptimalTokenBaseline,
+    Gdpo => gdpo::Gdpo,
+    // advcalc's additions (docs/conventions.md)
+    Reinforce => reinforce::Reinforce,
+    TurnGae => turn_gae::TurnGae,
+    Drgrpo => drgrpo::Drgrpo,
+    GrpoBatchStd => grpo_batch_std::GrpoBatchStd,
+    Maxrl => maxrl::Maxrl,
+    RlooLooStd => rloo_loo_std::RlooLooStd,
+    OpenrlhfReinforceBaseline => openrlhf_reinforce_baseline::OpenrlhfReinforceBaseline,
+    OpenrlhfGroupNorm => openrlhf_group_norm::OpenrlhfGroupNorm,
+    OpenrlhfDrGrpo => openrlhf_dr_grpo::OpenrlhfDrGrpo,
+    OpenrlhfRloo => openrlhf_rloo::OpenrlhfRloo,
 }
 
 impl Estimator {
-    /// How many of [`Estimator::ALL`] (the first ones) are verl 0.9.1's own names.
-    pub const VERL_COUNT: usize = 14;
-
-    pub const ALL: [Estimator; 24] = [
-        Estimator::Gae,
-        Estimator::Grpo,
-        Estimator::GrpoVectorized,
-        Estimator::GrpoPassk,
-        Estimator::ReinforcePlusPlus,
-        Estimator::ReinforcePlusPlusBaseline,
-        Estimator::Remax,
-        Estimator::Rloo,
-        Estimator::RlooVectorized,
-        Estimator::Opo,
-        Estimator::Gpg,
-        Estimator::OptimalTokenBaseline,
-        Estimator::TirOptimalTokenBaseline,
-        Estimator::Gdpo,
-        Estimator::Reinforce,
-        Estimator::TurnGae,
-        Estimator::Drgrpo,
-        Estimator::GrpoBatchStd,
-        Estimator::Maxrl,
-        Estimator::RlooLooStd,
-        Estimator::OpenrlhfReinforceBaseline,
-        Estimator::OpenrlhfGroupNorm,
-        Estimator::OpenrlhfDrGrpo,
-        Estimator::OpenrlhfRloo,
-    ];
-
-    /// The name used by verl's config, by `--estimator` and by the estimator's file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Estimator::Gae => "gae",
-            Estimator::Grpo => "grpo",
-            Estimator::GrpoVectorized => "grpo_vectorized",
-            Estimator::GrpoPassk => "grpo_passk",
-            Estimator::ReinforcePlusPlus => "reinforce_plus_plus",
-            Estimator::ReinforcePlusPlusBaseline => "reinforce_plus_plus_baseline",
-            Estimator::Remax => "remax",
-            Estimator::Rloo => "rloo",
-            Estimator::RlooVectorized => "rloo_vectorized",
-            Estimator::Opo => "opo",
-            Estimator::Gpg => "gpg",
-            Estimator::OptimalTokenBaseline => "optimal_token_baseline",
-            Estimator::TirOptimalTokenBaseline => "tir_optimal_token_baseline",
-            Estimator::Gdpo => "gdpo",
-            Estimator::Reinforce => "reinforce",
-            Estimator::TurnGae => "turn_gae",
-            Estimator::Drgrpo => "drgrpo",
-            Estimator::GrpoBatchStd => "grpo_batch_std",
-            Estimator::Maxrl => "maxrl",
-            Estimator::RlooLooStd => "rloo_loo_std",
-            Estimator::OpenrlhfReinforceBaseline => "openrlhf_reinforce_baseline",
-            Estimator::OpenrlhfGroupNorm => "openrlhf_group_norm",
-            Estimator::OpenrlhfDrGrpo => "openrlhf_dr_grpo",
-            Estimator::OpenrlhfRloo => "openrlhf_rloo",
-        }
-    }
-
     pub fn from_name(name: &str) -> Result<Self> {
         Self::ALL
             .into_iter()
             .find(|e| e.name() == name)
             .ok_or_else(|| {
-                let names = |es: &[Estimator]| -> String {
-                    es.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ")
+                let names = |verl: bool| -> String {
+                    Self::ALL
+                        .iter()
+                        .filter(|e| e.is_verl() == verl)
+                        .map(|e| e.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 };
-                let (verl, ours) = Self::ALL.split_at(Self::VERL_COUNT);
                 Error::usage(format!(
                     "unknown estimator `{name}` (verl 0.9.1 knows: {}; advcalc adds: {})",
-                    names(verl),
-                    names(ours)
+                    names(true),
+                    names(false)
                 ))
             })
     }
 
-    /// Whether the estimator groups rows by `uid`.
-    pub fn needs_uid(self) -> bool {
-        !matches!(
-            self,
-            Estimator::Gae
-                | Estimator::ReinforcePlusPlus
-                | Estimator::Remax
-                | Estimator::Reinforce
-                | Estimator::TurnGae
-        )
+    /// Whether verl 0.9.1 has this estimator.
+    pub fn is_verl(self) -> bool {
+        self.info().source == VERL
     }
 
-    /// Whether the estimator reads the `values` column (a critic).
-    pub fn needs_values(self) -> bool {
-        matches!(self, Estimator::Gae | Estimator::TurnGae)
+    /// Whether the estimator reads `column`.
+    pub fn reads(self, column: Column) -> bool {
+        self.info().columns.contains(&column)
+    }
+
+    /// Whether the estimator groups rows by `uid`.
+    pub fn needs_uid(self) -> bool {
+        self.reads(Column::Uid)
     }
 
     /// The OpenRLHF token-pipeline estimators (`estimators::openrlhf`).
     pub fn is_openrlhf(self) -> bool {
-        matches!(
-            self,
-            Estimator::OpenrlhfReinforceBaseline
-                | Estimator::OpenrlhfGroupNorm
-                | Estimator::OpenrlhfDrGrpo
-                | Estimator::OpenrlhfRloo
-        )
+        self.info().source == openrlhf::SOURCE
     }
 }
 

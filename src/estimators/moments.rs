@@ -12,6 +12,17 @@ pub struct Moments {
 }
 
 impl Moments {
+    /// The moments of a row's values at its valid (mask ≠ 0) positions.
+    pub fn of_valid(values: &[f32], mask: &[f32]) -> Self {
+        let mut m = Moments::default();
+        for (&x, &mk) in values.iter().zip(mask) {
+            if mk != 0.0 {
+                m.push(x as f64);
+            }
+        }
+        m
+    }
+
     pub fn push(&mut self, x: f64) {
         self.n += 1.0;
         let d = x - self.mean;

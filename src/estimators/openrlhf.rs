@@ -21,10 +21,76 @@
 //! estimators' usual recipes); advcalc's own `use_kl_in_reward` shapes the scores before the
 //! group statistics, unlike OpenRLHF, so it should stay off.
 
+use crate::error::Error;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, Whitening};
+use crate::estimators::{Batch, Plan, Rows, Tokens};
 
 use super::grpo::group_sums;
+
+/// The `source` of the `openrlhf_*` estimators' declarations.
+pub const SOURCE: &str = "OpenRLHF";
+
+/// Steps 1–3 and 5's statistics for one batch: each row's clipped scalar, and with `whiten`
+/// (`openrlhf_reinforce_baseline`) the batch whitening over the valid tokens.
+pub fn batch(
+    batch: &Batch<'_>,
+    plan: &mut Plan,
+    shaping: fn(&[f64], &Grouping) -> Result<Vec<f64>, usize>,
+    whiten: bool,
+) -> Result<(), Error> {
+    let g = batch.family_grouping(plan, true)?;
+    let shaped = shaping(&batch.scores(), &g).map_err(|row| batch.singleton_error(&g, row))?;
+    let clip_range = batch.settings.openrlhf_reward_clip;
+    let clipped: Vec<f64> = shaped.iter().map(|&a| clip(a, clip_range)).collect();
+    if whiten {
+        // every valid token holds the row's scalar (γ = 1, no KL)
+        let m = batch.token_moments(&clipped);
+        let w = whitening(&m, batch.settings.openrlhf_no_std_norm).ok_or_else(|| {
+            Error::data(format!(
+                "{} {} whitens over the batch's valid tokens and found none (OpenRLHF divides 0 by 0)",
+                batch.at(),
+                batch.settings.estimator.name()
+            ))
+        })?;
+        plan.whitening.insert(batch.step, w);
+    }
+    batch.set_scalars(plan, clipped);
+    Ok(())
+}
+
+/// Steps 3–5 for one row group: γ = 1 returns of the row's scalar; with `whiten` the
+/// whitened returns are the advantages and the returns are kept, else advantages = returns.
+pub fn token_outputs(rows: &Rows<'_>, plan: &Plan, whiten: bool) -> Tokens {
+    let n = rows.mask.len();
+    let mut returns = vec![0.0f32; n];
+    let first = rows.group.first_row;
+    for i in 0..rows.rows() {
+        let s = rows.span(i);
+        token_returns(
+            plan.row_scalar[first + i],
+            &rows.mask[s.clone()],
+            &mut returns[s],
+        );
+    }
+    if !whiten {
+        return Tokens {
+            advantages: returns,
+            returns: None,
+        };
+    }
+    let mut advantages = vec![0.0f32; n];
+    for i in 0..rows.rows() {
+        let w = plan.whitening_of(rows.group.step_of(i));
+        for t in rows.span(i) {
+            advantages[t] = w.apply(returns[t]);
+        }
+    }
+    Tokens {
+        advantages,
+        returns: Some(returns),
+    }
+}
 
 /// Step 2: how the group turns a score into the row's scalar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

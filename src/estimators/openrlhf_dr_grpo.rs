@@ -12,9 +12,32 @@
 use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
 
 pub fn openrlhf_dr_grpo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
     group_scalar(scores, grouping, Shaping::Mean)
+}
+
+/// `-e openrlhf_dr_grpo`: OpenRLHF's token pipeline ([`Kind::Token`], `estimators::openrlhf`).
+pub struct OpenrlhfDrGrpo;
+
+impl Estimate for OpenrlhfDrGrpo {
+    const INFO: Info = Info {
+        source: openrlhf::SOURCE,
+        summary: "score minus group mean on the last token, γ = 1 returns",
+        kind: Kind::Token,
+        columns: &[Column::Uid],
+        settings: &["group_size", "openrlhf.reward_clip"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        openrlhf::batch(batch, plan, openrlhf_dr_grpo, false)
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(openrlhf::token_outputs(rows, plan, false))
+    }
 }
 
 #[cfg(test)]

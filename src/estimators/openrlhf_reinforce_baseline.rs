@@ -16,9 +16,32 @@
 use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
 
 pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
     group_scalar(scores, grouping, Shaping::Mean)
+}
+
+/// `-e openrlhf_reinforce_baseline`: OpenRLHF's token pipeline ([`Kind::Token`], `estimators::openrlhf`).
+pub struct OpenrlhfReinforceBaseline;
+
+impl Estimate for OpenrlhfReinforceBaseline {
+    const INFO: Info = Info {
+        source: openrlhf::SOURCE,
+        summary: "score minus group mean on the last token, γ = 1 returns, whitened over the batch",
+        kind: Kind::Token,
+        columns: &[Column::Uid],
+        settings: &["group_size", "openrlhf.reward_clip", "openrlhf.no_std_norm"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        openrlhf::batch(batch, plan, openrlhf_reinforce_baseline, true)
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(openrlhf::token_outputs(rows, plan, true))
+    }
 }
 
 #[cfg(test)]

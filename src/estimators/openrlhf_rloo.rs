@@ -12,9 +12,32 @@
 use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
 
 pub fn openrlhf_rloo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
     group_scalar(scores, grouping, Shaping::Rloo)
+}
+
+/// `-e openrlhf_rloo`: OpenRLHF's token pipeline ([`Kind::Token`], `estimators::openrlhf`).
+pub struct OpenrlhfRloo;
+
+impl Estimate for OpenrlhfRloo {
+    const INFO: Info = Info {
+        source: openrlhf::SOURCE,
+        summary: "leave-one-out score on the last token, γ = 1 returns",
+        kind: Kind::Token,
+        columns: &[Column::Uid],
+        settings: &["group_size", "openrlhf.reward_clip"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        openrlhf::batch(batch, plan, openrlhf_rloo, false)
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(openrlhf::token_outputs(rows, plan, false))
+    }
 }
 
 #[cfg(test)]

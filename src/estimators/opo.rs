@@ -6,6 +6,8 @@
 //! writes NaN over the whole rows (quirk §9.9); advcalc writes 0 there and counts the rows.
 
 use crate::estimators::groups::Grouping;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// Returns the per-row scalars and the number of rows whose group had no valid token.
 pub fn opo(scores: &[f64], lengths: &[f64], grouping: &Grouping) -> (Vec<f64>, usize) {
@@ -34,6 +36,26 @@ pub fn opo(scores: &[f64], lengths: &[f64], grouping: &Grouping) -> (Vec<f64>, u
         })
         .collect();
     (a, empty_rows)
+}
+
+/// `-e opo`: one scalar per row ([`Kind::Outcome`]).
+pub struct Opo;
+
+impl Estimate for Opo {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "length-weighted group baseline (valid-token counts after rejection)",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &[],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        let (scalars, nan_rows) = opo(&batch.scores(), &batch.valid(), &batch.grouping());
+        plan.nan_rows += nan_rows;
+        batch.set_scalars(plan, scalars);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,13 @@
 //! (always on) the unique longest row's baseline is 0 from column `second_max_len` on — a
 //! token *count* used as a column index, which is off for masks with holes (quirk §9.12).
 
+use std::collections::HashMap;
+
+use crate::data::{GroupKey, TokenRole};
+use crate::estimators::tir_optimal_token_baseline::compact_index;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+
 /// G and W of one row.
 pub fn row_terms(
     rewards: &[f32],
@@ -93,6 +100,145 @@ pub fn zero_tail(lengths: &[usize]) -> Option<(usize, usize)> {
     let second = sorted[sorted.len() - 2];
     let holders: Vec<usize> = (0..lengths.len()).filter(|&i| lengths[i] == max).collect();
     (holders.len() == 1 && max > second).then(|| (holders[0], second))
+}
+
+/// Pass 1 of both OTB estimators: each row's G·W and W added into its (step, uid) group's
+/// column sums, by absolute position or (`tir`) by the k-th valid token.
+pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<()> {
+    let old = rows.old_log_probs()?;
+    let spi = rows.token(TokenRole::SumPiSquared)?;
+    let uid = rows.uid()?;
+    let (mut g, mut w) = (Vec::new(), Vec::new());
+    for i in 0..rows.rows() {
+        let s = rows.span(i);
+        g.resize(s.len(), 0.0f32);
+        w.resize(s.len(), 0.0f32);
+        let m = &rows.mask[s.clone()];
+        row_terms(
+            &rows.rewards[s.clone()],
+            m,
+            &old[s.clone()],
+            &spi[s.clone()],
+            rows.is_weights.map(|w| &w[s.clone()]),
+            &mut g,
+            &mut w,
+        );
+        let sums = stats
+            .columns
+            .entry((rows.group.step_of(i), uid[i].clone()))
+            .or_default();
+        if tir {
+            let k = compact_index(m);
+            sums.add(&g, &w, m, |t| k[t].unwrap_or(0));
+        } else {
+            sums.add(&g, &w, m, |t| t);
+        }
+    }
+    Ok(())
+}
+
+/// Between the passes: which rows have no baseline (singletons; with `tir`, rows without a
+/// valid token, left out of their group), the zero-tail column of each group, and the
+/// batch's group column sums for pass 2.
+pub fn baselines(batch: &Batch<'_>, plan: &mut Plan, tir: bool) {
+    let stats = batch.stats;
+    let mut members: HashMap<&GroupKey, Vec<usize>> = HashMap::new();
+    for &r in batch.rows {
+        if !tir || stats.valid[r] > 0.0 {
+            members.entry(&stats.uid[r]).or_default().push(r);
+        } else {
+            plan.otb_singleton[r] = true;
+        }
+    }
+    for (&label, rows) in &members {
+        if let Some(sums) = stats.columns.get(&(batch.step, label.clone())) {
+            plan.columns
+                .insert((batch.step, label.clone()), sums.clone());
+        }
+        if rows.len() == 1 {
+            plan.otb_singleton[rows[0]] = true;
+            continue;
+        }
+        let lengths: Vec<usize> = rows.iter().map(|&r| stats.valid[r] as usize).collect();
+        if let Some((member, from)) = zero_tail(&lengths) {
+            plan.otb_zero_tail[rows[member]] = Some(from);
+        }
+    }
+}
+
+/// Pass 2 of both OTB estimators: `advantages = (G − b)·m`, `returns = G`.
+pub fn advantages(rows: &Rows<'_>, plan: &Plan, tir: bool) -> Result<Tokens> {
+    let old = rows.old_log_probs()?;
+    let spi = rows.token(TokenRole::SumPiSquared)?;
+    let uid = rows.uid()?;
+    let n = rows.mask.len();
+    let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);
+    let mut w = Vec::new();
+    let empty = ColumnSums::default();
+    let first = rows.group.first_row;
+    for i in 0..rows.rows() {
+        let s = rows.span(i);
+        w.resize(s.len(), 0.0f32);
+        let m = &rows.mask[s.clone()];
+        row_terms(
+            &rows.rewards[s.clone()],
+            m,
+            &old[s.clone()],
+            &spi[s.clone()],
+            rows.is_weights.map(|x| &x[s.clone()]),
+            &mut returns[s.clone()],
+            &mut w,
+        );
+        let row = first + i;
+        let sums = if plan.otb_singleton[row] {
+            &empty
+        } else {
+            plan.columns
+                .get(&(rows.group.step_of(i), uid[i].clone()))
+                .unwrap_or(&empty)
+        };
+        let tail = plan.otb_zero_tail[row];
+        let k_of = if tir { compact_index(m) } else { Vec::new() };
+        for (j, t) in s.enumerate() {
+            let k = if tir { k_of[j].unwrap_or(0) } else { j };
+            let b = if tail.is_some_and(|from| k >= from) {
+                0.0
+            } else {
+                sums.baseline(k)
+            };
+            advantages[t] = (returns[t] - b) * rows.mask[t];
+        }
+    }
+    Ok(Tokens {
+        advantages,
+        returns: Some(returns),
+    })
+}
+
+/// `-e optimal_token_baseline` ([`Kind::Token`]).
+pub struct OptimalTokenBaseline;
+
+impl Estimate for OptimalTokenBaseline {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "per-token group baseline weighted by a score-norm proxy, by absolute position",
+        kind: Kind::Token,
+        columns: &[Column::Uid, Column::OldLogProbs, Column::SumPiSquared],
+        settings: &[],
+    };
+
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        column_sums(rows, stats, false)
+    }
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        baselines(batch, plan, false);
+        Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        advantages(rows, plan, false)
+    }
 }
 
 #[cfg(test)]

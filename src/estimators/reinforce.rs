@@ -17,6 +17,9 @@
 //! example (the issue); it equals verl 0.9's `reinforce_plus_plus` returns (reference
 //! §5.11) without the whitening.
 
+use crate::error::Result;
+use crate::estimators::{Batch, Estimate, Info, Kind, Plan, Rows, Tokens};
+
 /// The masked discounted return-to-go of one row.
 pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {
     let g = gamma as f32;
@@ -28,6 +31,40 @@ pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {
         } else {
             out[t] = 0.0;
         }
+    }
+}
+
+/// `-e reinforce` ([`Kind::Token`]).
+pub struct Reinforce;
+
+impl Estimate for Reinforce {
+    const INFO: Info = Info {
+        source: "agent-RL tutorial",
+        summary: "discounted return-to-go carried across tool spans, not whitened",
+        kind: Kind::Token,
+        columns: &[],
+        settings: &["gamma"],
+    };
+
+    fn batch(_: &Batch<'_>, _: &mut Plan) -> Result<()> {
+        Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, _: &Plan) -> Result<Tokens> {
+        let mut advantages = vec![0.0f32; rows.mask.len()];
+        for i in 0..rows.rows() {
+            let s = rows.span(i);
+            reinforce(
+                &rows.rewards[s.clone()],
+                &rows.mask[s.clone()],
+                rows.settings.gamma,
+                &mut advantages[s],
+            );
+        }
+        Ok(Tokens {
+            advantages,
+            returns: None,
+        })
     }
 }
 

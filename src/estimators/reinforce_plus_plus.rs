@@ -21,6 +21,10 @@
 //! policy tokens between it and the next mask-0 position to its right. The whitening is the
 //! same (`masked_whiten(ret, m)·m`).
 
+use crate::error::Result;
+use crate::estimators::moments::Moments;
+use crate::estimators::{Batch, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+
 /// How the return treats mask-0 (tool/observation) positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MaskMode {
@@ -69,6 +73,62 @@ pub fn reinforce_plus_plus_row(rewards: &[f32], mask: &[f32], gamma: f64, ret: &
         let m = mask[t];
         ret[t] = new * m;
         run = new * m + run * (1.0 - m);
+    }
+}
+
+/// `-e reinforce_plus_plus` ([`Kind::Token`]).
+pub struct ReinforcePlusPlus;
+
+impl Estimate for ReinforcePlusPlus {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "discounted return-to-go over policy tokens, whitened over the batch",
+        kind: Kind::Token,
+        columns: &[],
+        settings: &["gamma", "mask_mode"],
+    };
+
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        let s = rows.settings;
+        let mut ret = Vec::new();
+        for i in 0..rows.rows() {
+            let span = rows.span(i);
+            ret.resize(span.len(), 0.0f32);
+            let m = &rows.mask[span.clone()];
+            returns_row(s.mask_mode, &rows.rewards[span], m, s.gamma, &mut ret);
+            stats.moments.push(Moments::of_valid(&ret, m));
+        }
+        Ok(())
+    }
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        let w = batch.whiten(&batch.merged_moments())?;
+        plan.whitening.insert(batch.step, w);
+        Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        let s = rows.settings;
+        let n = rows.mask.len();
+        let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);
+        for i in 0..rows.rows() {
+            let span = rows.span(i);
+            let w = plan.whitening_of(rows.group.step_of(i));
+            returns_row(
+                s.mask_mode,
+                &rows.rewards[span.clone()],
+                &rows.mask[span.clone()],
+                s.gamma,
+                &mut returns[span.clone()],
+            );
+            for t in span {
+                advantages[t] = w.apply(returns[t]) * rows.mask[t];
+            }
+        }
+        Ok(Tokens {
+            advantages,
+            returns: Some(returns),
+        })
     }
 }
 

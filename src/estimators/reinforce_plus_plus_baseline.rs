@@ -10,6 +10,8 @@
 use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// The per-row centred scores, before whitening.
 pub fn reinforce_plus_plus_baseline(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -19,6 +21,35 @@ pub fn reinforce_plus_plus_baseline(scores: &[f64], grouping: &Grouping) -> Vec<
         .zip(&grouping.group_of_row)
         .map(|(&s, &g)| s - mean[g])
         .collect()
+}
+
+/// `-e reinforce_plus_plus_baseline`: one scalar per row ([`Kind::Outcome`]).
+pub struct ReinforcePlusPlusBaseline;
+
+impl Estimate for ReinforcePlusPlusBaseline {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "score minus group mean, tiled and whitened over the batch",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &[],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        let centred = reinforce_plus_plus_baseline(&batch.scores(), &batch.grouping());
+        batch.set_scalars(plan, whitened(batch, &centred)?);
+        Ok(())
+    }
+}
+
+/// Whiten one centred scalar per row over the batch's valid tokens (each row's value counts
+/// once per valid token, as verl's tiled tensor does).
+pub fn whitened(batch: &Batch<'_>, centred: &[f64]) -> Result<Vec<f64>> {
+    let w = batch.whiten(&batch.token_moments(centred))?;
+    Ok(centred
+        .iter()
+        .map(|&c| (c as f32 as f64 - w.mean) * w.inv_std)
+        .collect())
 }
 
 #[cfg(test)]

@@ -6,6 +6,9 @@
 //! `returns = G`. **Edge cases**: the advantage is **not** masked, so mask-0 positions before
 //! the last valid reward hold G (quirk §9.3); rewards on masked positions are dropped.
 
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, VERL};
+
 /// Reward-to-go over valid tokens, as `flip(cumsum(flip(r·m)))`.
 pub fn reward_to_go(rewards: &[f32], mask: &[f32], out: &mut [f32]) {
     let mut acc = 0.0f64;
@@ -20,6 +23,47 @@ pub fn remax_row(rewards: &[f32], mask: &[f32], baseline: f32, adv: &mut [f32], 
     reward_to_go(rewards, mask, ret);
     for t in 0..rewards.len() {
         adv[t] = ret[t] - baseline * mask[t];
+    }
+}
+
+/// `-e remax` ([`Kind::Token`]).
+pub struct Remax;
+
+impl Estimate for Remax {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "reward-to-go minus the greedy response's reward (advantages not masked)",
+        kind: Kind::Token,
+        columns: &[Column::RewardBaselines],
+        settings: &[],
+    };
+
+    fn batch(_: &Batch<'_>, _: &mut Plan) -> Result<()> {
+        Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, _: &Plan) -> Result<Tokens> {
+        let baselines = rows
+            .group
+            .reward_baselines
+            .as_ref()
+            .ok_or_else(|| rows.missing("reward_baselines"))?;
+        let n = rows.mask.len();
+        let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);
+        for i in 0..rows.rows() {
+            let s = rows.span(i);
+            remax_row(
+                &rows.rewards[s.clone()],
+                &rows.mask[s.clone()],
+                baselines[i],
+                &mut advantages[s.clone()],
+                &mut returns[s],
+            );
+        }
+        Ok(Tokens {
+            advantages,
+            returns: Some(returns),
+        })
     }
 }
 

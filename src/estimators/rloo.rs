@@ -8,6 +8,9 @@
 use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::conventions::{self, Convention};
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     per_row_from_group(scores, grouping, |s, count, sum| {
@@ -20,6 +23,27 @@ pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
             s
         }
     })
+}
+
+/// `-e rloo`: one scalar per row ([`Kind::Outcome`]).
+pub struct Rloo;
+
+impl Estimate for Rloo {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "leave-one-out baseline; a singleton keeps its raw score",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &["convention"],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        if batch.settings.family.convention != Convention::Verl {
+            return conventions::family_batch(batch, plan);
+        }
+        batch.set_scalars(plan, rloo(&batch.scores(), &batch.grouping()));
+        Ok(())
+    }
 }
 
 #[cfg(test)]

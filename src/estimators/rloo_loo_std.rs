@@ -24,6 +24,8 @@
 //! `calculate_baseline_and_std_per_prompt` (line 104), defaults in `nemo_rl/algorithms/grpo.py`.
 
 use crate::estimators::groups::Grouping;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan};
 
 /// NeMo-RL's `grpo.*` switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +88,24 @@ pub fn rloo_loo_std(scores: &[f64], grouping: &Grouping, opts: NemoOptions) -> V
         }
     }
     out
+}
+
+/// `-e rloo_loo_std`: one scalar per row ([`Kind::Outcome`]).
+pub struct RlooLooStd;
+
+impl Estimate for RlooLooStd {
+    const INFO: Info = Info {
+        source: "NeMo-RL",
+        summary: "leave-one-out baseline and leave-one-out std, divided only where the std > 0",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &[],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        batch.set_scalars(plan, rloo_loo_std(&batch.scores(), &batch.grouping(), NemoOptions::default()));
+        Ok(())
+    }
 }
 
 #[cfg(test)]

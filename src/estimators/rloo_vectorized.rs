@@ -8,6 +8,8 @@
 use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
 
 pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     per_row_from_group(scores, grouping, |s, count, sum| {
@@ -18,6 +20,24 @@ pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
             0.0
         }
     })
+}
+
+/// `-e rloo_vectorized`: one scalar per row ([`Kind::Outcome`]).
+pub struct RlooVectorized;
+
+impl Estimate for RlooVectorized {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "tensorised leave-one-out baseline; a singleton gets 0",
+        kind: Kind::Outcome,
+        columns: &[Column::Uid],
+        settings: &[],
+    };
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        batch.set_scalars(plan, rloo_vectorized(&batch.scores(), &batch.grouping()));
+        Ok(())
+    }
 }
 
 #[cfg(test)]

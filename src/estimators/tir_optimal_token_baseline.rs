@@ -9,6 +9,10 @@
 //! valid token are left out of their group (and get 0); a group of one has b = 0. Without
 //! holes in the mask this equals `optimal_token_baseline`.
 
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::optimal_token_baseline;
+
 /// Compacted index of each valid position of a row (`None` for mask-0 positions).
 pub fn compact_index(mask: &[f32]) -> Vec<Option<usize>> {
     let mut k = 0;
@@ -20,6 +24,32 @@ pub fn compact_index(mask: &[f32]) -> Vec<Option<usize>> {
             })
         })
         .collect()
+}
+
+/// `-e tir_optimal_token_baseline` ([`Kind::Token`]).
+pub struct TirOptimalTokenBaseline;
+
+impl Estimate for TirOptimalTokenBaseline {
+    const INFO: Info = Info {
+        source: VERL,
+        summary: "optimal token baseline aligned by the k-th generated token",
+        kind: Kind::Token,
+        columns: &[Column::Uid, Column::OldLogProbs, Column::SumPiSquared],
+        settings: &[],
+    };
+
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        optimal_token_baseline::column_sums(rows, stats, true)
+    }
+
+    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+        optimal_token_baseline::baselines(batch, plan, true);
+        Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        optimal_token_baseline::advantages(rows, plan, true)
+    }
 }
 
 #[cfg(test)]

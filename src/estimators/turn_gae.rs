@@ -20,6 +20,10 @@
 //! there is no public source file. RAGEN's `compute_bi_level_gae_advantage_return` is a
 //! different (bi-level, whitened) algorithm.
 
+use crate::data::TokenRole;
+use crate::error::Result;
+use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens};
+
 /// Advantages and returns of one row.
 pub fn turn_gae(
     rewards: &[f32],
@@ -56,6 +60,46 @@ pub fn turn_gae(
         adv[a..b].fill(last as f32);
         ret[a..b].fill((last + v) as f32);
         next_value = v;
+    }
+}
+
+/// `-e turn_gae` ([`Kind::Token`]).
+pub struct TurnGae;
+
+impl Estimate for TurnGae {
+    const INFO: Info = Info {
+        source: "agent-RL tutorial",
+        summary: "GAE over calls (runs of policy tokens): one value and one summed reward per call",
+        kind: Kind::Token,
+        columns: &[Column::Values],
+        settings: &["gamma", "lam"],
+    };
+
+    fn batch(_: &Batch<'_>, _: &mut Plan) -> Result<()> {
+        Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, _: &Plan) -> Result<Tokens> {
+        let s = rows.settings;
+        let values = rows.token(TokenRole::Values)?;
+        let n = rows.mask.len();
+        let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);
+        for i in 0..rows.rows() {
+            let span = rows.span(i);
+            turn_gae(
+                &rows.rewards[span.clone()],
+                &values[span.clone()],
+                &rows.mask[span.clone()],
+                s.gamma,
+                s.lam,
+                &mut advantages[span.clone()],
+                &mut returns[span],
+            );
+        }
+        Ok(Tokens {
+            advantages,
+            returns: Some(returns),
+        })
     }
 }
 

@@ -1,0 +1,334 @@
+//! What an estimator sees: its settings, one row group after shaping (passes 1 and 2), one
+//! training batch of per-row statistics (between the passes), and what it leaves for pass 2.
+//! Plain slices and scalars only; the engine fills these from the decoded row groups.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crate::data::{GroupKey, PositiveLogProbs, RowGroup, TokenRole};
+use crate::error::{Error, Result};
+use crate::estimators::Estimator;
+use crate::estimators::conventions::{self, FamilyOptions};
+use crate::estimators::groups::Grouping;
+use crate::estimators::moments::{Moments, WhitenError, Whitening};
+use crate::estimators::optimal_token_baseline::ColumnSums;
+use crate::estimators::reinforce_plus_plus::MaskMode;
+use crate::estimators::sessions::{OutputRow, fold_sessions};
+
+/// The validated settings an estimator may read (verl's `algorithm` keys and advcalc's).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<'a> {
+    pub estimator: Estimator,
+    pub gamma: f64,
+    pub lam: f64,
+    /// `norm_adv_by_std_in_grpo`.
+    pub norm_by_std: bool,
+    /// `whiten_advantages` (gae).
+    pub whiten_advantages: bool,
+    /// `mask_mode` (reinforce_plus_plus).
+    pub mask_mode: MaskMode,
+    /// `--convention` and the framework switches of the GRPO/RLOO family.
+    pub family: FamilyOptions,
+    /// `gdpo_reward_weights`, one per `gdpo_reward_keys` column.
+    pub gdpo_weights: &'a [f64],
+    /// `openrlhf.reward_clip`, `openrlhf.no_std_norm`.
+    pub openrlhf_reward_clip: (f64, f64),
+    pub openrlhf_no_std_norm: bool,
+}
+
+/// One row group after stages 1–3: the shaped rewards, the mask after rejection and the IS
+/// weights, flat and aligned with the group's row offsets.
+pub struct Rows<'a> {
+    pub settings: &'a Settings<'a>,
+    pub group: &'a RowGroup,
+    pub rewards: &'a [f32],
+    pub mask: &'a [f32],
+    pub is_weights: Option<&'a [f32]>,
+    /// verl's `old_log_probs`: `rollout_log_probs` in bypass mode.
+    pub old_log_probs: Option<&'a [f32]>,
+    /// The input's name in messages.
+    pub file: &'a str,
+}
+
+impl Rows<'_> {
+    pub fn rows(&self) -> usize {
+        self.group.rows()
+    }
+
+    pub fn span(&self, i: usize) -> Range<usize> {
+        self.group.span(i)
+    }
+
+    /// A column the estimator declared; missing only if the engine failed to decode it.
+    pub fn token(&self, role: TokenRole) -> Result<&[f32]> {
+        self.group
+            .token(role)
+            .ok_or_else(|| self.missing(role.column()))
+    }
+
+    pub fn old_log_probs(&self) -> Result<&[f32]> {
+        self.old_log_probs
+            .ok_or_else(|| self.missing("old_log_probs"))
+    }
+
+    pub fn uid(&self) -> Result<&[GroupKey]> {
+        self.group.uid.as_deref().ok_or_else(|| self.missing("uid"))
+    }
+
+    pub fn missing(&self, what: &str) -> Error {
+        Error::data(format!(
+            "{}: {} needs {what}",
+            self.file,
+            self.settings.estimator.name()
+        ))
+    }
+}
+
+/// What the statistics pass keeps per row, for the whole input in file order.
+#[derive(Debug, Clone, Default)]
+pub struct RowStats {
+    /// Group label per row (empty when the estimator does not group).
+    pub uid: Vec<GroupKey>,
+    pub step: Option<Vec<i64>>,
+    /// `(session_id, output_index)` per row, for multi-output sessions.
+    pub session: Option<(Vec<GroupKey>, Vec<i64>)>,
+    /// Outcome score: Σ of `token_level_rewards` over all positions of the row.
+    pub score: Vec<f64>,
+    /// Valid tokens after rejection.
+    pub valid: Vec<f64>,
+    /// Valid tokens before rejection.
+    pub orig_valid: Vec<f64>,
+    /// Σ_t kld·m (KL in reward).
+    pub kl_sum: Vec<f64>,
+    /// Partial sums of the IS batch-normalisation mean.
+    pub is_norm_parts: Vec<(f64, f64)>,
+    /// Per-row moments of the values gae / reinforce_plus_plus whiten.
+    pub moments: Vec<Moments>,
+    /// gdpo reward components, `components[k][row]`.
+    pub components: Vec<Vec<f64>>,
+    /// OTB column sums per (step, uid), merged in row-group order.
+    pub columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
+    /// Rows whose scalar score had no position.
+    pub dropped_scores: usize,
+    /// Positive values in log-probability columns (a warning).
+    pub positive_log_probs: Option<PositiveLogProbs>,
+}
+
+impl RowStats {
+    pub fn rows(&self) -> usize {
+        self.score.len()
+    }
+
+    /// Append the next row group's statistics (row-group order keeps results independent of
+    /// the thread count).
+    pub fn append(&mut self, other: RowStats) {
+        self.uid.extend(other.uid);
+        if let Some(step) = other.step {
+            self.step.get_or_insert_with(Vec::new).extend(step);
+        }
+        if let Some((s, o)) = other.session {
+            let (ss, oo) = self.session.get_or_insert_with(Default::default);
+            ss.extend(s);
+            oo.extend(o);
+        }
+        self.score.extend(other.score);
+        self.valid.extend(other.valid);
+        self.orig_valid.extend(other.orig_valid);
+        self.kl_sum.extend(other.kl_sum);
+        self.is_norm_parts.extend(other.is_norm_parts);
+        self.moments.extend(other.moments);
+        if self.components.len() < other.components.len() {
+            self.components.resize(other.components.len(), Vec::new());
+        }
+        for (mine, theirs) in self.components.iter_mut().zip(other.components) {
+            mine.extend(theirs);
+        }
+        for (key, sums) in other.columns {
+            self.columns.entry(key).or_default().merge(&sums);
+        }
+        self.dropped_scores += other.dropped_scores;
+        self.positive_log_probs =
+            PositiveLogProbs::merge(self.positive_log_probs.take(), other.positive_log_probs);
+    }
+}
+
+/// What the output pass needs from the estimator's batch work, for every row.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Outcome estimators: each row's advantage scalar (already whitened where the estimator
+    /// whitens), broadcast onto its mask.
+    pub row_scalar: Vec<f32>,
+    /// Batch whitening of each step (gae, reinforce_plus_plus, openrlhf_reinforce_baseline).
+    pub whitening: BTreeMap<Option<i64>, Whitening>,
+    /// OTB: per row, whether its baseline is 0 (singleton group, or left out) and the
+    /// position from which the zero-tail rule zeroes it.
+    pub otb_singleton: Vec<bool>,
+    pub otb_zero_tail: Vec<Option<usize>>,
+    /// OTB: the group column sums per (step, uid).
+    pub columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
+    /// OPO rows set to 0 where verl writes NaN.
+    pub nan_rows: usize,
+    /// Things the user should know about the grouping (consecutive-n blocks that disagree
+    /// with the `uid`s), one per batch at most.
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// An empty plan for `rows` rows.
+    pub fn new(rows: usize) -> Self {
+        Plan {
+            row_scalar: vec![0.0; rows],
+            otb_singleton: vec![false; rows],
+            otb_zero_tail: vec![None; rows],
+            ..Default::default()
+        }
+    }
+
+    /// The whitening of a step the estimator whitens (its batch work inserted it).
+    pub fn whitening_of(&self, step: Option<i64>) -> Whitening {
+        self.whitening[&step]
+    }
+}
+
+/// One training batch between the passes: the per-row statistics of its rows.
+pub struct Batch<'a> {
+    pub settings: &'a Settings<'a>,
+    pub stats: &'a RowStats,
+    pub step: Option<i64>,
+    /// Global row indices, in file order.
+    pub rows: &'a [usize],
+    pub file: &'a str,
+}
+
+impl Batch<'_> {
+    /// The rows' outcome scores.
+    pub fn scores(&self) -> Vec<f64> {
+        self.rows.iter().map(|&r| self.stats.score[r]).collect()
+    }
+
+    /// The rows' valid-token counts (after rejection).
+    pub fn valid(&self) -> Vec<f64> {
+        self.rows.iter().map(|&r| self.stats.valid[r]).collect()
+    }
+
+    /// The rows' `uid` labels.
+    pub fn labels(&self) -> Vec<GroupKey> {
+        self.rows
+            .iter()
+            .map(|&r| self.stats.uid[r].clone())
+            .collect()
+    }
+
+    /// Groups by `uid` equality (verl's rule).
+    pub fn grouping(&self) -> Grouping {
+        Grouping::by_key(self.rows.iter().map(|&r| &self.stats.uid[r]))
+    }
+
+    /// `FILE: step S:` (or `FILE:`) to start a message about this batch.
+    pub fn at(&self) -> String {
+        let step = self.step.map(|s| format!(" step {s}:")).unwrap_or_default();
+        format!("{}:{step}", self.file)
+    }
+
+    /// The groups of the convention (consecutive blocks for trl, openrlhf and open-instruct,
+    /// and for the openrlhf_* estimators), with a warning when blocks and uids disagree.
+    pub fn family_grouping(&self, plan: &mut Plan, consecutive: bool) -> Result<Grouping> {
+        if !consecutive {
+            return Ok(self.grouping());
+        }
+        let (g, warning) =
+            conventions::consecutive_grouping(&self.labels(), self.settings.family.group_size)
+                .map_err(|msg| {
+                    Error::data(format!(
+                        "{} {}: {msg}",
+                        self.at(),
+                        self.settings.estimator.name()
+                    ))
+                })?;
+        if let Some(w) = warning {
+            plan.warnings.push(format!("{} {w}", self.at()));
+        }
+        Ok(g)
+    }
+
+    /// The error for a singleton group where OpenRLHF asserts `n_samples_per_prompt > 1`.
+    pub fn singleton_error(&self, g: &Grouping, row: usize) -> Error {
+        let size = g
+            .group_of_row
+            .iter()
+            .filter(|&&x| x == g.group_of_row[row])
+            .count();
+        Error::data(format!(
+            "{} row {}: its group has {size} row, and OpenRLHF asserts n_samples_per_prompt > 1 for {} (set group_size, or use another estimator)",
+            self.at(),
+            self.rows[row],
+            self.settings.estimator.name()
+        ))
+    }
+
+    /// verl's whitening over the batch's valid tokens, or its error for ≤ 1 valid token.
+    pub fn whiten(&self, m: &Moments) -> Result<Whitening> {
+        Whitening::from_moments(m).map_err(|err| self.whitening_error(err, m.n))
+    }
+
+    fn whitening_error(&self, err: WhitenError, n: f64) -> Error {
+        Error::data(format!(
+            "{} {} whitens over the batch's valid tokens and needs at least 2 valid tokens, found {n} (verl raises ValueError: {})",
+            self.at(),
+            self.settings.estimator.name(),
+            err.verl_message()
+        ))
+    }
+
+    /// Moments of a per-row value counted once per valid token (as verl's tiled tensor).
+    pub fn token_moments(&self, per_row: &[f64]) -> Moments {
+        let mut m = Moments::default();
+        for (&a, &r) in per_row.iter().zip(self.rows) {
+            m.push_repeated(a as f32 as f64, self.stats.valid[r]);
+        }
+        m
+    }
+
+    /// Moments of every row's pass-1 moments (gae, reinforce_plus_plus), merged in row order.
+    pub fn merged_moments(&self) -> Moments {
+        let mut m = Moments::default();
+        for &r in self.rows {
+            m.merge(&self.stats.moments[r]);
+        }
+        m
+    }
+
+    /// verl V1 folds multi-output sessions (each scored by its last output) for exact
+    /// grpo only (§6.3): the folded scalars, or `None` without session columns.
+    pub fn folded_sessions(&self, norm_by_std: bool) -> Option<Vec<f64>> {
+        let (sessions, index) = self.stats.session.as_ref()?;
+        let s = self.stats;
+        let outputs: Vec<OutputRow> = self
+            .rows
+            .iter()
+            .map(|&r| OutputRow {
+                uid: &s.uid[r],
+                session: &sessions[r],
+                output_index: index[r],
+                score: s.score[r],
+                has_valid: s.valid[r] > 0.0,
+            })
+            .collect();
+        Some(fold_sessions(&outputs, norm_by_std))
+    }
+
+    /// Store one scalar per row of the batch for pass 2 to broadcast.
+    pub fn set_scalars(&self, plan: &mut Plan, scalars: Vec<f64>) {
+        for (&r, a) in self.rows.iter().zip(scalars) {
+            plan.row_scalar[r] = a as f32;
+        }
+    }
+}
+
+/// The token outputs an estimator writes for one row group (flat, aligned with the mask).
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    pub advantages: Vec<f32>,
+    /// `None` when returns equal advantages.
+    pub returns: Option<Vec<f32>>,
+}
