@@ -109,7 +109,7 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<(
     let spi = rows.token(TokenRole::SumPiSquared)?;
     let uid = rows.uid()?;
     let (mut g, mut w) = (Vec::new(), Vec::new());
-    for i in 0..rows.rows() {
+    for (i, label) in uid.iter().enumerate() {
         let s = rows.span(i);
         g.resize(s.len(), 0.0f32);
         w.resize(s.len(), 0.0f32);
@@ -125,7 +125,7 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<(
         );
         let sums = stats
             .columns
-            .entry((rows.group.step_of(i), uid[i].clone()))
+            .entry((rows.group.step_of(i), label.clone()))
             .or_default();
         if tir {
             let k = compact_index(m);
@@ -176,7 +176,7 @@ pub fn advantages(rows: &Rows<'_>, plan: &Plan, tir: bool) -> Result<Tokens> {
     let mut w = Vec::new();
     let empty = ColumnSums::default();
     let first = rows.group.first_row;
-    for i in 0..rows.rows() {
+    for (i, label) in uid.iter().enumerate() {
         let s = rows.span(i);
         w.resize(s.len(), 0.0f32);
         let m = &rows.mask[s.clone()];
@@ -194,7 +194,7 @@ pub fn advantages(rows: &Rows<'_>, plan: &Plan, tir: bool) -> Result<Tokens> {
             &empty
         } else {
             plan.columns
-                .get(&(rows.group.step_of(i), uid[i].clone()))
+                .get(&(rows.group.step_of(i), label.clone()))
                 .unwrap_or(&empty)
         };
         let tail = plan.otb_zero_tail[row];

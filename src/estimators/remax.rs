@@ -50,12 +50,12 @@ impl Estimate for Remax {
             .ok_or_else(|| rows.missing("reward_baselines"))?;
         let n = rows.mask.len();
         let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);
-        for i in 0..rows.rows() {
+        for (i, &baseline) in baselines.iter().enumerate() {
             let s = rows.span(i);
             remax_row(
                 &rows.rewards[s.clone()],
                 &rows.mask[s.clone()],
-                baselines[i],
+                baseline,
                 &mut advantages[s.clone()],
                 &mut returns[s],
             );
