@@ -15,4 +15,5 @@ pub mod shaping;
 
 pub use commands::run::{RunOptions, RunSummary, run};
 pub use config::{AlgoConfig, Config, ConfigSources};
+pub use engine::{Computed, Engine};
 pub use error::{Error, ErrorKind, Result};

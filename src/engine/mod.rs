@@ -10,3 +10,227 @@ pub mod plan;
 pub mod progress;
 pub mod row_stats;
 pub mod token_outputs;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use crate::config::Config;
+use crate::engine::job::{GroupOutputs, Job, Prepared, StatsPass};
+use crate::engine::pipeline::{Constants, Pipeline};
+use crate::error::Result;
+use crate::estimators::RowStats;
+use crate::io::assemble::assemble;
+use crate::io::schema::InputColumns;
+use crate::shaping::scores::Layout;
+
+/// The engine: a validated configuration bound to an input's schema. Its methods are the two
+/// passes on Arrow record batches and the work between them; [`Engine::compute`] runs them
+/// all on an input held in memory.
+///
+/// A pass-1 call takes the constants of the steps ([`Engine::start`], or after the pre-pass
+/// that an adaptive KL controller needs, [`Engine::constants`]); the statistics of every
+/// record batch, appended in input order, make the [`Prepared`] plan of pass 2. Results do
+/// not depend on how the input is cut into record batches.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Float32Array, Int8Array, ListArray, StringArray};
+/// use arrow::buffer::OffsetBuffer;
+/// use arrow::datatypes::{DataType, Field, Schema};
+/// use arrow::record_batch::RecordBatch;
+/// use advcalc::{Config, ConfigSources, Engine};
+///
+/// // two responses to one prompt, two tokens each; the scores sit on the last token
+/// let offsets = || OffsetBuffer::from_lengths([2, 2]);
+/// let mask = ListArray::new(Arc::new(Field::new("item", DataType::Int8, true)), offsets(),
+///     Arc::new(Int8Array::from(vec![1, 1, 1, 1])), None);
+/// let scores = ListArray::new(Arc::new(Field::new("item", DataType::Float32, true)), offsets(),
+///     Arc::new(Float32Array::from(vec![0.0, 1.0, 0.0, 0.0])), None);
+/// let schema = Arc::new(Schema::new(vec![
+///     Field::new("uid", DataType::Utf8, false),
+///     Field::new("response_mask", mask.data_type().clone(), false),
+///     Field::new("rm_scores", scores.data_type().clone(), false),
+/// ]));
+/// let batch = RecordBatch::try_new(schema.clone(), vec![
+///     Arc::new(StringArray::from(vec!["q", "q"])), Arc::new(mask), Arc::new(scores),
+/// ]).unwrap();
+///
+/// let config = Config::load(&ConfigSources { estimator: Some("grpo"), ..Default::default() })?;
+/// let engine = Engine::new(&config, schema, "example")?;
+/// let out = engine.compute(&[batch])?;
+/// // GRPO: (1 − 0.5) / (std 0.7071 + 1e-6) on every token of the first response
+/// let advantages = out.batches[0].column_by_name("advantages").unwrap();
+/// let first = advantages.as_any().downcast_ref::<ListArray>().unwrap().value(0);
+/// let first = first.as_any().downcast_ref::<Float32Array>().unwrap();
+/// assert!((first.value(0) - 0.707106).abs() < 1e-5);
+/// # Ok::<(), advcalc::Error>(())
+/// ```
+pub struct Engine {
+    pipeline: Pipeline,
+    columns: InputColumns,
+    name: String,
+    layout: Layout,
+    allow_nonfinite: bool,
+}
+
+/// What [`Engine::compute`] returns.
+pub struct Computed {
+    /// The input's record batches with the computed columns, in input order.
+    pub batches: Vec<RecordBatch>,
+    /// Things the user should know about the data.
+    pub warnings: Vec<String>,
+}
+
+impl Engine {
+    /// Bind a configuration to an input schema; checks that the input has every column the
+    /// configuration needs, with the right types. `name` names the input in messages.
+    pub fn new(config: &Config, schema: SchemaRef, name: &str) -> Result<Self> {
+        let pipeline = Pipeline::new(&config.algorithm)?;
+        let columns = InputColumns::resolve(schema, &pipeline.needs(), name)?;
+        let engine = Engine {
+            pipeline,
+            columns,
+            name: name.to_string(),
+            layout: Layout::default(),
+            allow_nonfinite: false,
+        };
+        engine.job().check_columns()?;
+        Ok(engine)
+    }
+
+    /// Where a scalar `score` sits: the row's last position (ragged) or last mask-1 token.
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Let NaN and ±inf through instead of refusing them (`--allow-nonfinite`).
+    pub fn allow_nonfinite(mut self, allow: bool) -> Self {
+        self.allow_nonfinite = allow;
+        self
+    }
+
+    fn job(&self) -> Job<'_> {
+        Job {
+            pipeline: &self.pipeline,
+            columns: &self.columns,
+            file: &self.name,
+            layout: self.layout,
+            allow_nonfinite: self.allow_nonfinite,
+            metrics: false,
+        }
+    }
+
+    /// The constants pass 1 starts from: the configured KL coefficient, no IS normalisation.
+    pub fn start(&self) -> Constants {
+        self.job().initial_constants()
+    }
+
+    /// Whether pass 1 needs the constants of a pre-pass first ([`Engine::constants`]): an
+    /// adaptive KL controller, or OTB with batch-normalised IS weights.
+    pub fn needs_prepass(&self) -> bool {
+        self.job().needs_prepass()
+    }
+
+    /// The per-step constants from a pre-pass: the statistics of every record batch under
+    /// [`Engine::start`], appended in input order.
+    pub fn constants(&self, prepass: &RowStats) -> Constants {
+        self.job().prepass_constants(prepass)
+    }
+
+    /// Pass 1 on one record batch whose first row is row `first_row` of the input.
+    pub fn row_stats(
+        &self,
+        batch: &RecordBatch,
+        first_row: usize,
+        constants: &Constants,
+    ) -> Result<RowStats> {
+        let pass = StatsPass::Statistics;
+        Ok(self
+            .job()
+            .row_group_stats(batch, first_row, constants, pass)?
+            .0)
+    }
+
+    /// Pre-pass on one record batch (only the common per-row scalars).
+    pub fn prepass_stats(&self, batch: &RecordBatch, first_row: usize) -> Result<RowStats> {
+        let pass = StatsPass::Constants;
+        Ok(self
+            .job()
+            .row_group_stats(batch, first_row, &self.start(), pass)?
+            .0)
+    }
+
+    /// Between the passes: the merged statistics of the whole input (appended in input order)
+    /// to the plan of pass 2 — KL controller over the steps, IS normalisation, and per
+    /// training batch the estimator's group and batch statistics.
+    pub fn plan(&self, stats: RowStats) -> Result<Prepared> {
+        self.job().prepare(stats, Default::default())
+    }
+
+    /// Pass 2 on one record batch: the batch with the computed columns (the output schema:
+    /// input columns, `loss_mask`, `token_level_rewards`, `advantages`, `returns` and, with
+    /// IS weights, `rollout_is_weights`).
+    pub fn token_outputs(
+        &self,
+        batch: &RecordBatch,
+        first_row: usize,
+        plan: &Prepared,
+    ) -> Result<RecordBatch> {
+        let GroupOutputs { group, outputs, .. } =
+            self.job().row_group_outputs(batch, first_row, plan)?;
+        assemble(
+            batch,
+            &self.columns,
+            &self.output_schema(),
+            &group.mask.offsets,
+            outputs,
+            &self.name,
+        )
+    }
+
+    /// The schema of [`Engine::token_outputs`]'s batches.
+    pub fn output_schema(&self) -> SchemaRef {
+        let has_rollout = self.job().has_rollout();
+        self.columns.output_schema(
+            self.pipeline.is_weights(has_rollout),
+            self.pipeline.kl.is_none(),
+        )
+    }
+
+    /// The whole pipeline on an input held in memory, in one call (small data; files go
+    /// through [`crate::run`], which streams row groups from disk).
+    pub fn compute(&self, batches: &[RecordBatch]) -> Result<Computed> {
+        let starts: Vec<usize> = batches
+            .iter()
+            .scan(0, |row, b| {
+                let first = *row;
+                *row += b.num_rows();
+                Some(first)
+            })
+            .collect();
+        let constants = if self.needs_prepass() {
+            let mut pre = RowStats::default();
+            for (batch, &first) in batches.iter().zip(&starts) {
+                pre.append(self.prepass_stats(batch, first)?);
+            }
+            self.constants(&pre)
+        } else {
+            self.start()
+        };
+        let mut stats = RowStats::default();
+        for (batch, &first) in batches.iter().zip(&starts) {
+            stats.append(self.row_stats(batch, first, &constants)?);
+        }
+        let plan = self.plan(stats)?;
+        let batches = batches
+            .iter()
+            .zip(&starts)
+            .map(|(batch, &first)| self.token_outputs(batch, first, &plan))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Computed {
+            batches,
+            warnings: plan.warnings,
+        })
+    }
+}
