@@ -1,19 +1,40 @@
-//! advcalc: advantages and returns for logged LLM RL rollouts, matching verl 0.9.1.
+//! advcalc: advantages and returns for logged LLM RL rollouts, with verl 0.9.1's numbers.
 //!
-//! The estimator maths (`estimators`, `sessions`, `scores`, `dispatch`) works on plain
-//! slices and scalars; `io` converts Parquet/Arrow at the edges; `driver` runs the two
-//! passes. See `docs/architecture.md` for the code map.
+//! The library's API is small:
+//! - [`Config`]: verl's `algorithm:` section (a trainer YAML, `--set` overrides, flags),
+//!   parsed once and validated ([`Config::load`] from [`ConfigSources`]);
+//! - [`Engine`]: a configuration bound to an input schema, whose methods are the two passes
+//!   on Arrow record batches ([`Engine::row_stats`], [`Engine::plan`],
+//!   [`Engine::token_outputs`]) and [`Engine::compute`] for a whole input in memory;
+//! - [`run`] (the CLI's file-to-file job: Parquet or Arrow IPC, streamed by row group, written
+//!   atomically) and the other commands in [`commands`];
+//! - [`Error`]: one error type whose [`ErrorKind`] maps to the CLI's exit codes.
+//!
+//! The maths (estimators, shaping) works on plain slices; `docs/architecture.md` has the code
+//! map and the rules.
 
 pub mod commands;
 pub mod config;
-pub mod data;
-pub mod engine;
+mod engine;
 pub mod error;
+
+// Not API: the kernels and plain types, public only for the benchmarks (`benches/`), the
+// property tests and the fuzz targets.
+#[doc(hidden)]
+pub mod data;
+#[doc(hidden)]
 pub mod estimators;
+#[doc(hidden)]
 pub mod io;
+#[doc(hidden)]
 pub mod shaping;
 
 pub use commands::run::{RunOptions, RunSummary, run};
 pub use config::{AlgoConfig, Config, ConfigSources};
+pub use engine::job::Prepared;
+pub use engine::pipeline::Constants;
 pub use engine::{Computed, Engine};
 pub use error::{Error, ErrorKind, Result};
+pub use estimators::{Estimator, RowStats};
+pub use io::format::Format;
+pub use shaping::scores::Layout;

@@ -1,5 +1,5 @@
 //! The advantage estimators: one file per estimator, named as its `-e` value, holding its
-//! maths (plain slices and scalars) and its [`Estimate`] declaration; the [`registry!`] below
+//! maths (plain slices and scalars) and its [`Estimate`] declaration; the `registry!` list below
 //! lists them once, and every dispatch over estimators is generated from that list.
 //!
 //! Adding an estimator: write `estimators/NAME.rs` with a unit struct implementing

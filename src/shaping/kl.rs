@@ -113,7 +113,7 @@ impl KlController {
     }
 }
 
-/// Apply the penalty to one row: writes `rewards` and returns Σ_t kld[t] (masked), in f64.
+/// Apply the penalty to one row: writes `rewards` and returns `Σ_t kld[t]` (masked), in f64.
 pub fn penalize_row(
     estimator: KlEstimator,
     beta: f32,
