@@ -34,7 +34,7 @@ use crate::shaping::scores::Layout;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use arrow::array::{Float32Array, Int8Array, ListArray, StringArray};
+/// use arrow::array::{Array, Float32Array, Int8Array, ListArray, StringArray};
 /// use arrow::buffer::OffsetBuffer;
 /// use arrow::datatypes::{DataType, Field, Schema};
 /// use arrow::record_batch::RecordBatch;
