@@ -12,6 +12,8 @@ pub mod error;
 pub mod estimators;
 pub mod io;
 pub mod shaping;
+#[cfg(test)]
+mod test_support;
 
 pub use commands::run::{RunOptions, RunSummary, run};
 pub use config::{AlgoConfig, Config, ConfigSources};
