@@ -20,6 +20,7 @@ use parquet::file::properties::WriterProperties;
 /// The one numeric oracle (`assert_close` and its rules), shared with the unit tests.
 #[path = "../../src/test_support.rs"]
 mod test_support;
+#[allow(unused_imports)] // not every test binary compares numbers
 pub use test_support::*;
 
 pub fn advcalc() -> Command {
