@@ -28,6 +28,8 @@ pub mod estimators;
 pub mod io;
 #[doc(hidden)]
 pub mod shaping;
+#[cfg(test)]
+mod test_support;
 
 pub use commands::run::{RunOptions, RunSummary, run};
 pub use config::{AlgoConfig, Config, ConfigSources};

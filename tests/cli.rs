@@ -68,9 +68,40 @@ fn demo_runs_and_writes_the_output_columns() {
     assert_eq!(rewards, scores);
     let adv = lists_f32(&output, "advantages");
     assert_eq!(adv, lists_f32(&output, "returns"));
-    for (a, s) in adv.iter().zip(&scores) {
-        assert_eq!(a.len(), s.len());
-    }
+    // GRPO computed here from the uids and score sums: (s − μ)/(σ + 1e-6), unbiased σ,
+    // times the mask (the demo has no singleton group and no step column).
+    let uid_column = arrow::compute::cast(
+        input.column_by_name("uid").unwrap(),
+        &arrow::datatypes::DataType::Utf8,
+    )
+    .unwrap();
+    let uids: Vec<&str> = uid_column
+        .as_any()
+        .downcast_ref::<arrow::array::StringArray>()
+        .unwrap()
+        .iter()
+        .map(|u| u.unwrap())
+        .collect();
+    let sums: Vec<f64> = scores
+        .iter()
+        .map(|r| r.iter().map(|&x| x as f64).sum())
+        .collect();
+    let masks = lists_f32(&input, "response_mask");
+    let expected: Vec<Vec<f64>> = (0..sums.len())
+        .map(|i| {
+            let group: Vec<f64> = (0..sums.len())
+                .filter(|&j| uids[j] == uids[i])
+                .map(|j| sums[j])
+                .collect();
+            let n = group.len() as f64;
+            assert!(n > 1.0, "row {i}: a singleton group");
+            let mu = group.iter().sum::<f64>() / n;
+            let sigma = (group.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+            let a = (sums[i] - mu) / (sigma + 1e-6);
+            masks[i].iter().map(|&m| a * m as f64).collect()
+        })
+        .collect();
+    assert_rows_close("demo grpo advantages", &adv, &expected, 1e-5, 1e-5);
 }
 
 // Hand computation: group a = rows {0, 2} with scores {1, 0}, group b = rows {1, 3} with
@@ -398,7 +429,16 @@ fn empty_input_gives_an_empty_output() {
     assert!(out.status.success(), "{}", stderr(&out));
     let output = read_parquet(&tmp.path().join("out.parquet"));
     assert_eq!(output.num_rows(), 0);
-    assert!(output.column_by_name("advantages").is_some());
+    for name in ["token_level_rewards", "advantages", "returns"] {
+        let column = output
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        assert!(
+            matches!(column.data_type(), arrow::datatypes::DataType::List(f) if f.data_type() == &arrow::datatypes::DataType::Float32),
+            "{name}: {}",
+            column.data_type()
+        );
+    }
 }
 
 #[test]
@@ -497,12 +537,14 @@ fn row_group_size_does_not_change_any_value() {
                 lists_f32(&outputs[0], column),
                 lists_f32(&outputs[1], column),
             );
-            let same = a
-                .iter()
-                .zip(&b)
-                .all(|(x, y)| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()));
+            // bit for bit, every row's length included (NaN compares by its bits too)
+            let bits = |rows: &[Vec<f32>]| -> Vec<Vec<u32>> {
+                rows.iter()
+                    .map(|r| r.iter().map(|v| v.to_bits()).collect())
+                    .collect()
+            };
             assert!(
-                same && a.len() == b.len(),
+                bits(&a) == bits(&b),
                 "{args:?}: {column} differs between row-group sizes"
             );
         }

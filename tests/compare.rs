@@ -7,7 +7,8 @@ mod common;
 use std::path::Path;
 
 use common::{
-    f32_lists, i8_lists, lists_f32, read_parquet, run_in, stderr, strings, write_parquet,
+    assert_close, f32_lists, i8_lists, lists_f32, read_parquet, run_in, stderr, strings,
+    write_parquet,
 };
 use serde_json::Value;
 
@@ -96,6 +97,14 @@ fn run_variant(dir: &Path, name: &str, args: &[&str]) -> RunResult {
     let batch = read_parquet(&dir.join(&out));
     let adv = lists_f32(&batch, "advantages");
     let mask = lists_f32(&batch, "response_mask");
+    assert_eq!(adv.len(), mask.len(), "{name}: rows of advantages and mask");
+    for (i, (a, m)) in adv.iter().zip(&mask).enumerate() {
+        assert_eq!(
+            a.len(),
+            m.len(),
+            "{name} row {i}: advantages and mask lengths"
+        );
+    }
     let tokens: Vec<Vec<Option<f32>>> = adv
         .iter()
         .zip(&mask)
@@ -133,14 +142,13 @@ fn row_scores_and_uids(dir: &Path) -> (Vec<f64>, Vec<String>) {
     (scores, uid)
 }
 
-fn close(a: f64, b: &Value, what: &str) {
-    let b = b
+/// `compare --json`'s number `v` against the value recomputed here (the shared oracle,
+/// |a − e| ≤ 1e-9 + 1e-9·|e|; a missing or non-numeric field fails).
+fn close(expected: f64, v: &Value, what: &str) {
+    let actual = v
         .as_f64()
-        .unwrap_or_else(|| panic!("{what}: not a number: {b}"));
-    assert!(
-        (a - b).abs() <= 1e-9 * (1.0 + a.abs()),
-        "{what}: expected {a}, compare says {b}"
-    );
+        .unwrap_or_else(|| panic!("{what}: not a number: {v}"));
+    assert_close(what, &[actual], &[expected], 1e-9, 1e-9);
 }
 
 /// Average ranks by counting (O(n²), independent of the tool's sort-based ranking).
@@ -190,6 +198,7 @@ fn check(json: &Value, runs: &[(&str, RunResult)], scores: &[f64], uids: &[Strin
     };
     for (v, (label, run)) in variants.iter().zip(runs) {
         assert_eq!(v["label"], *label);
+        assert_eq!(run.valid.len(), scores.len(), "{label}: rows");
         let all: Vec<f64> = run.valid.iter().flatten().map(|&a| a as f64).collect();
         let n = all.len() as f64;
         assert_eq!(v["valid_tokens"], all.len());
@@ -264,7 +273,9 @@ fn check(json: &Value, runs: &[(&str, RunResult)], scores: &[f64], uids: &[Strin
             assert_eq!(p["a"], runs[i].0);
             assert_eq!(p["b"], runs[j].0);
             let (mut both, mut same) = (0usize, 0usize);
+            assert_eq!(a.tokens.len(), b.tokens.len());
             for (ra, rb) in a.tokens.iter().zip(&b.tokens) {
+                assert_eq!(ra.len(), rb.len());
                 for (x, y) in ra.iter().zip(rb) {
                     if let (Some(x), Some(y)) = (x, y) {
                         both += 1;

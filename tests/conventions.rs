@@ -14,15 +14,10 @@ const M: [i8; 10] = [1, 1, 0, 0, 0, 1, 1, 0, 0, 1];
 const R: [f32; 10] = [0.0, -0.1, 0.0, 0.0, 0.0, 0.0, -0.1, 0.0, 0.0, 0.9];
 const V: [f32; 10] = [0.5, 0.4, 9.0, 9.0, 9.0, 0.6, 0.7, 9.0, 9.0, 0.8];
 
-fn close(actual: &[f32], expected: &[f64]) {
-    assert_eq!(actual.len(), expected.len(), "{actual:?} vs {expected:?}");
-    for (&a, &e) in actual.iter().zip(expected) {
-        assert!(
-            (a as f64 - e).abs() <= 1e-6 + 1e-5 * e.abs(),
-            "{actual:?} vs {expected:?}"
-        );
-    }
-}
+/// docs/conventions.md's tolerance: |a − e| ≤ 1e-6 + 1e-5·|e| (the worked numbers have six
+/// or seven significant digits).
+const ATOL: f64 = 1e-6;
+const RTOL: f64 = 1e-5;
 
 /// Run advcalc on `batch` with `args` before IN OUT; the output batch.
 fn run(batch: &RecordBatch, args: &[&str]) -> RecordBatch {
@@ -143,7 +138,13 @@ fn token_estimators_on_the_issue_row() {
     ];
     for (args, column, expect) in cases {
         let out = run(&agent_row(), args);
-        close(&lists_f32(&out, column)[0], expect);
+        assert_rows_close(
+            &format!("{args:?} {column}"),
+            &lists_f32(&out, column),
+            &[expect],
+            ATOL,
+            RTOL,
+        );
     }
 }
 
@@ -152,7 +153,7 @@ fn group_of_eight_with_one_success() {
     let mut s = [0.0f32; 8];
     s[0] = 1.0;
     let b = outcome(&["g"; 8], &s);
-    // (flags, advantages of the success and of a failure)
+    // (flags, advantages of the success and of a failure; the seven failures are alike)
     let cases: &[(&[&str], [f64; 2])] = &[
         (&["-e", "drgrpo"], [0.875, -0.125]),
         (&["-e", "rloo"], [1.0, -0.142857]),
@@ -164,8 +165,16 @@ fn group_of_eight_with_one_success() {
         (&["-e", "rloo_loo_std"], [1.0, -0.377963]),
         (&["-e", "maxrl"], [7.0, -1.0]),
     ];
-    for (args, expect) in cases {
-        close(&row_advantages(&run(&b, args))[..2], expect);
+    for (args, [success, failure]) in cases {
+        let mut expect = vec![*failure; 8];
+        expect[0] = *success;
+        assert_close(
+            &format!("{args:?}"),
+            &row_advantages(&run(&b, args)),
+            &expect,
+            ATOL,
+            RTOL,
+        );
     }
 }
 
@@ -173,24 +182,37 @@ fn group_of_eight_with_one_success() {
 #[test]
 fn conventions_on_small_batches() {
     let t1 = outcome(&["a", "a", "a", "b"], &[1.0, 0.0, 0.5, 0.7]);
-    close(
+    assert_close(
+        "T1 nemo-rl grpo",
         &row_advantages(&run(&t1, &["-e", "grpo", "--convention", "nemo-rl"])),
         &[2.121314, -2.121314, 0.0, 0.0],
+        ATOL,
+        RTOL,
     );
-    close(
+    assert_close(
+        "T1 skyrl maxrl",
         &row_advantages(&run(&t1, &["-e", "maxrl", "--convention", "skyrl"])),
         &[0.999998, -0.999998, 0.0, 0.7],
+        ATOL,
+        RTOL,
     );
-    close(
+    assert_close(
+        "T1 grpo_batch_std",
         &row_advantages(&run(&t1, &["-e", "grpo_batch_std"])),
         &[1.189575, -1.189575, 0.0, 1.665404],
+        ATOL,
+        RTOL,
     );
     let t2 = outcome(&["a", "a", "b", "b"], &[1.0, 0.0, 0.25, 0.25]);
-    close(
+    assert_close(
+        "T2 trl grpo",
         &row_advantages(&run(&t2, &["-e", "grpo", "--convention", "trl"])),
         &[0.707007, -0.707007, 0.0, 0.0],
+        ATOL,
+        RTOL,
     );
-    close(
+    assert_close(
+        "T2 trl rloo normalised",
         &row_advantages(&run(
             &t2,
             &[
@@ -203,8 +225,19 @@ fn conventions_on_small_batches() {
             ],
         )),
         &[1.224595, -1.224595, 0.0, 0.0],
+        ATOL,
+        RTOL,
     );
-    // the default convention is verl's, unchanged
+    // the default convention is verl's: group a has mean 0.5 and unbiased std
+    // √(2·0.5²/1) = 0.7071068, so ±0.5/(0.7071068 + 1e-6) = ±0.7071058; group b's equal
+    // scores give 0/(0 + 1e-6) = 0. `--convention verl` is the same thing.
+    assert_close(
+        "T2 verl grpo",
+        &row_advantages(&run(&t2, &["-e", "grpo"])),
+        &[0.7071058, -0.7071058, 0.0, 0.0],
+        ATOL,
+        RTOL,
+    );
     let verl = lists_f32(&run(&t2, &["-e", "grpo"]), "advantages");
     let explicit = lists_f32(
         &run(&t2, &["-e", "grpo", "--convention", "verl"]),
@@ -236,15 +269,22 @@ fn openrlhf_token_pipeline() {
     let out = run(&b, &["-e", "openrlhf_group_norm", "--set", "group_size=2"]);
     let adv = lists_f32(&out, "advantages");
     let x = 0.707107;
-    close(&adv[0], &[x, x, x]);
-    close(&adv[1], &[-x, 0.0, 0.0]);
+    // group b's two scores are equal: (0.25 − 0.25)/(0 + ε) = 0 on every token
+    let group_norm: [&[f64]; 4] = [&[x, x, x], &[-x, 0.0, 0.0], &[0.0; 3], &[0.0; 3]];
+    assert_rows_close("openrlhf_group_norm", &adv, &group_norm, ATOL, RTOL);
     let out = run(&b, &["-e", "openrlhf_reinforce_baseline"]);
     let adv = lists_f32(&out, "advantages");
     let (hi, lo, z) = (1.459601, -1.87663, -0.208514);
-    close(&adv[0], &[hi, hi, hi]);
-    close(&adv[1], &[lo, z, z]);
-    close(&adv[3], &[z, z, z]);
-    close(&lists_f32(&out, "returns")[0], &[0.5, 0.5, 0.5]);
+    // rows 2 and 3 have the same score (0.25, their group's mean): the same advantage z
+    let baseline: [&[f64]; 4] = [&[hi, hi, hi], &[lo, z, z], &[z, z, z], &[z, z, z]];
+    assert_rows_close("openrlhf_reinforce_baseline", &adv, &baseline, ATOL, RTOL);
+    assert_close(
+        "openrlhf_reinforce_baseline returns row 0",
+        &lists_f32(&out, "returns")[0],
+        &[0.5, 0.5, 0.5],
+        ATOL,
+        RTOL,
+    );
 }
 
 #[test]

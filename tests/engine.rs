@@ -59,18 +59,6 @@ fn engine(
     Engine::new(&config, batches[0].schema(), "input").unwrap()
 }
 
-fn assert_close(actual: &[f64], expected: &[f64], what: &str) {
-    assert_eq!(actual.len(), expected.len(), "{what}: lengths");
-    for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
-        let ok = if e.is_nan() {
-            a.is_nan()
-        } else {
-            (a - e).abs() <= 2e-5 + 2e-4 * e.abs()
-        };
-        assert!(ok, "{what}[{i}]: {a} vs verl's {e}");
-    }
-}
-
 /// Corpus cases with steps, an adaptive controller (so the pre-pass), rejection and IS
 /// weights, against verl's own outputs, for several cuts of the input into record batches.
 #[test]
@@ -91,7 +79,13 @@ fn compute_gives_verls_numbers_for_any_batching() {
                 let (a, la) = column(&out.batches, name);
                 let (e, le) = column(&expected, name);
                 assert_eq!(la, le, "{case} {name}: list lengths");
-                assert_close(&a, &e, &format!("{case} {name} (batches of {batch_rows})"));
+                common::assert_close(
+                    &format!("{case} {name} (batches of {batch_rows})"),
+                    &a,
+                    &e,
+                    2e-5,
+                    2e-4,
+                );
             }
         }
     }

@@ -507,10 +507,13 @@ fn allow_nonfinite_lets_verl_behaviour_through() {
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    // the NaN reaches group a's statistics, as it would in verl
+    // The NaN reaches group a's statistics, as it would in verl: rows 0 and 2 are NaN on
+    // every token (verl's NaN · mask keeps NaN on mask-0 tokens too). Group b is {0.5, 2}:
+    // μ = 1.25, unbiased σ = 1.5/√2 = 1.0606602, so ∓0.75/(σ + 1e-6) = ∓0.7071061.
     let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
-    assert!(adv[0][0].is_nan() && adv[2][0].is_nan());
-    assert!(adv[1][0].is_finite());
+    let (nan, b) = (f64::NAN, 0.75 / (1.5 / 2f64.sqrt() + 1e-6));
+    let expected: [&[f64]; 4] = [&[nan; 3], &[-b, -b], &[nan; 2], &[b]];
+    assert_rows_close("advantages", &adv, &expected, 1e-6, 1e-6);
 }
 
 #[test]
@@ -598,6 +601,12 @@ fn step_column_of_strings_is_refused() {
         &["run", "-e", "grpo", "in.parquet", "out.parquet"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
+    // Integer steps split the batch: each (step, uid) group is a singleton, so GRPO gives
+    // s/(1 + 1e-6) (scores 1, 0.5, 0, 2), times the mask.
+    let adv = lists_f32(&read_parquet(&tmp.path().join("out.parquet")), "advantages");
+    let a = |s: f64| s / (1.0 + 1e-6);
+    let expected: [&[f64]; 4] = [&[a(1.0), a(1.0), 0.0], &[a(0.5); 2], &[0.0; 2], &[a(2.0)]];
+    assert_rows_close("advantages by step", &adv, &expected, 1e-7, 1e-6);
 }
 
 // Found by the `read_input` fuzz target: a file on which the Parquet decoder itself panics.

@@ -694,8 +694,10 @@ fn advantage_statistics_of_the_configured_estimator() {
     assert_eq!(adv["estimator"], "grpo");
     assert_eq!(adv["valid_tokens"], 20);
     let near = |key: &str, want: f64| {
-        let got = adv[key].as_f64().unwrap();
-        assert!((got - want).abs() < 1e-6, "{key}: {got} vs {want}");
+        let got = adv[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key}: {}", adv[key]));
+        assert_close(key, &[got], &[want], 1e-6, 0.0);
     };
     near("max", a);
     near("min", -a);

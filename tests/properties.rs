@@ -1,4 +1,9 @@
-//! Property tests on the kernels: identities that hold for any input.
+//! Property tests on the kernels: identities that hold for any input. Each expectation is
+//! computed here independently of the estimator under test (from the labels and scores
+//! directly, not through advcalc's grouping or another estimator), and compared with the
+//! shared oracle (`check_close`).
+
+mod common;
 
 use advcalc::data::GroupKey;
 use advcalc::estimators::groups::Grouping;
@@ -6,7 +11,9 @@ use advcalc::estimators::{
     gae, gpg, grpo, opo, reinforce_plus_plus, reinforce_plus_plus_baseline, rloo, rloo_vectorized,
 };
 use advcalc::shaping::kl::KlEstimator;
+use common::check_close;
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 /// A row: (reward, value, mask) per token.
 fn row() -> impl Strategy<Value = Vec<(f32, f32, bool)>> {
@@ -57,29 +64,68 @@ proptest! {
         let m: Vec<f32> = tokens.iter().map(|t| if t.2 { 1.0 } else { 0.0 }).collect();
         let mut a = vec![0.0f32; r.len()];
         gae::gae_row(&r, &v, &m, gamma, 1.0, &mut a);
+        let (mut got, mut expected) = (Vec::new(), Vec::new());
         let mut rtg = 0.0f64;
         for t in (0..r.len()).rev() {
             if m[t] == 1.0 {
                 rtg = r[t] as f64 + gamma * rtg;
-                let expected = rtg - v[t] as f64;
-                prop_assert!((a[t] as f64 - expected).abs() <= 1e-4 * (1.0 + expected.abs()), "t={} {} vs {}", t, a[t], expected);
+                got.push(a[t]);
+                expected.push(rtg - v[t] as f64);
             }
         }
+        check_close("policy tokens, last first", &got, &expected, 1e-4, 1e-4)
+            .map_err(TestCaseError::fail)?;
     }
 
-    // RLOO is n/(n − 1) times the group-mean-centred score, for groups of two or more.
+    // RLOO is the score minus the mean of the other members of its group; a singleton keeps
+    // its score (reference §5.7). The leave-one-out mean is computed here by scanning the labels.
     #[test]
-    fn rloo_is_scaled_mean_centring((scores, labels) in batch()) {
+    fn rloo_is_score_minus_leave_one_out_mean((scores, labels) in batch()) {
+        let a = rloo::rloo(&scores, &grouping(&labels));
+        let expected: Vec<f64> = (0..scores.len())
+            .map(|i| {
+                let others: Vec<f64> = (0..scores.len())
+                    .filter(|&j| j != i && labels[j] == labels[i])
+                    .map(|j| scores[j])
+                    .collect();
+                if others.is_empty() {
+                    scores[i]
+                } else {
+                    scores[i] - others.iter().sum::<f64>() / others.len() as f64
+                }
+            })
+            .collect();
+        check_close("rloo", &a, &expected, 1e-9, 1e-9).map_err(TestCaseError::fail)?;
+    }
+
+    // GRPO is (s − μ)/(σ + 1e-6) with the group's mean and unbiased std, and s − μ without the
+    // std; a singleton has μ = 0, σ = 1 (reference §5.2). μ and σ are computed here from the
+    // labels, two-pass.
+    #[test]
+    fn grpo_is_the_group_z_score((scores, labels) in batch()) {
         let g = grouping(&labels);
-        let a = rloo::rloo(&scores, &g);
-        let centred = grpo::grpo(&scores, &g, false);
-        let members = g.members();
-        for (i, &grp) in g.group_of_row.iter().enumerate() {
-            let n = members[grp].len() as f64;
-            if n > 1.0 {
-                prop_assert!((a[i] - n / (n - 1.0) * centred[i]).abs() < 1e-9);
-            }
+        let (mut with_std, mut without) = (Vec::new(), Vec::new());
+        for i in 0..scores.len() {
+            let members: Vec<f64> = (0..scores.len())
+                .filter(|&j| labels[j] == labels[i])
+                .map(|j| scores[j])
+                .collect();
+            let n = members.len() as f64;
+            let (mu, sigma) = if members.len() == 1 {
+                (0.0, 1.0)
+            } else {
+                let mu = members.iter().sum::<f64>() / n;
+                let var = members.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / (n - 1.0);
+                (mu, var.sqrt())
+            };
+            with_std.push((scores[i] - mu) / (sigma + 1e-6));
+            without.push(scores[i] - mu);
         }
+        // 1e-8: a group of equal scores divides a rounding-sized s − μ by 1e-6
+        check_close("grpo", &grpo::grpo(&scores, &g, true), &with_std, 1e-8, 1e-9)
+            .map_err(TestCaseError::fail)?;
+        check_close("grpo without std", &grpo::grpo(&scores, &g, false), &without, 1e-12, 1e-12)
+            .map_err(TestCaseError::fail)?;
     }
 
     // Reordering the rows of a batch changes no row's result.
@@ -95,9 +141,9 @@ proptest! {
         let s2: Vec<f64> = perm.iter().map(|&i| scores[i]).collect();
         let l2: Vec<u8> = perm.iter().map(|&i| labels[i]).collect();
         for ((name, a), (_, b)) in outcome_estimators(&scores, &labels).into_iter().zip(outcome_estimators(&s2, &l2)) {
-            for (k, &i) in perm.iter().enumerate() {
-                prop_assert!((a[i] - b[k]).abs() < 1e-9, "{}: row {}", name, i);
-            }
+            // row k of the shuffled batch is row perm[k] of the original
+            let a_permuted: Vec<f64> = perm.iter().map(|&i| a[i]).collect();
+            check_close(name, &b, &a_permuted, 1e-9, 0.0).map_err(TestCaseError::fail)?;
         }
     }
 

@@ -1,45 +1,180 @@
 //! Conformance: every case of the committed verl 0.9.1 corpus (`fixtures/verl/cases`, made
 //! by `fixtures/verl/generate.py` running verl's own functions on CPU) through the real
-//! binary, compared token by token with |a − e| ≤ 2e-5 + 2e-4·|e|.
+//! binary, compared token by token with |a − e| ≤ 2e-5 + 2e-4·|e|, and verl's metrics with
+//! |a − e| ≤ 1e-6 + 1e-4·|e|.
+//!
+//! One test per case directory, named after it (`cargo test --test verl_corpus -- chain_gae`),
+//! run by libtest-mimic (`harness = false`). The comparison follows the oracle rules of
+//! `src/test_support.rs`: NaN is a value (it matches only NaN, on either side), lengths are
+//! checked everywhere (rows, each row's tokens, metric steps), and nothing missing is skipped.
+//! `corpus::complete` checks the directories against the case table of
+//! `fixtures/verl/README.md`; the `oracle::` tests check that this file's comparisons fail
+//! when they should.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::{lists_f32, read_parquet, run_in, stderr};
+use common::{check_rows_close, lists_f32, read_parquet, run_in, stderr, values_close};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::Value;
 
-const ATOL: f32 = 2e-5;
-const RTOL: f32 = 2e-4;
-/// Columns compared with verl's when expected.parquet has them.
-const COMPARED: [&str; 5] = [
-    "token_level_rewards",
-    "advantages",
-    "returns",
-    "response_mask",
-    "rollout_is_weights",
-];
+const ATOL: f64 = 2e-5;
+const RTOL: f64 = 2e-4;
+const METRIC_ATOL: f64 = 1e-6;
+const METRIC_RTOL: f64 = 1e-4;
+/// Columns verl writes for every case that is not an error case.
+const ALWAYS: [&str; 3] = ["token_level_rewards", "advantages", "returns"];
+/// Columns verl writes only when its rollout-correction step ran (README "Format additions").
+const SOMETIMES: [&str; 2] = ["response_mask", "rollout_is_weights"];
+/// At most this many problems of one case are printed.
+const SHOWN: usize = 12;
 
-fn cases() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases");
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+fn main() {
+    let args = Arguments::from_args();
+    let root = cases_root();
+    let mut trials = vec![
+        Trial::test("corpus::complete", move || corpus_complete(&root)),
+        Trial::test("oracle::metrics_nan_is_a_value", oracle_metrics_nan),
+        Trial::test("oracle::metrics_shape_and_keys", oracle_metrics_shape),
+        Trial::test("oracle::parse_nonfinite_json", oracle_parse_nonfinite),
+    ];
+    for dir in case_dirs(&cases_root()) {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        trials.push(Trial::test(name, move || {
+            let problems = check_case(&dir);
+            if problems.is_empty() {
+                return Ok(());
+            }
+            let mut text = format!("{} problem(s):\n", problems.len());
+            for p in problems.iter().take(SHOWN) {
+                text += &format!("  {p}\n");
+            }
+            Err(text.into())
+        }));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn cases_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases")
+}
+
+/// Every directory under `cases/`, sorted, whether it holds a case.json or not (a
+/// directory without one is a failing case, not a skipped one).
+fn case_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
         .expect("fixtures/verl/cases exists")
         .map(|e| e.unwrap().path())
-        .filter(|p| p.join("case.json").is_file())
+        .filter(|p| p.is_dir())
         .collect();
-    cases.sort();
-    cases
+    dirs.sort();
+    dirs
+}
+
+/// The case names of the README's case table (`| name | rows | args | covers |`).
+fn documented_cases() -> Result<BTreeSet<String>, String> {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/README.md");
+    let text = std::fs::read_to_string(&readme).map_err(|e| format!("README: {e}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            // ["", name, rows, ...]: a case row has a number of rows in the second cell
+            let name = cells.get(1)?;
+            let rows = cells.get(2)?;
+            (!name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && rows.parse::<usize>().is_ok())
+            .then(|| name.to_string())
+        })
+        .collect())
+}
+
+/// The directories are exactly the documented cases, and each holds a case.json.
+fn corpus_complete(root: &Path) -> Result<(), Failed> {
+    let dirs = case_dirs(root);
+    let names: BTreeSet<String> = dirs
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let with_spec = dirs
+        .iter()
+        .filter(|d| d.join("case.json").is_file())
+        .count();
+    let documented = documented_cases()?;
+    let mut problems = Vec::new();
+    if with_spec != dirs.len() {
+        problems.push(format!(
+            "{} case directories, only {with_spec} with a case.json",
+            dirs.len()
+        ));
+    }
+    if documented.is_empty() {
+        problems.push("no case table found in fixtures/verl/README.md".into());
+    }
+    let missing: Vec<&String> = documented.difference(&names).collect();
+    if !missing.is_empty() {
+        problems.push(format!("documented but no directory: {missing:?}"));
+    }
+    let undocumented: Vec<&String> = names.difference(&documented).collect();
+    if !undocumented.is_empty() {
+        problems.push(format!(
+            "directory not in the README table: {undocumented:?}"
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n").into())
+    }
 }
 
 /// Run one case; returns a description of every mismatch.
 fn check_case(dir: &Path) -> Vec<String> {
-    let spec: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
-    let mut args: Vec<String> = spec["args"]
-        .as_array()
-        .expect("case.json has args")
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
+    let spec: Value = match std::fs::read_to_string(dir.join("case.json"))
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => return vec![format!("case.json: {e}")],
+    };
+    let Some(raw_args) = spec["args"].as_array() else {
+        return vec!["case.json has no args array".into()];
+    };
+    let mut args: Vec<String> = Vec::new();
+    for a in raw_args {
+        match a.as_str() {
+            Some(s) => args.push(s.to_string()),
+            None => return vec![format!("case.json: argument {a} is not a string")],
+        }
+    }
+    let expected_parquet = dir.join("expected.parquet");
+    let expected_metrics = dir.join("expected_metrics.json");
+    let mut problems = Vec::new();
+    // The files the case's kind promises (README): metrics exactly when case.json says so,
+    // expected.parquet exactly when verl did not raise.
+    let wants_metrics = spec["metrics"].as_bool().unwrap_or(false);
+    if wants_metrics != expected_metrics.is_file() {
+        problems.push(format!(
+            "case.json metrics: {wants_metrics}, expected_metrics.json present: {}",
+            expected_metrics.is_file()
+        ));
+    }
+    let error_case = !spec["expect_error"].is_null();
+    if error_case == expected_parquet.is_file() {
+        problems.push(format!(
+            "expect_error given: {error_case}, expected.parquet present: {}",
+            expected_parquet.is_file()
+        ));
+    }
+    if !problems.is_empty() {
+        return problems;
+    }
+
     let tmp = tempfile::tempdir().unwrap();
     let out_path = tmp.path().join("out.parquet");
     args.extend([
@@ -48,20 +183,19 @@ fn check_case(dir: &Path) -> Vec<String> {
         out_path.display().to_string(),
     ]);
     let metrics_path = tmp.path().join("metrics.json");
-    let expected_metrics = dir.join("expected_metrics.json");
-    if expected_metrics.is_file() {
+    if wants_metrics {
         args.extend(["--metrics".into(), metrics_path.display().to_string()]);
     }
-    let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run_in(
-        dir,
-        &["run"].iter().copied().chain(arg_refs).collect::<Vec<_>>(),
-    );
+    let mut all = vec!["run"];
+    all.extend(args.iter().map(String::as_str));
+    let out = run_in(dir, &all);
     let err = stderr(&out);
-    if let Some(expected) = spec["expect_error"].as_str() {
+    if error_case {
+        let Some(expected) = spec["expect_error"].as_str() else {
+            return vec!["case.json: expect_error is not a string".into()];
+        };
         // verl raises here: advcalc must refuse with the same reason, in one line, and write nothing.
         let first = err.lines().next().unwrap_or_default();
-        let mut problems = Vec::new();
         if !matches!(out.status.code(), Some(1 | 2)) {
             problems.push(format!(
                 "expected an error ({expected}), got {:?}",
@@ -80,13 +214,23 @@ fn check_case(dir: &Path) -> Vec<String> {
         return vec![format!("advcalc failed: {err}")];
     }
     let input = read_parquet(&dir.join("input.parquet"));
-    let expected = read_parquet(&dir.join("expected.parquet"));
+    let expected = read_parquet(&expected_parquet);
     let actual = read_parquet(&out_path);
-    let mut problems = Vec::new();
-    // Every input column passes through unchanged.
+    if actual.num_rows() != input.num_rows() || expected.num_rows() != input.num_rows() {
+        problems.push(format!(
+            "rows: input {}, output {}, verl {}",
+            input.num_rows(),
+            actual.num_rows(),
+            expected.num_rows()
+        ));
+        return problems;
+    }
+    // Every input column passes through unchanged (verl's columns are compared below).
     for field in input.schema().fields() {
         let name = field.name();
-        if COMPARED.contains(&name.as_str()) {
+        if ALWAYS.contains(&name.as_str())
+            || (SOMETIMES.contains(&name.as_str()) && expected.column_by_name(name).is_some())
+        {
             continue;
         }
         match actual.column_by_name(name) {
@@ -95,98 +239,248 @@ fn check_case(dir: &Path) -> Vec<String> {
             None => problems.push(format!("column {name} missing from the output")),
         }
     }
-    if expected_metrics.is_file() {
-        problems.extend(compare_metrics(&expected_metrics, &metrics_path));
+    for name in ALWAYS.iter().chain(&SOMETIMES) {
+        let (in_expected, in_actual) = (
+            expected.column_by_name(name).is_some(),
+            actual.column_by_name(name).is_some(),
+        );
+        match (in_expected, in_actual) {
+            (true, true) => {
+                if let Err(p) = check_rows_close(
+                    name,
+                    &lists_f32(&actual, name),
+                    &lists_f32(&expected, name),
+                    ATOL,
+                    RTOL,
+                ) {
+                    problems.push(p);
+                }
+            }
+            (true, false) => problems.push(format!("{name} missing from the output")),
+            (false, _) if ALWAYS.contains(name) => {
+                problems.push(format!("{name} missing from expected.parquet"))
+            }
+            // verl wrote no such column: advcalc must not write one either (an input column
+            // of that name passed through unchanged, checked above).
+            (false, true) if input.column_by_name(name).is_none() => {
+                problems.push(format!("{name} written but verl produced none"))
+            }
+            (false, _) => {}
+        }
     }
-    for name in COMPARED {
-        if expected.column_by_name(name).is_none() {
-            if name == "rollout_is_weights"
-                && actual.column_by_name(name).is_some()
-                && input.column_by_name(name).is_none()
-            {
-                problems.push("rollout_is_weights written but verl produced none".into());
-            }
-            continue;
-        }
-        if actual.column_by_name(name).is_none() {
-            problems.push(format!("{name} missing from the output"));
-            continue;
-        }
-        let (a, e) = (lists_f32(&actual, name), lists_f32(&expected, name));
-        if a.len() != e.len() {
-            problems.push(format!("{name}: {} rows, expected {}", a.len(), e.len()));
-            continue;
-        }
-        for (row, (ar, er)) in a.iter().zip(&e).enumerate() {
-            if ar.len() != er.len() {
-                problems.push(format!(
-                    "{name} row {row}: {} tokens, expected {}",
-                    ar.len(),
-                    er.len()
-                ));
-                continue;
-            }
-            if let Some(t) =
-                (0..ar.len()).find(|&t| (ar[t] - er[t]).abs() > ATOL + RTOL * er[t].abs())
-            {
-                problems.push(format!(
-                    "{name} row {row} token {t}: {} vs verl {}",
-                    ar[t], er[t]
-                ));
-            }
+    if wants_metrics {
+        match (read_json(&expected_metrics), read_json(&metrics_path)) {
+            (Ok(e), Ok(a)) => problems.extend(compare_metrics(&e, &a)),
+            (Err(e), _) => problems.push(format!("expected_metrics.json: {e}")),
+            (_, Err(e)) => problems.push(format!("advcalc's metrics: {e}")),
         }
     }
     problems
 }
 
-/// verl's metrics (every key it produced) against advcalc's, |a − e| ≤ 1e-6 + 1e-4·|e|.
-fn compare_metrics(expected: &Path, actual: &Path) -> Vec<String> {
-    let read = |p: &Path| -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_default()).unwrap_or_default()
+fn read_json(path: &Path) -> Result<Value, String> {
+    parse_json(&std::fs::read_to_string(path).map_err(|e| e.to_string())?)
+}
+
+/// JSON as Python's `json.dump` writes it: the bare tokens `NaN`, `Infinity` and
+/// `-Infinity` (outside strings) are read as the strings "NaN", "Infinity", "-Infinity",
+/// which [`metric_value`] turns back into numbers.
+fn parse_json(text: &str) -> Result<Value, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        let token = ["-Infinity", "Infinity", "NaN"]
+            .into_iter()
+            .find(|t| rest.starts_with(t));
+        if let Some(t) = token {
+            out.push_str(&format!("\"{t}\""));
+            rest = &rest[t.len()..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    serde_json::from_str(&out).map_err(|e| e.to_string())
+}
+
+/// A metric's value: a number; "NaN"/"Infinity"/"-Infinity" (verl's file, see
+/// [`parse_json`]); on advcalc's side (`null_is_nan`) also `null`, which is how its JSON
+/// writer stores a non-finite float, read as NaN. Anything else is not a metric value.
+fn metric_value(v: &Value, null_is_nan: bool) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Null if null_is_nan => Some(f64::NAN),
+        Value::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// verl's metrics (every key it produced) against advcalc's: the same shape (one object,
+/// or one object per step), every verl key present with a close value (NaN a value), and
+/// no verl-named key (`actor/`, `rollout_corr/`) that verl did not produce.
+fn compare_metrics(expected: &Value, actual: &Value) -> Vec<String> {
+    let steps = |v: &Value| -> Option<Vec<Value>> {
+        match v {
+            Value::Object(_) => Some(vec![v.clone()]),
+            Value::Array(items) if items.iter().all(Value::is_object) => Some(items.clone()),
+            _ => None,
+        }
     };
-    let (e, a) = (read(expected), read(actual));
-    let as_list = |v: serde_json::Value| match v {
-        serde_json::Value::Array(items) => items,
-        other => vec![other],
+    let (Some(e), Some(a)) = (steps(expected), steps(actual)) else {
+        return vec![format!(
+            "metrics: not an object or a list of objects (verl {}, advcalc {})",
+            kind(expected),
+            kind(actual)
+        )];
     };
-    let (e, a) = (as_list(e), as_list(a));
+    if expected.is_array() != actual.is_array() {
+        return vec![format!(
+            "metrics: verl wrote {}, advcalc {}",
+            kind(expected),
+            kind(actual)
+        )];
+    }
     if e.len() != a.len() {
         return vec![format!("metrics: {} steps, expected {}", a.len(), e.len())];
     }
     let mut problems = Vec::new();
     for (step, (es, as_)) in e.iter().zip(&a).enumerate() {
-        for (key, ev) in es.as_object().into_iter().flatten() {
-            let Some(ev) = ev.as_f64() else { continue };
-            match as_.get(key).and_then(|v| v.as_f64()) {
-                Some(av) if (av - ev).abs() <= 1e-6 + 1e-4 * ev.abs() => {}
-                Some(av) => problems.push(format!("metric {key} (step {step}): {av} vs verl {ev}")),
+        let (es, as_) = (es.as_object().unwrap(), as_.as_object().unwrap());
+        for (key, ev) in es {
+            let Some(ev) = metric_value(ev, false) else {
+                problems.push(format!(
+                    "metric {key} (step {step}): verl's value {ev} is not a number"
+                ));
+                continue;
+            };
+            match as_.get(key).map(|v| (v, metric_value(v, true))) {
                 None => problems.push(format!("metric {key} (step {step}) missing")),
+                Some((v, None)) => {
+                    problems.push(format!("metric {key} (step {step}): {v} is not a number"))
+                }
+                Some((_, Some(av))) if values_close(av, ev, METRIC_ATOL, METRIC_RTOL) => {}
+                Some((_, Some(av))) => {
+                    problems.push(format!("metric {key} (step {step}): {av} vs verl {ev}"))
+                }
+            }
+        }
+        for key in as_.keys() {
+            let verl_named = key.starts_with("actor/") || key.starts_with("rollout_corr/");
+            if verl_named && !es.contains_key(key) {
+                problems.push(format!(
+                    "metric {key} (step {step}) written but verl produced none"
+                ));
             }
         }
     }
     problems
 }
 
-#[test]
-fn verl_corpus_matches() {
-    let cases = cases();
-    assert!(
-        cases.len() >= 12,
-        "the corpus has only {} cases",
-        cases.len()
-    );
-    let mut failures = Vec::new();
-    for dir in &cases {
-        let problems = check_case(dir);
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        for p in problems.iter().take(8) {
-            failures.push(format!("{name}: {p}"));
-        }
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Object(_) => "an object",
+        Value::Array(_) => "a list",
+        _ => "neither an object nor a list",
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+}
+
+// ---- the comparisons above must fail when they should ----
+
+fn expect(cond: bool, what: &str) -> Result<(), Failed> {
+    if cond { Ok(()) } else { Err(what.into()) }
+}
+
+fn oracle_metrics_nan() -> Result<(), Failed> {
+    let one = |v: &str| parse_json(&format!("{{\"rollout_corr/kl\": {v}}}")).unwrap();
+    let ok = |e: &str, a: &str| compare_metrics(&one(e), &one(a)).is_empty();
+    expect(ok("NaN", "null"), "verl NaN, advcalc NaN (null) must match")?;
+    expect(!ok("NaN", "0.5"), "verl NaN against a number must fail")?;
+    expect(
+        !ok("0.5", "null"),
+        "a number against advcalc's NaN must fail",
+    )?;
+    expect(
+        !ok("Infinity", "1e308"),
+        "inf against a finite number must fail",
+    )?;
+    expect(!ok("-Infinity", "null"), "-inf against NaN must fail")?;
+    expect(ok("0.5", "0.50004"), "within 1e-6 + 1e-4·|e| must match")?;
+    expect(!ok("0.5", "0.5001"), "outside the tolerance must fail")?;
+    expect(!ok("0.5", "\"0.5\""), "a string is not a number")?;
+    expect(!ok("null", "null"), "verl's null is not a number")?;
+    Ok(())
+}
+
+fn oracle_metrics_shape() -> Result<(), Failed> {
+    let j = |t: &str| parse_json(t).unwrap();
+    let fails = |e: &str, a: &str| !compare_metrics(&j(e), &j(a)).is_empty();
+    expect(
+        fails(r#"{"rollout_corr/kl": 1.0}"#, r#"{"advcalc/rows": 3}"#),
+        "a missing key must fail",
+    )?;
+    expect(
+        fails(
+            r#"{"actor/reward_kl_penalty": 1.0}"#,
+            r#"{"actor/reward_kl_penalty": 1.0, "rollout_corr/kl": 0.0}"#,
+        ),
+        "an extra verl-named key must fail",
+    )?;
+    expect(
+        !fails(
+            r#"{"actor/reward_kl_penalty": 1.0}"#,
+            r#"{"actor/reward_kl_penalty": 1.0, "advcalc/rows": 3}"#,
+        ),
+        "advcalc's own keys are allowed",
+    )?;
+    expect(
+        fails(r#"[{"step": 1}, {"step": 2}]"#, r#"[{"step": 1}]"#),
+        "a missing step must fail",
+    )?;
+    expect(
+        fails(r#"[{"step": 1}]"#, r#"{"step": 1}"#),
+        "one object for a list of steps must fail",
+    )?;
+    expect(fails(r#"{"a": 1}"#, "null"), "no metrics must fail")?;
+    Ok(())
+}
+
+fn oracle_parse_nonfinite() -> Result<(), Failed> {
+    let v = parse_json(r#"{"NaN key": NaN, "s": "Infinity NaN", "l": [-Infinity, Infinity]}"#)?;
+    expect(
+        metric_value(&v["NaN key"], false).unwrap().is_nan(),
+        "NaN token",
+    )?;
+    expect(
+        v["s"] == "Infinity NaN",
+        "tokens inside strings are left alone",
+    )?;
+    expect(
+        metric_value(&v["l"][0], false) == Some(f64::NEG_INFINITY)
+            && metric_value(&v["l"][1], false) == Some(f64::INFINITY),
+        "infinities",
+    )?;
+    expect(parse_json("{").is_err(), "malformed JSON is an error")?;
+    Ok(())
 }

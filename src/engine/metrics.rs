@@ -516,3 +516,406 @@ pub fn advantage_metrics(p: &StepParts, out: &mut Map<String, Value>) {
         Value::from(p.adv_max.unwrap_or(0.0)),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    //! Expected numbers are worked by hand from the reference's formulas (§3.2 IS metrics,
+    //! §3.3 RS metrics, §3.4 off-policy diagnostics) on a two-row batch, never taken from
+    //! advcalc. The batch (padding marked by mask 0):
+    //!
+    //! ```text
+    //! row 0: mask [1, 1, 0]  old [-1, -0.5, -3]  rollout [-1, -1, -2]     log ρ [0, 0.5, (-1)]
+    //! row 1: mask [1, 1]     old [-2, -1]        rollout [-1.5, -0.75]    log ρ [-0.5, -0.25]
+    //! ```
+    //!
+    //! 4 valid tokens; ℓ = masked_mean(old) = [-0.75, -1.5], r = masked_mean(rollout) =
+    //! [-1, -1.125]; S = Σ log ρ·m = [0.5, -0.75]. The values carry the 1e-8 guards of verl's
+    //! masked means (≤ 4e-9 here) and f32 token arithmetic (exp in f32: ~1e-7), hence the
+    //! tolerance.
+    use super::*;
+    use crate::config::{Config, ConfigSources, RolloutCorrectionConfig};
+    use crate::test_support::assert_close;
+    use arrow::buffer::ScalarBuffer;
+
+    const ATOL: f64 = 3e-7;
+    const RTOL: f64 = 1e-6;
+
+    const MASK: [&[f32]; 2] = [&[1.0, 1.0, 0.0], &[1.0, 1.0]];
+    const OLD: [&[f32]; 2] = [&[-1.0, -0.5, -3.0], &[-2.0, -1.0]];
+    const ROLLOUT: [&[f32]; 2] = [&[-1.0, -1.0, -2.0], &[-1.5, -0.75]];
+
+    fn flat(rows: &[&[f32]]) -> ScalarBuffer<f32> {
+        ScalarBuffer::from(rows.concat())
+    }
+
+    /// Rows `range` of the batch as one row group, with an optional step per row.
+    fn group(range: std::ops::Range<usize>, step: Option<Vec<i64>>) -> RowGroup {
+        let (mask, old, rollout) = (
+            &MASK[range.clone()],
+            &OLD[range.clone()],
+            &ROLLOUT[range.clone()],
+        );
+        let mut offsets = vec![0];
+        for r in mask {
+            offsets.push(offsets.last().unwrap() + r.len());
+        }
+        let tokens = *offsets.last().unwrap();
+        RowGroup {
+            first_row: range.start,
+            mask: crate::data::TokenColumn {
+                offsets,
+                values: flat(mask),
+            },
+            scores: ScalarBuffer::from(vec![0.0f32; tokens]),
+            tokens: vec![
+                (TokenRole::OldLogProbs, flat(old)),
+                (TokenRole::RolloutLogProbs, flat(rollout)),
+            ],
+            reward_baselines: None,
+            components: Vec::new(),
+            uid: None,
+            step,
+            session: None,
+            dropped_scores: 0,
+            positive_log_probs: None,
+        }
+    }
+
+    fn rollout_correction(
+        is: Option<(&str, serde_yaml::Value)>,
+        rs: Option<(&str, serde_yaml::Value)>,
+    ) -> RolloutCorrectionConfig {
+        RolloutCorrectionConfig {
+            rollout_is: is.as_ref().map(|i| i.0.to_string()),
+            rollout_is_threshold: is.map(|i| i.1),
+            rollout_rs: rs.as_ref().map(|r| r.0.to_string()),
+            rollout_rs_threshold: rs.map(|r| r.1),
+            ..Default::default()
+        }
+    }
+
+    /// verl's defaults with `cfg` as the rollout_correction section: the pipeline and its
+    /// correction.
+    fn pipeline(cfg: RolloutCorrectionConfig) -> (Pipeline, Correction) {
+        let mut config = Config::load(&ConfigSources::default()).unwrap();
+        config.algorithm.rollout_correction = Some(cfg);
+        let p = Pipeline::new(&config.algorithm).unwrap();
+        let c = p.correction.clone().expect("correction configured");
+        (p, c)
+    }
+
+    /// The whole batch's metrics (one step, no step column).
+    fn metrics_of(cfg: RolloutCorrectionConfig, is_norm: Option<f64>) -> Map<String, Value> {
+        let (p, c) = pipeline(cfg);
+        let parts = correction_parts(&p, &c, &group(0..2, None));
+        assert_eq!(parts.keys().collect::<Vec<_>>(), [&None]);
+        let mut out = Map::new();
+        correction_metrics(&c, &parts[&None], is_norm, &mut out);
+        out
+    }
+
+    /// `out` has exactly the keys of `expected` (after the `rollout_corr/` prefix), each
+    /// close to its value.
+    #[track_caller]
+    fn assert_metrics(out: &Map<String, Value>, expected: &[(&str, f64)]) {
+        let mut want: Vec<String> = expected
+            .iter()
+            .map(|(k, _)| format!("rollout_corr/{k}"))
+            .collect();
+        want.sort();
+        let got: Vec<String> = out.keys().cloned().collect();
+        assert_eq!(got, want, "metric names");
+        for (k, e) in expected {
+            let key = format!("rollout_corr/{k}");
+            let a = out[&key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{key}: {}", out[&key]));
+            assert_close(&key, &[a], &[*e], ATOL, RTOL);
+        }
+    }
+
+    /// §3.4 on the batch above (all 13 are always there in decoupled mode).
+    const OFFPOLICY: [(&str, f64); 13] = [
+        // mean(e^0.75, e^1.5) = (2.1170000166 + 4.4816890703)/2
+        ("training_ppl", 3.2993445435),
+        ("training_log_ppl", 1.125),
+        // masked_mean(rollout − old) = (0 − 0.5 + 0.5 + 0.25)/4
+        ("kl", 0.0625),
+        // (0 + (e^0.5 − 1.5) + (e^−0.5 − 0.5) + (e^−0.25 − 0.75))/4
+        // = (0.1487212707 + 0.1065306597 + 0.0288007831)/4
+        ("k3_kl", 0.0710131784),
+        // mean(e^1, e^1.125) = (2.7182818285 + 3.0802168489)/2
+        ("rollout_ppl", 2.8992493387),
+        ("rollout_log_ppl", 1.0625),
+        // r − ℓ = [-0.25, 0.375]
+        ("log_ppl_diff", 0.0625),
+        ("log_ppl_abs_diff", 0.3125),
+        ("log_ppl_diff_max", 0.375),
+        ("log_ppl_diff_min", -0.25),
+        // mean(e^−0.25, e^0.375) = (0.7788007831 + 1.4549914146)/2
+        ("ppl_ratio", 1.1168960988),
+        // (e^0 + e^1 + e^−1 + e^−0.5)/4 − 1
+        ("chi2_token", 0.1731729823),
+        // mean(e^(2·0.5), e^(2·−0.75)) − 1 = (2.7182818285 + 0.2231301601)/2 − 1
+        ("chi2_seq", 0.4707059943),
+    ];
+
+    #[test]
+    fn offpolicy_metrics_alone_with_verls_yaml_defaults() {
+        // rollout_is and rollout_rs null: the correction step runs for its metrics only.
+        let out = metrics_of(rollout_correction(None, None), None);
+        assert_metrics(&out, &OFFPOLICY);
+    }
+
+    #[test]
+    fn token_tis_and_token_k1_rejection_by_hand() {
+        let cfg = rollout_correction(Some(("token", 1.5.into())), Some(("token_k1", 1.5.into())));
+        let out = metrics_of(cfg, None);
+        // IS, token TIS upper 1.5 (lower_m = 1/1.5): w_raw = e^logρ = [1, 1.6487213 | 0.6065307,
+        // 0.7788008], w = min(w_raw, 1.5) = [1, 1.5 | 0.6065307, 0.7788008].
+        // E[c] = 3.8853314/4 = 0.9713329; E[c²] = (1 + 2.25 + e^−1 + e^−0.5)/4 = 1.0561025;
+        // std = √(E[c²] − E[c]²) = 0.3355816; ESS = E[c]²/E[c²] = 0.8933674.
+        // Per row s = [1.25, 0.6926657]: unbiased std |Δ|/√2 = 0.3940948, max |s − 1| =
+        // 0.3073343; raw row means [1.3243606, 0.6926657] are inside [0.667, 1.5].
+        //
+        // RS, token_k1 1.5: bounds L = ln(1/1.5) = -0.4054651, U = 0.4054651; k1 = −logρ =
+        // [0, -0.5 | 0.5, 0.25]: one token above U, one below L, both rejected (2 of 4).
+        // c = clamp(k1, L, U) = [0, L | U, 0.25]: E[c] = 0.0625, std = 0.3064633.
+        // Per row masked means [-0.25, 0.375]: unbiased std 0.625/√2 = 0.4419417; none
+        // outside [L, U]. Both rows lose a token.
+        let mut expected = OFFPOLICY.to_vec();
+        expected.extend([
+            ("rollout_is_mean", 0.9713328607),
+            ("rollout_is_max", 1.5),
+            ("rollout_is_min", 0.6065306597),
+            ("rollout_is_ratio_fraction_high", 0.25),
+            ("rollout_is_ratio_fraction_low", 0.25),
+            ("rollout_is_std", 0.3355815832),
+            ("rollout_is_eff_sample_size", 0.8933673797),
+            ("rollout_is_seq_mean", 0.9713328607),
+            ("rollout_is_seq_std", 0.3940948478),
+            ("rollout_is_seq_max", 1.25),
+            ("rollout_is_seq_min", 0.6926657214),
+            ("rollout_is_seq_max_deviation", 0.3073342786),
+            ("rollout_is_seq_fraction_high", 0.0),
+            ("rollout_is_seq_fraction_low", 0.0),
+            ("rollout_rs_token_k1_mean", 0.0625),
+            ("rollout_rs_token_k1_max", 0.5),
+            ("rollout_rs_token_k1_min", -0.5),
+            ("rollout_rs_token_k1_fraction_high", 0.25),
+            ("rollout_rs_token_k1_fraction_low", 0.25),
+            ("rollout_rs_token_k1_std", 0.3064632555),
+            ("rollout_rs_token_k1_seq_mean", 0.0625),
+            ("rollout_rs_token_k1_seq_std", 0.4419417382),
+            ("rollout_rs_token_k1_seq_max", 0.375),
+            ("rollout_rs_token_k1_seq_min", -0.25),
+            ("rollout_rs_token_k1_seq_max_deviation", 0.375),
+            ("rollout_rs_token_k1_seq_fraction_high", 0.0),
+            ("rollout_rs_token_k1_seq_fraction_low", 0.0),
+            ("rollout_rs_token_k1_masked_fraction", 0.5),
+            ("rollout_rs_token_k1_seq_masked_fraction", 1.0),
+            ("rollout_rs_masked_fraction", 0.5),
+            ("rollout_rs_seq_masked_fraction", 1.0),
+        ]);
+        // 13 + 14 IS (no oob_ratio for TIS, no batch_norm_factor) + 15 RS (k1) + 2
+        assert_eq!(expected.len(), 44);
+        assert_metrics(&out, &expected);
+    }
+
+    #[test]
+    fn sequence_is_and_sequence_k3_rejection_by_hand() {
+        let mut cfg = rollout_correction(
+            Some(("sequence", 2.0.into())),
+            Some(("seq_mean_k3", 0.07.into())),
+        );
+        cfg.rollout_is_batch_normalize = true;
+        let out = metrics_of(cfg, Some(0.75));
+        // IS, sequence TIS 2.0: w = e^S = [e^0.5 ×2 | e^−0.75 ×2] = [1.6487213, 0.4723666],
+        // both ≤ 2. max = e^0.5, min = e^−0.75; S > ln 2: none; S < ln 0.5: row 1 (1 of 2).
+        // E[w] = 1.0605439; two equally weighted values: std = |Δ|/2 = 0.5881774;
+        // ESS = E[w]²/E[w²] = 1.1247533/1.4707060 = 0.7647711. Per row s = the weights:
+        // unbiased std |Δ|/√2 = 0.8318084, max |s − 1| = 0.6487213; raw row means below 0.5:
+        // row 1. The batch-normalisation factor is the one passed in.
+        //
+        // RS, seq_mean_k3 0.07: k3 = e^x − 1 − x = [0, 0.1487213 | 0.1065307, 0.0288008],
+        // row means [0.0743606, 0.0676657]: row 0 > 0.07 is rejected (2 of 4 tokens, 1 of
+        // 2 rows). mean (token-weighted) = 0.0710132; c = min(value, 0.07) = [0.07, 0.0676657]
+        // ×2: std = |Δ|/2 = 0.0011671; unbiased row std |Δ|/√2 = 0.0047340. No
+        // seq_fraction_low for a k3 option.
+        let mut expected = OFFPOLICY.to_vec();
+        expected.extend([
+            ("rollout_is_max", 1.6487212707),
+            ("rollout_is_min", 0.4723665527),
+            ("rollout_is_ratio_fraction_high", 0.0),
+            ("rollout_is_ratio_fraction_low", 0.5),
+            ("rollout_is_mean", 1.0605439117),
+            ("rollout_is_std", 0.5881773590),
+            ("rollout_is_eff_sample_size", 0.7647710788),
+            ("rollout_is_seq_mean", 1.0605439117),
+            ("rollout_is_seq_std", 0.8318083981),
+            ("rollout_is_seq_max", 1.6487212707),
+            ("rollout_is_seq_min", 0.4723665527),
+            ("rollout_is_seq_max_deviation", 0.6487212707),
+            ("rollout_is_seq_fraction_high", 0.0),
+            ("rollout_is_seq_fraction_low", 0.5),
+            ("rollout_is_batch_norm_factor", 0.75),
+            ("rollout_rs_seq_mean_k3_mean", 0.0710131784),
+            ("rollout_rs_seq_mean_k3_max", 0.0743606354),
+            ("rollout_rs_seq_mean_k3_min", 0.0676657214),
+            ("rollout_rs_seq_mean_k3_fraction_high", 0.5),
+            ("rollout_rs_seq_mean_k3_fraction_low", 0.0),
+            ("rollout_rs_seq_mean_k3_std", 0.0011671393),
+            ("rollout_rs_seq_mean_k3_seq_mean", 0.0710131784),
+            ("rollout_rs_seq_mean_k3_seq_std", 0.0047340191),
+            ("rollout_rs_seq_mean_k3_seq_max", 0.0743606354),
+            ("rollout_rs_seq_mean_k3_seq_min", 0.0676657214),
+            ("rollout_rs_seq_mean_k3_seq_max_deviation", 0.0743606354),
+            ("rollout_rs_seq_mean_k3_seq_fraction_high", 0.5),
+            ("rollout_rs_seq_mean_k3_masked_fraction", 0.5),
+            ("rollout_rs_seq_mean_k3_seq_masked_fraction", 0.5),
+            ("rollout_rs_masked_fraction", 0.5),
+            ("rollout_rs_seq_masked_fraction", 0.5),
+        ]);
+        assert_metrics(&out, &expected);
+        // Normalising without a factor (none computed) reports 1.
+        let mut cfg = rollout_correction(Some(("sequence", 2.0.into())), None);
+        cfg.rollout_is_batch_normalize = true;
+        let out = metrics_of(cfg, None);
+        assert_eq!(out["rollout_corr/rollout_is_batch_norm_factor"], 1.0);
+    }
+
+    #[test]
+    fn icepop_reports_the_out_of_bounds_ratio() {
+        // token IcePop "0.7_1.5": w_raw = [1, 1.6487213 | 0.6065307, 0.7788008]; outside
+        // [0.7, 1.5]: 1.6487 and 0.6065, zeroed. w = [1, 0 | 0, 0.7788008]: mean 0.4447002,
+        // max 1, min 0 (over valid tokens); high 1/4, low (below 0.7) 1/4, oob 2/4.
+        let cfg = rollout_correction(Some(("token", "0.7_1.5".into())), None);
+        let out = metrics_of(cfg, None);
+        for (k, e) in [
+            ("rollout_is_oob_ratio", 0.5),
+            ("rollout_is_mean", 0.4447001958),
+            ("rollout_is_max", 1.0),
+            ("rollout_is_min", 0.0),
+            ("rollout_is_ratio_fraction_high", 0.25),
+            ("rollout_is_ratio_fraction_low", 0.25),
+        ] {
+            let key = format!("rollout_corr/{k}");
+            let a = out[&key].as_f64().unwrap();
+            assert_close(&key, &[a], &[e], ATOL, RTOL);
+        }
+        // 13 + 14 + oob_ratio
+        assert_eq!(out.len(), 28);
+    }
+
+    #[test]
+    fn row_groups_merge_into_the_batch_and_steps_stay_apart() {
+        let cfg = rollout_correction(Some(("token", 1.5.into())), Some(("token_k1", 1.5.into())));
+        let (p, c) = pipeline(cfg);
+        // Row by row, merged in order, gives the same metrics as the whole batch at once.
+        let mut merged = correction_parts(&p, &c, &group(0..1, None));
+        merge(&mut merged, correction_parts(&p, &c, &group(1..2, None)));
+        let whole = correction_parts(&p, &c, &group(0..2, None));
+        let (mut a, mut b) = (Map::new(), Map::new());
+        correction_metrics(&c, &merged[&None], None, &mut a);
+        correction_metrics(&c, &whole[&None], None, &mut b);
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+        for (k, v) in &a {
+            assert_close(
+                k,
+                &[v.as_f64().unwrap()],
+                &[b[k].as_f64().unwrap()],
+                1e-12,
+                1e-12,
+            );
+        }
+        // With a step column each step is its own batch: step 7 is row 1 alone.
+        // kl = (0.5 + 0.25)/2 = 0.375; training_log_ppl = 1.5; one row: seq std 0;
+        // k1 = [0.5, 0.25]: one of two tokens rejected.
+        let parts = correction_parts(&p, &c, &group(0..2, Some(vec![3, 7])));
+        assert_eq!(parts.keys().collect::<Vec<_>>(), [&Some(3), &Some(7)]);
+        let mut out = Map::new();
+        correction_metrics(&c, &parts[&Some(7)], None, &mut out);
+        for (k, e) in [
+            ("kl", 0.375),
+            ("training_log_ppl", 1.5),
+            ("rollout_is_seq_std", 0.0),
+            ("rollout_rs_token_k1_masked_fraction", 0.5),
+            ("rollout_rs_seq_masked_fraction", 1.0),
+        ] {
+            let key = format!("rollout_corr/{k}");
+            assert_close(&key, &[out[&key].as_f64().unwrap()], &[e], ATOL, RTOL);
+        }
+    }
+
+    #[test]
+    fn advantage_metrics_by_hand() {
+        // Valid-token advantages (the mask-0 token's 9 is left out):
+        // row 0 [1.5, -0.5, (9)], row 1 [0, -1]: mean 0, unbiased std √((2.25 + 0.25 + 0 +
+        // 1)/3) = √(3.5/3) = 1.0801234, min -1, max 1.5.
+        let g = group(0..2, None);
+        let advantages = [1.5f32, -0.5, 9.0, 0.0, -1.0];
+        let parts = advantage_parts(&g, &g.mask.values, &advantages);
+        let mut out = Map::new();
+        advantage_metrics(&parts[&None], &mut out);
+        let got: Vec<f64> = [
+            "advcalc/advantage_mean",
+            "advcalc/advantage_std",
+            "advcalc/advantage_min",
+            "advcalc/advantage_max",
+        ]
+        .iter()
+        .map(|k| out[*k].as_f64().unwrap())
+        .collect();
+        assert_eq!(out.len(), 4);
+        assert_close(
+            "advantage metrics",
+            &got,
+            &[0.0, 1.0801234497, -1.0, 1.5],
+            1e-9,
+            1e-9,
+        );
+
+        // Steps apart, and merged row group by row group: step 1 is row 1 alone
+        // ([0, -1]: mean -0.5, std √0.5 = 0.7071068).
+        let mut parts = advantage_parts(
+            &group(0..1, Some(vec![0])),
+            &[1.0, 1.0, 0.0],
+            &[1.5, -0.5, 9.0],
+        );
+        merge(
+            &mut parts,
+            advantage_parts(&group(1..2, Some(vec![1])), &[1.0, 1.0], &[0.0, -1.0]),
+        );
+        let mut out = Map::new();
+        advantage_metrics(&parts[&Some(1)], &mut out);
+        assert_close(
+            "step 1 mean, std",
+            &[
+                out["advcalc/advantage_mean"].as_f64().unwrap(),
+                out["advcalc/advantage_std"].as_f64().unwrap(),
+            ],
+            &[-0.5, 0.5f64.sqrt()],
+            1e-12,
+            1e-12,
+        );
+
+        // Nothing valid: zeros, not ±inf or NaN.
+        let mut out = Map::new();
+        advantage_metrics(&StepParts::default(), &mut out);
+        for k in ["mean", "std", "min", "max"] {
+            assert_eq!(out[&format!("advcalc/advantage_{k}")], 0.0, "{k}");
+        }
+    }
+
+    #[test]
+    fn clamped_std_by_hand() {
+        // values {1, 2}: E = 1.5, E[x²] = 2.5, √(2.5 − 2.25) = 0.5 (the 1e-8 guards move it by
+        // ~1e-8)
+        assert_close("{1, 2}", &[clamped_std(3.0, 5.0, 2.0)], &[0.5], 1e-7, 0.0);
+        // a single token: 0 whatever the sums
+        assert_eq!(clamped_std(3.0, 100.0, 1.0), 0.0);
+        assert_eq!(clamped_std(0.0, 0.0, 0.0), 0.0);
+        // E[x²] < E[x]² (rounding in the sums): max(·, 0) gives 0, not NaN
+        assert_eq!(clamped_std(3.0, 4.4, 2.0), 0.0);
+    }
+}

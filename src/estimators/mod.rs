@@ -254,15 +254,9 @@ pub(crate) mod test_support {
         s.iter().map(|&x| x as f64).collect()
     }
 
-    /// `|a − e| ≤ 1e-6 + 1e-5·|e|` element-wise (docs/conventions.md's tolerance).
-    pub fn assert_close<A: Into<f64> + Copy + std::fmt::Debug>(actual: &[A], expected: &[f64]) {
-        assert_eq!(actual.len(), expected.len(), "{actual:?} vs {expected:?}");
-        for (&a, &e) in actual.iter().zip(expected) {
-            let a: f64 = a.into();
-            assert!(
-                (a - e).abs() <= 1e-6 + 1e-5 * e.abs(),
-                "{actual:?} vs {expected:?}"
-            );
-        }
+    /// `|a − e| ≤ 1e-6 + 1e-5·|e|` element-wise (docs/conventions.md's tolerance), through
+    /// the shared oracle.
+    pub fn assert_close<A: Into<f64> + Copy>(actual: &[A], expected: &[f64]) {
+        crate::test_support::assert_close("estimator", actual, expected, 1e-6, 1e-5);
     }
 }

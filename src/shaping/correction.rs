@@ -463,6 +463,7 @@ pub fn reject_row(options: &[RsOption], log_ratio: &[f32], mask: &[f32], new_mas
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_close, assert_rows_close};
 
     fn cfg(
         is: Option<&str>,
@@ -500,10 +501,10 @@ mod tests {
             .collect()
     }
 
-    fn close(a: &[Vec<f32>], e: &[[f32; 4]; 3]) {
-        for (x, y) in a.iter().flatten().zip(e.iter().flatten()) {
-            assert!((x - y).abs() < 2e-6, "{a:?} vs {e:?}");
-        }
+    /// Every row (three, four tokens each) within 2e-6 of the reference's numbers.
+    #[track_caller]
+    fn close(what: &str, a: &[Vec<f32>], e: &[[f32; 4]; 3]) {
+        assert_rows_close(what, a, e, 2e-6, 0.0);
     }
 
     #[test]
@@ -512,6 +513,7 @@ mod tests {
             .unwrap()
             .unwrap();
         close(
+            "token TIS 2.0",
             &weights(c.is.as_ref().unwrap()),
             &[
                 [1.105171, 1.0, 0.223130, 0.0],
@@ -529,6 +531,7 @@ mod tests {
         let w = 0.246597;
         let v = 0.057844;
         close(
+            "sequence TIS 2.0",
             &weights(c.is.as_ref().unwrap()),
             &[[w, w, w, 0.0], [v, v, v, v], [1.0, 1.0, 0.0, 0.0]],
         );
@@ -545,6 +548,7 @@ mod tests {
         .unwrap()
         .unwrap();
         close(
+            "token IcePop 0.5_1.5",
             &weights(c.is.as_ref().unwrap()),
             &[
                 [1.105171, 1.0, 0.0, 0.0],
@@ -571,13 +575,26 @@ mod tests {
     #[test]
     fn rejection_worked_examples() {
         close(
+            "token_k1 0.5_1.5",
             &rejected("token_k1", "0.5_1.5".into()),
             &[[1., 1., 0., 0.], [1., 1., 1., 0.], [1., 1., 0., 0.]],
         );
         let only_last = [[0., 0., 0., 0.], [0., 0., 0., 0.], [1., 1., 0., 0.]];
-        close(&rejected("seq_sum_k1", "0.5_2.0".into()), &only_last);
-        close(&rejected("seq_mean_k3", 0.01.into()), &only_last);
-        close(&rejected("seq_max_k2", 0.1.into()), &only_last);
+        close(
+            "seq_sum_k1",
+            &rejected("seq_sum_k1", "0.5_2.0".into()),
+            &only_last,
+        );
+        close(
+            "seq_mean_k3",
+            &rejected("seq_mean_k3", 0.01.into()),
+            &only_last,
+        );
+        close(
+            "seq_max_k2",
+            &rejected("seq_max_k2", 0.1.into()),
+            &only_last,
+        );
     }
 
     fn parse_err(is: Option<Value>, rs: Option<(&str, Value)>) -> String {
@@ -627,8 +644,14 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(c.rs.len(), 2);
-        assert!((c.rs[0].lower.unwrap() - (0.5f64).ln()).abs() < 1e-12);
-        assert!((c.rs[0].upper - 2f64.ln()).abs() < 1e-12);
+        let k1 = &c.rs[0];
+        assert_close(
+            "token_k1 bounds",
+            &[k1.lower.unwrap(), k1.upper],
+            &[0.5f64.ln(), 2f64.ln()],
+            1e-12,
+            0.0,
+        );
         assert_eq!(c.rs[1].upper, 2.0);
     }
 }

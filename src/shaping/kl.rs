@@ -135,6 +135,7 @@ pub fn penalize_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::assert_close;
 
     // Reference §2.1: lp = [-1, -0.5, -30, -2], ref = [-1.2, -0.4, -0.1, -25].
     const LP: [f32; 4] = [-1.0, -0.5, -30.0, -2.0];
@@ -144,27 +145,31 @@ mod tests {
         LP.iter().zip(REF).map(|(&l, r)| e.value(l, r)).collect()
     }
 
-    fn close(a: &[f32], e: &[f32]) {
-        for (x, y) in a.iter().zip(e) {
-            assert!((x - y).abs() <= 1e-6 * y.abs().max(1.0), "{a:?} vs {e:?}");
-        }
+    /// The shared oracle at 1e-6 absolute + 1e-6 relative (the numbers are f32 values).
+    #[track_caller]
+    fn close(what: &str, a: &[f32], e: &[f32]) {
+        assert_close(what, a, e, 1e-6, 1e-6);
     }
 
     #[test]
     fn estimators_worked_numbers() {
         close(
+            "k1",
             &values(KlEstimator::K1),
             &[0.200000048, -0.099999994, -29.8999996, 23.0],
         );
         close(
+            "k2",
             &values(KlEstimator::K2),
             &[0.0200000089, 0.00499999942, 447.004974, 264.5],
         );
         close(
+            "k3",
             &values(KlEstimator::K3),
             &[0.0187307596, 0.00517094135, 10.0, 10.0],
         );
         close(
+            "abs",
             &values(KlEstimator::Abs),
             &[0.200000048, 0.099999994, 29.8999996, 23.0],
         );
@@ -200,13 +205,13 @@ mod tests {
             seq_kl.push(sum / (n as f64 + 1e-8));
             rows.push(r);
         }
-        close(&rows[0], &[-0.02, 1.01, 0.0]);
-        close(&rows[1], &[0.0, 0.02, 0.95]);
+        close("row 0", &rows[0], &[-0.02, 1.01, 0.0]);
+        close("row 1", &rows[1], &[0.0, 0.02, 0.95]);
         let current = (seq_kl[0] + seq_kl[1]) / 2.0;
-        assert!((current - 0.075).abs() < 1e-7);
+        assert_close("current kl", &[current], &[0.075], 1e-7, 0.0);
         let mut ctrl = KlController::new("adaptive", 0.1, 0.05, 100).unwrap();
         ctrl.update(current, 2);
-        assert!((ctrl.value() - 0.1004).abs() < 1e-9);
+        assert_close("β", &[ctrl.value()], &[0.1004], 1e-9, 0.0);
     }
 
     // Reference §2.3: 0.001 → 0.00100512 after update(0.5, 256), target 0.1, horizon 1e4.
@@ -214,7 +219,7 @@ mod tests {
     fn adaptive_controller() {
         let mut c = KlController::new("adaptive", 0.001, 0.1, 10000).unwrap();
         c.update(0.5, 256);
-        assert!((c.value() - 0.00100512).abs() < 1e-12);
+        assert_close("β", &[c.value()], &[0.00100512], 1e-12, 0.0);
         let mut f = KlController::new("fixed", 0.001, 0.1, 10000).unwrap();
         f.update(0.5, 256);
         assert_eq!(f.value(), 0.001);

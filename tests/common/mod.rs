@@ -17,6 +17,12 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 
+/// The one numeric oracle (`assert_close` and its rules), shared with the unit tests.
+#[path = "../../src/test_support.rs"]
+mod test_support;
+#[allow(unused_imports)] // not every test binary compares numbers
+pub use test_support::*;
+
 pub fn advcalc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_advcalc"))
 }
@@ -73,7 +79,8 @@ pub fn strings(values: &[&str]) -> ArrayRef {
     Arc::new(StringArray::from(values.to_vec()))
 }
 
-/// Rows of a list column of numbers (list or large_list) as f32 vectors.
+/// Rows of a list column of numbers (list or large_list) as f32 vectors. A null row or a
+/// null value panics: it would otherwise read as whatever sits in the values buffer.
 pub fn lists_f32(batch: &RecordBatch, name: &str) -> Vec<Vec<f32>> {
     use arrow::datatypes::{DataType, Field};
     let col = batch
@@ -82,12 +89,12 @@ pub fn lists_f32(batch: &RecordBatch, name: &str) -> Vec<Vec<f32>> {
     let as_list = DataType::List(Arc::new(Field::new("item", DataType::Float32, true)));
     let col = arrow::compute::cast(col, &as_list).unwrap();
     let list: &ListArray = col.as_list::<i32>();
+    assert_eq!(list.null_count(), 0, "column {name} has null rows");
     (0..list.len())
         .map(|i| {
-            list.value(i)
-                .as_primitive::<Float32Type>()
-                .values()
-                .to_vec()
+            let row = list.value(i);
+            assert_eq!(row.null_count(), 0, "column {name} row {i} has null values");
+            row.as_primitive::<Float32Type>().values().to_vec()
         })
         .collect()
 }

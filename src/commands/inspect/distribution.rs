@@ -50,23 +50,24 @@ pub fn quantile(sorted: &[f64], p: f64) -> f64 {
 mod tests {
     use super::*;
 
-    fn close(a: f64, b: f64) {
-        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    #[track_caller]
+    fn close(what: &str, a: f64, b: f64) {
+        crate::test_support::assert_close(what, &[a], &[b], 1e-12, 0.0);
     }
 
     #[test]
     fn quantiles_interpolate_between_ranks() {
         // n = 5: h = 4p. p5 → h = 0.2 → 1 + 0.2·(2 − 1) = 1.2; p95 → h = 3.8 → 4.8.
         let v = [1.0, 2.0, 3.0, 4.0, 5.0];
-        close(quantile(&v, 0.05), 1.2);
-        close(quantile(&v, 0.25), 2.0);
-        close(quantile(&v, 0.5), 3.0);
-        close(quantile(&v, 0.95), 4.8);
+        close("quantile 0.05 of v", quantile(&v, 0.05), 1.2);
+        close("quantile 0.25 of v", quantile(&v, 0.25), 2.0);
+        close("quantile 0.5 of v", quantile(&v, 0.5), 3.0);
+        close("quantile 0.95 of v", quantile(&v, 0.95), 4.8);
         // n = 4: median at h = 1.5 → 0 + 0.5·(10 − 0) = 5; p25 at h = 0.75 → 0.
         let v = [0.0, 0.0, 10.0, 10.0];
-        close(quantile(&v, 0.5), 5.0);
-        close(quantile(&v, 0.25), 0.0);
-        close(quantile(&[7.0], 0.95), 7.0);
+        close("quantile 0.5 of v", quantile(&v, 0.5), 5.0);
+        close("quantile 0.25 of v", quantile(&v, 0.25), 0.0);
+        close("quantile 0.95 of [7.0]", quantile(&[7.0], 0.95), 7.0);
     }
 
     #[test]
@@ -76,12 +77,12 @@ mod tests {
         // Sorted [-1, 2, 3, 4]: h = 3p. p25 → 0.75 → -1 + 0.75·3 = 1.25; median → 1.5 → 2.5;
         // p75 → 2.25 → 3.25; p5 → 0.15 → -1 + 0.15·3 = -0.55; p95 → 2.85 → 3.85.
         assert_eq!((d.count, d.min, d.max), (4, -1.0, 4.0));
-        close(d.p5, -0.55);
-        close(d.p25, 1.25);
-        close(d.median, 2.5);
-        close(d.p75, 3.25);
-        close(d.p95, 3.85);
-        close(d.mean, 2.0);
+        close("p5", d.p5, -0.55);
+        close("p25", d.p25, 1.25);
+        close("median", d.median, 2.5);
+        close("p75", d.p75, 3.25);
+        close("p95", d.p95, 3.85);
+        close("mean", d.mean, 2.0);
         assert_eq!(Distribution::of(&mut []), None);
     }
 }

@@ -677,17 +677,54 @@ mod tests {
 
     #[test]
     fn advantages_are_a_section_of_their_own() {
+        // The section as `inspect -e` builds it (inspect/mod.rs): `TokenStats::to_json` plus
+        // the estimator's name. Valid-token advantages [1.5, -0.5, 0, -1]: mean 0, population
+        // std √((2.25 + 0.25 + 0 + 1)/4) = √0.875 = 0.93541435, min -1, max 1.5, one zero of
+        // four tokens.
+        let stats = crate::commands::compare::TokenStats {
+            valid_tokens: 4,
+            mean: 0.0,
+            std: 0.875f64.sqrt(),
+            min: -1.0,
+            max: 1.5,
+            zero_fraction: 0.25,
+        };
+        let mut json = stats.to_json();
+        let keys: Vec<&str> = json.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["max", "mean", "min", "std", "valid_tokens", "zero_fraction"]
+        );
+        json.insert("estimator".into(), "grpo".into());
         let step = StepReport {
-            advantages: Some(json!({ "estimator": "grpo", "mean": 0.0, "max_abs": 1.5 })),
+            advantages: Some(json.into()),
             ..Default::default()
         };
-        // Numbers as the rest of the table writes them, strings without quotes.
+        // Keys in order, values aligned; numbers as the rest of the table writes them (at
+        // most four decimals), strings without quotes.
         let text = step.render();
-        assert!(
-            text.contains("\nadvantages\n  estimator  grpo\n  max_abs    1.5\n  mean       0\n"),
-            "{text}"
+        let section = "\nadvantages\n\
+                       \x20 estimator      grpo\n\
+                       \x20 max            1.5\n\
+                       \x20 mean           0\n\
+                       \x20 min            -1\n\
+                       \x20 std            0.9354\n\
+                       \x20 valid_tokens   4\n\
+                       \x20 zero_fraction  0.25\n";
+        assert!(text.ends_with(section), "{text}");
+        let adv = &step.to_json()["advantages"];
+        assert_eq!(adv["estimator"], "grpo");
+        assert_eq!(adv["valid_tokens"], 4);
+        assert_eq!(adv["min"], -1.0);
+        assert_eq!(adv["max"], 1.5);
+        assert_eq!(adv["zero_fraction"], 0.25);
+        crate::test_support::assert_close(
+            "std",
+            &[adv["std"].as_f64().unwrap()],
+            &[0.935414346693],
+            1e-12,
+            0.0,
         );
-        assert_eq!(step.to_json()["advantages"]["max_abs"], 1.5);
         assert_eq!(StepReport::default().to_json()["advantages"], Value::Null);
     }
 }
