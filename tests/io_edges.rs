@@ -447,6 +447,22 @@ fn computed_lists_follow_the_inputs_convention() {
                     "{input} → {out}: {column}"
                 );
             }
+            if out == "out.parquet" {
+                // the float columns' encoding settings found their leaves under that name
+                let bytes = bytes::Bytes::from(std::fs::read(dir.join(out)).unwrap());
+                let (metadata, _) = footer(&bytes);
+                let rg = metadata.row_group(0);
+                let leaf = rg
+                    .columns()
+                    .iter()
+                    .find(|c| c.column_path().string() == format!("advantages.list.{item}"))
+                    .unwrap_or_else(|| panic!("{input}: no leaf advantages.list.{item}"));
+                assert!(
+                    leaf.encodings()
+                        .any(|e| e == parquet::basic::Encoding::BYTE_STREAM_SPLIT),
+                    "{input}: advantages not byte-stream-split"
+                );
+            }
         }
     }
 }
