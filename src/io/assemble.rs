@@ -1,5 +1,6 @@
 //! The output record batch of one row group: the input columns, then the computed columns
-//! as `list<float32>` sharing the input rows' offsets.
+//! as `list<float32>` sharing the input rows' offsets, with the child field name and
+//! nullability of the input's `response_mask` (`InputColumns::float_list_field`).
 
 use std::sync::Arc;
 
@@ -23,8 +24,7 @@ pub fn assemble(
 ) -> Result<RecordBatch> {
     let offsets = offset_buffer(offsets, file)?;
     let list = |values: ScalarBuffer<f32>| -> Result<ArrayRef> {
-        let DataType::List(item) = crate::io::schema::float_list_field("x").data_type().clone()
-        else {
+        let DataType::List(item) = columns.float_list_field("x").data_type().clone() else {
             unreachable!("float_list_field is a list")
         };
         ListArray::try_new(

@@ -13,6 +13,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use tempfile::NamedTempFile;
 
@@ -65,9 +66,19 @@ pub fn spool_to_parquet(
         .as_file()
         .try_clone()
         .map_err(|e| fail("cannot spool").with_source(e))?;
+    // The stream's schema metadata becomes the spooled file's key-value metadata, where
+    // `ParquetInput::key_value_metadata` finds a Parquet input's.
+    let mut metadata: Vec<KeyValue> = reader
+        .schema()
+        .metadata()
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    metadata.sort_by(|a, b| a.key.cmp(&b.key));
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(SPOOL_ROWS))
+        .set_key_value_metadata((!metadata.is_empty()).then_some(metadata))
         .build();
     let mut writer = ArrowWriter::try_new(BufWriter::new(handle), reader.schema(), Some(props))
         .map_err(|e| fail("cannot spool").with_source(e))?;
@@ -89,11 +100,19 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
     let name = output.display().to_string();
     let fail = |what: &str| Error::data(format!("{name}: {what}"));
     let file = File::open(parquet).map_err(|e| fail("cannot read the result").with_source(e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(SPOOL_ROWS).build())
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| fail("cannot read the result").with_source(e))?;
-    let schema = reader.schema();
-    let batches = reader.map(|b| b.map_err(|e| fail("cannot read the result").with_source(e)));
+    // The builder's schema, with the schema metadata (the result's key-value metadata); the
+    // reader's own leaves it out.
+    let schema = builder.schema().clone();
+    let reader = builder
+        .with_batch_size(SPOOL_ROWS)
+        .build()
+        .map_err(|e| fail("cannot read the result").with_source(e))?;
+    let batches = reader.map(|b| {
+        b.and_then(|b| b.with_schema(schema.clone()))
+            .map_err(|e| fail("cannot read the result").with_source(e))
+    });
     if is_stdio(output) {
         if format == Format::ArrowFile {
             return Err(Error::usage(
@@ -110,7 +129,9 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let prefix = format!(".advcalc-{}-", std::process::id());
+    // Named like the Parquet output's temporary files, and cleaned up the same way.
+    crate::io::write::remove_stale_temporaries(&dir);
+    let prefix = crate::io::write::temp_prefix();
     let mut builder = tempfile::Builder::new();
     builder.prefix(&prefix).suffix(".arrow.tmp");
     // tempfile creates 0600 files; the output should get the usual umask-based mode.

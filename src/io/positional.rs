@@ -1,6 +1,10 @@
 //! A file that many threads read at once. `std::fs::File` clones share one cursor, so
 //! parquet's `ChunkReader` for `File` races under parallel decoding; this one reads with
 //! positional I/O (`pread`), which has no shared cursor.
+//!
+//! It also refuses any read that would go past the end of the file before allocating
+//! anything: a damaged footer or page header can declare any size (up to 2^63 bytes), and
+//! parquet sizes its buffer from the declaration.
 
 use std::fs::File;
 use std::io::Read;
@@ -67,6 +71,12 @@ impl ChunkReader for PositionalFile {
     type T = std::io::BufReader<PositionalReader>;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        if start > self.len {
+            return Err(parquet::errors::ParquetError::EOF(format!(
+                "cannot read at offset {start}: the file holds {} bytes",
+                self.len
+            )));
+        }
         Ok(std::io::BufReader::with_capacity(
             1 << 20,
             PositionalReader {
@@ -77,6 +87,16 @@ impl ChunkReader for PositionalFile {
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        // Checked before the buffer is allocated: the length comes from the file itself.
+        if start
+            .checked_add(length as u64)
+            .is_none_or(|end| end > self.len)
+        {
+            return Err(parquet::errors::ParquetError::EOF(format!(
+                "cannot read {length} bytes at offset {start}: the file holds {} bytes",
+                self.len
+            )));
+        }
         let mut buf = vec![0u8; length];
         let mut reader = PositionalReader {
             file: self.file.clone(),
@@ -88,5 +108,29 @@ impl ChunkReader for PositionalFile {
             ))
         })?;
         Ok(buf.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_past_the_end_are_refused_without_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let f = PositionalFile::new(File::open(&path).unwrap()).unwrap();
+        assert_eq!(&f.get_bytes(2, 8).unwrap()[..], b"23456789");
+        assert_eq!(f.get_bytes(10, 0).unwrap().len(), 0);
+        // 2^40 bytes would abort the process if it were allocated.
+        let e = f.get_bytes(4, 1 << 40).unwrap_err().to_string();
+        assert!(e.contains("the file holds 10 bytes"), "{e}");
+        assert!(f.get_bytes(u64::MAX, 2).is_err());
+        assert!(f.get_bytes(9, 2).is_err());
+        assert!(f.get_read(11).is_err());
+        let mut rest = Vec::new();
+        f.get_read(7).unwrap().read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"789");
     }
 }

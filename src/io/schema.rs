@@ -281,7 +281,7 @@ impl InputColumns {
         let computed = computed_columns(is_weights);
         let rewards_field = |name: &str| match (&self.rewards_alias(rewards_alias), name) {
             (Some(i), "token_level_rewards") => self.schema.field(*i).clone().with_name(name),
-            _ => float_list_field(name),
+            _ => self.float_list_field(name),
         };
         let mut fields: Vec<Arc<Field>> = self
             .schema
@@ -308,6 +308,12 @@ impl InputColumns {
             fields,
             self.schema.metadata().clone(),
         ))
+    }
+
+    /// A computed `list<float32>` output column, in the convention of the input's
+    /// `response_mask` (`float_list_field`).
+    pub fn float_list_field(&self, name: &str) -> Field {
+        float_list_field(name, self.schema.field(self.mask))
     }
 
     /// The input column `token_level_rewards` can be copied from: the token scores, when
@@ -369,12 +375,24 @@ pub fn computed_columns(is_weights: bool) -> &'static [&'static str] {
     }
 }
 
-/// `list<float32>` with non-null items, as advcalc writes every float output.
-pub fn float_list_field(name: &str) -> Field {
+/// `list<float32>`, as advcalc writes every float output, in the list convention of `like`
+/// (the input's `response_mask`): its child field's name (`item` from arrow-rs and in Arrow
+/// IPC, `element` in Parquet from pyarrow and other compliant writers) and nullability, and
+/// the column's own nullability. The values never hold nulls either way.
+pub fn float_list_field(name: &str, like: &Field) -> Field {
+    let (item, item_nullable) = match like.data_type() {
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f) => (f.name().as_str(), f.is_nullable()),
+        // Not a list (the mask's type is checked before): arrow's default name.
+        _ => ("item", true),
+    };
     Field::new(
         name,
-        DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
-        false,
+        DataType::List(Arc::new(Field::new(item, DataType::Float32, item_nullable))),
+        like.is_nullable(),
     )
 }
 

@@ -13,11 +13,11 @@ use parquet::arrow::arrow_writer::{
 use parquet::arrow::{ArrowSchemaConverter, add_encoded_arrow_schema_to_metadata};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
+use parquet::file::metadata::{ColumnChunkMetaData, KeyValue, ParquetMetaData};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{
-    ColumnDescPtr, ColumnPath, SchemaDescPtr, SchemaDescriptor, Type as SchemaType, TypePtr,
+    ColumnDescPtr, SchemaDescPtr, SchemaDescriptor, Type as SchemaType, TypePtr,
 };
 use tempfile::NamedTempFile;
 
@@ -29,23 +29,97 @@ use crate::io::splice::{PlaceholderSource, Splice, SpliceWriter, Splices};
 const TEMP_PREFIX: &str = ".advcalc-";
 const TEMP_SUFFIX: &str = ".parquet.tmp";
 
-/// Delete temporary outputs left in `dir` by advcalc runs that were killed (their process is
-/// gone). Only on systems with `/proc`; elsewhere leftovers stay, named `.advcalc-PID-*.tmp`.
-fn remove_stale_temporaries(dir: &Path) {
-    if !Path::new("/proc/self").exists() {
-        return;
-    }
+/// Where a temporary file comes from: this host's name (for people reading the directory)
+/// and a key for this kernel boot and PID namespace. A process id only means something
+/// there: on a directory shared between machines or containers, another host's live run
+/// has a process id that may be dead here, or alive as an unrelated process.
+struct Origin {
+    host: String,
+    /// 16 hex digits of a hash of the host name, the kernel's boot id and the PID
+    /// namespace; `None` where they cannot be read (no `/proc`), and then no temporary
+    /// file is ever removed.
+    key: Option<String>,
+}
+
+fn origin() -> &'static Origin {
+    static ORIGIN: std::sync::OnceLock<Origin> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(|| {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let host = read("/proc/sys/kernel/hostname")
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .or_else(|| std::env::var("COMPUTERNAME").ok())
+            .unwrap_or_default();
+        let boot = read("/proc/sys/kernel/random/boot_id").filter(|b| !b.is_empty());
+        let pid_namespace = std::fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
+        let key = boot.zip(pid_namespace).map(|(boot, ns)| {
+            format!(
+                "{:016x}",
+                fnv1a([host.as_str(), &boot, &ns].join("\0").as_bytes())
+            )
+        });
+        let mut host: String = host
+            .chars()
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '-' => c,
+                _ => '_',
+            })
+            .take(64)
+            .collect();
+        if host.is_empty() {
+            host = "host".into();
+        }
+        Origin { host, key }
+    })
+}
+
+/// FNV-1a, 64 bits: a hash that does not change with the toolchain.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The start of the names of temporary outputs that process `pid` of this host writes:
+/// `.advcalc-HOST-KEY-PID-` (then tempfile's random part and `.parquet.tmp` or `.arrow.tmp`).
+pub fn temp_prefix_for(pid: u32) -> String {
+    let o = origin();
+    format!(
+        "{TEMP_PREFIX}{}-{}-{pid}-",
+        o.host,
+        o.key.as_deref().unwrap_or("nokey")
+    )
+}
+
+/// The start of this process's temporary output names.
+pub fn temp_prefix() -> String {
+    temp_prefix_for(std::process::id())
+}
+
+/// Delete temporary outputs left in `dir` by advcalc runs of this host (same host name, boot
+/// and PID namespace, `Origin`) that were killed: their process is gone. Another host's or
+/// container's files, and those of earlier boots, are never touched, whatever their process
+/// id; nor is anything where `/proc` cannot tell (the leftovers stay, to remove by hand).
+pub fn remove_stale_temporaries(dir: &Path) {
+    let o = origin();
+    let Some(key) = &o.key else { return };
+    let own = format!("{TEMP_PREFIX}{}-{key}-", o.host);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some(rest) = name.strip_prefix(TEMP_PREFIX) else {
+        let Some(rest) = name.strip_prefix(&own) else {
             continue;
         };
         // Parquet outputs end in TEMP_SUFFIX, Arrow IPC outputs in `.arrow.tmp`.
-        if !name.ends_with(".tmp") {
+        if !name.ends_with(".tmp") || !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
@@ -150,13 +224,39 @@ impl ParquetOutput {
         input: CopySource,
         force: bool,
     ) -> Result<Self> {
+        Self::create_with_metadata(dest, schema, sources, input, force, Vec::new())
+    }
+
+    /// `create`, with `key_value_metadata` written into OUT's footer as key-value pairs (in
+    /// this order, before `ARROW:schema`) and into the Arrow schema stored there, where they
+    /// replace the input's schema metadata of the same keys; so they are also the schema
+    /// metadata of an Arrow IPC OUT, which is exported from this file. `ARROW:schema` itself
+    /// is reserved.
+    pub fn create_with_metadata(
+        dest: &Path,
+        schema: SchemaRef,
+        sources: Vec<ColumnSource>,
+        input: CopySource,
+        force: bool,
+        key_value_metadata: Vec<(String, String)>,
+    ) -> Result<Self> {
         let name = dest.display().to_string();
+        if key_value_metadata
+            .iter()
+            .any(|(k, _)| k == parquet::arrow::ARROW_SCHEMA_META_KEY)
+        {
+            return Err(Error::usage(format!(
+                "{name}: the key-value metadata key {} is reserved for the Arrow schema",
+                parquet::arrow::ARROW_SCHEMA_META_KEY
+            )));
+        }
         check_destination(dest, force)?;
         let dir = parent_dir(dest);
         remove_stale_temporaries(&dir);
         let mut builder = tempfile::Builder::new();
-        // The pid in the name lets a later run tell a killed run's leftovers from a live one's.
-        let prefix = format!("{TEMP_PREFIX}{}-", std::process::id());
+        // Host, boot, PID namespace and pid in the name let a later run tell a killed run's
+        // leftovers from a live one's, and from other hosts' (`remove_stale_temporaries`).
+        let prefix = temp_prefix();
         builder.prefix(&prefix).suffix(TEMP_SUFFIX);
         // tempfile creates 0600 files; the output should get the usual umask-based mode.
         #[cfg(unix)]
@@ -205,8 +305,13 @@ impl ParquetOutput {
             .with_fields(std::mem::take(&mut fields))
             .build()
             .map_err(start)?;
-        let mut props = properties(&schema);
-        add_encoded_arrow_schema_to_metadata(&schema, &mut props);
+        let mut props = properties(&converted, &sources, &key_value_metadata);
+        let mut stored = schema.metadata().clone();
+        stored.extend(key_value_metadata);
+        add_encoded_arrow_schema_to_metadata(
+            &Schema::new_with_metadata(schema.fields().clone(), stored),
+            &mut props,
+        );
         let root = Arc::new(root);
         let descr = Arc::new(SchemaDescriptor::new(root.clone()));
         let splices = Splices::default();
@@ -460,14 +565,31 @@ fn relabel(
 /// scale §4.2); no statistics for them, which nobody filters on. Chosen by measurement on the
 /// benchmark dump (`docs/benchmarks.md`): dictionary or plain encodings were slower, and the
 /// `loss_mask` copy keeps the dictionary, which was cheaper than the alternatives.
-fn properties(schema: &SchemaRef) -> WriterProperties {
+/// `converted` is Arrow's conversion of the output schema: the computed columns' leaves are
+/// found there, under the list child name the input's convention gives them.
+fn properties(
+    converted: &SchemaDescriptor,
+    sources: &[ColumnSource],
+    key_value_metadata: &[(String, String)],
+) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_1_0)
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(None);
-    for name in OUTPUT_COLUMNS {
-        if schema.index_of(name).is_ok() {
-            let path = ColumnPath::new(vec![name.to_string(), "list".into(), "item".into()]);
+    if !key_value_metadata.is_empty() {
+        builder = builder.set_key_value_metadata(Some(
+            key_value_metadata
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+                .collect(),
+        ));
+    }
+    for leaf in 0..converted.num_columns() {
+        let root = converted.get_column_root_idx(leaf);
+        let root_name = converted.root_schema().get_fields()[root].name();
+        if sources.get(root) == Some(&ColumnSource::Computed) && OUTPUT_COLUMNS.contains(&root_name)
+        {
+            let path = converted.column(leaf).path().clone();
             builder = builder
                 .set_column_dictionary_enabled(path.clone(), false)
                 .set_column_statistics_enabled(path.clone(), EnabledStatistics::None)
@@ -517,5 +639,351 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     match (canon(a), canon(b)) {
         (Some(x), Some(y)) => x == y,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::read::ParquetInput;
+    use crate::io::schema::float_list_field;
+    use arrow::array::{ArrayRef, Float32Builder, Int8Builder, ListBuilder, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use std::fs::File;
+
+    /// A row group of `rows` rows: uid, response_mask (with a dictionary: few values), and
+    /// rm_scores, as arrow-rs writes them.
+    fn input_rows(first: usize, rows: usize) -> RecordBatch {
+        let mut mask = ListBuilder::new(Int8Builder::new());
+        let mut scores = ListBuilder::new(Float32Builder::new());
+        let mut uids = Vec::new();
+        for i in first..first + rows {
+            let len = 3 + i % 5;
+            mask.append_value((0..len).map(|t| Some(((i + t) % 3 != 0) as i8)));
+            scores.append_value((0..len).map(|t| Some((i * 7 + t) as f32 / 3.0)));
+            uids.push(format!("u{}", i / 4));
+        }
+        RecordBatch::try_from_iter(vec![
+            ("uid", Arc::new(StringArray::from(uids)) as ArrayRef),
+            ("response_mask", Arc::new(mask.finish()) as ArrayRef),
+            ("rm_scores", Arc::new(scores.finish()) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    /// The computed column of a row group: list<float32> with the mask's offsets.
+    fn advantages(input: &RecordBatch, field: &arrow::datatypes::Field) -> ArrayRef {
+        use arrow::array::{Array, AsArray, Float32Array, ListArray};
+        let mask = input.column(1).as_list::<i32>();
+        let n = mask.values().len();
+        let values = Float32Array::from_iter_values((0..n).map(|i| (i as f32 * 0.37).sin()));
+        let DataType::List(item) = field.data_type().clone() else {
+            unreachable!()
+        };
+        Arc::new(ListArray::try_new(item, mask.offsets().clone(), Arc::new(values), None).unwrap())
+    }
+
+    use arrow::datatypes::DataType;
+
+    const ROW_GROUPS: [(usize, usize); 3] = [(0, 40), (40, 1), (41, 23)];
+
+    /// What the splicer (io/splice.rs and `OutputSink::append`) assumes of parquet's writer:
+    /// `next_row_group` and `close` write nothing; `append_column` writes the copied chunk's
+    /// `compressed_size` bytes, read with `get_read` from its first page, at the position
+    /// `bytes_written` gave, and maps its page offsets by the same shift; an encoded chunk
+    /// takes exactly its `compressed_size` bytes; nothing pads chunks apart. If an upgrade
+    /// of parquet changes any of it, this test fails: the spliced output must be laid out
+    /// chunk after chunk from byte 4, hold IN's bytes for the copied chunks, and the same
+    /// bytes for every chunk as a plain re-encode of the whole output by parquet's own
+    /// `ArrowWriter`.
+    #[test]
+    fn splice_layout_matches_a_plain_re_encode() {
+        let dir = tempfile::tempdir().unwrap();
+        let in_path = dir.path().join("in.parquet");
+        let batches: Vec<RecordBatch> = ROW_GROUPS
+            .iter()
+            .map(|&(first, rows)| input_rows(first, rows))
+            .collect();
+        // IN with the settings OUT uses for every column but the computed ones.
+        let plain_props = WriterProperties::builder()
+            .set_writer_version(WriterVersion::PARQUET_1_0)
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_max_row_group_row_count(None)
+            .build();
+        let mut w = ArrowWriter::try_new(
+            File::create(&in_path).unwrap(),
+            batches[0].schema(),
+            Some(plain_props),
+        )
+        .unwrap();
+        for b in &batches {
+            w.write(b).unwrap();
+            w.flush().unwrap();
+        }
+        w.close().unwrap();
+
+        let input = ParquetInput::open(&in_path).unwrap();
+        let in_schema = input.schema();
+        let mask = in_schema.field(1).clone();
+        let mut fields: Vec<arrow::datatypes::FieldRef> = in_schema.fields().to_vec();
+        fields.push(Arc::new(mask.clone().with_name("loss_mask")));
+        fields.push(Arc::new(float_list_field("advantages", &mask)));
+        let schema = Arc::new(Schema::new(fields));
+        use ColumnSource::*;
+        let sources = vec![Copy(0), Copy(1), Copy(2), Alias(1), Computed];
+        let full = |b: &RecordBatch| {
+            let mut columns = b.columns().to_vec();
+            columns.push(b.column(1).clone());
+            columns.push(advantages(b, schema.field(4)));
+            RecordBatch::try_new(schema.clone(), columns).unwrap()
+        };
+
+        // OUT through the splicer
+        let out_path = dir.path().join("out.parquet");
+        let mut out = ParquetOutput::create(
+            &out_path,
+            schema.clone(),
+            sources.clone(),
+            input.copy_source(),
+            false,
+        )
+        .unwrap();
+        let (encoder, sink) = out.split();
+        for (rg, b) in batches.iter().enumerate() {
+            let computed = RecordBatch::try_new(
+                encoder.computed_schema().clone(),
+                vec![advantages(b, schema.field(4))],
+            )
+            .unwrap();
+            let encoded = encoder.encode(rg, &computed).unwrap();
+            sink.append(rg, encoded).unwrap();
+        }
+        out.finish().unwrap();
+
+        // the same output re-encoded by parquet's ArrowWriter with OUT's settings
+        let plain_path = dir.path().join("plain.parquet");
+        let converted = ArrowSchemaConverter::new().convert(&schema).unwrap();
+        let mut w = ArrowWriter::try_new(
+            File::create(&plain_path).unwrap(),
+            schema.clone(),
+            Some(properties(&converted, &sources, &[])),
+        )
+        .unwrap();
+        for b in &batches {
+            w.write(&full(b)).unwrap();
+            w.flush().unwrap();
+        }
+        w.close().unwrap();
+
+        let bytes = |p: &Path| std::fs::read(p).unwrap();
+        let (inb, outb, plainb) = (bytes(&in_path), bytes(&out_path), bytes(&plain_path));
+        let footer = |p: &Path| {
+            SerializedFileReader::new(File::open(p).unwrap())
+                .unwrap()
+                .metadata()
+                .clone()
+        };
+        let (inm, outm, plainm) = (footer(&in_path), footer(&out_path), footer(&plain_path));
+        let range = |c: &ColumnChunkMetaData| {
+            let (start, len) = c.byte_range();
+            start as usize..(start + len) as usize
+        };
+        let input_column = [Some(0), Some(1), Some(2), Some(1), None];
+        let mut at = 4;
+        assert_eq!(outm.num_row_groups(), ROW_GROUPS.len());
+        for rg in 0..ROW_GROUPS.len() {
+            let (o, p) = (outm.row_group(rg), plainm.row_group(rg));
+            assert_eq!(o.num_columns(), 5);
+            assert_eq!(o.num_rows(), p.num_rows());
+            for (c, source) in input_column.iter().enumerate() {
+                let (oc, pc) = (o.column(c), p.column(c));
+                let r = range(oc);
+                assert_eq!(
+                    r.start, at,
+                    "row group {rg} column {c}: not right after the last"
+                );
+                at = r.end;
+                assert_eq!(
+                    outb[r.clone()],
+                    plainb[range(pc)],
+                    "row group {rg} column {c}: bytes differ from a plain re-encode"
+                );
+                assert_eq!(oc.compressed_size(), pc.compressed_size());
+                assert_eq!(
+                    oc.data_page_offset() - r.start as i64,
+                    pc.data_page_offset() - range(pc).start as i64
+                );
+                assert_eq!(oc.column_path(), pc.column_path());
+                if let Some(i) = source {
+                    let ic = inm.row_group(rg).column(*i);
+                    assert_eq!(outb[r.clone()], inb[range(ic)], "row group {rg} column {c}");
+                    assert_eq!(oc.num_values(), ic.num_values());
+                    assert_eq!(
+                        oc.dictionary_page_offset().map(|d| d - r.start as i64),
+                        ic.dictionary_page_offset()
+                            .map(|d| d - range(ic).start as i64)
+                    );
+                }
+            }
+        }
+        // then the computed chunks' page indexes, then the footer
+        let tail = outb.len() - 8;
+        let declared = u32::from_le_bytes(outb[tail..tail + 4].try_into().unwrap()) as usize;
+        assert!(at <= tail - declared);
+
+        // and OUT reads back as the output batch
+        let out_input = ParquetInput::open(&out_path).unwrap();
+        for (rg, b) in batches.iter().enumerate() {
+            let read = out_input.read_row_group(rg, None).unwrap();
+            assert_eq!(read.columns(), full(b).columns(), "row group {rg}");
+        }
+    }
+
+    /// A trip wire: the splicer's assumptions were checked (the test above, and by reading
+    /// parquet's `SerializedRowGroupWriter::append_column`) against this version only.
+    #[test]
+    fn parquet_is_the_version_the_splicer_was_checked_against() {
+        assert_eq!(
+            parquet::file::properties::DEFAULT_CREATED_BY,
+            "parquet-rs version 60.1.0",
+            "parquet was upgraded: re-read SerializedRowGroupWriter::append_column against \
+             io/splice.rs's assumptions, run splice_layout_matches_a_plain_re_encode, then \
+             move the pins in Cargo.toml and this test"
+        );
+        assert_eq!(arrow::ARROW_VERSION, "60.1.0");
+    }
+
+    #[test]
+    fn key_value_metadata_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let in_path = dir.path().join("in.parquet");
+        let batch = input_rows(0, 5);
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(Some(vec![
+                KeyValue::new("source".into(), "rollouts-17".to_string()),
+                KeyValue::new("empty".into(), None),
+            ]))
+            .build();
+        let mut w =
+            ArrowWriter::try_new(File::create(&in_path).unwrap(), batch.schema(), Some(props))
+                .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let input = ParquetInput::open(&in_path).unwrap();
+        assert_eq!(
+            input.key_value_metadata(),
+            vec![
+                ("source".to_string(), "rollouts-17".to_string()),
+                ("empty".to_string(), String::new())
+            ]
+        );
+
+        let schema = input.schema();
+        let sources = vec![
+            ColumnSource::Copy(0),
+            ColumnSource::Copy(1),
+            ColumnSource::Copy(2),
+        ];
+        let given = vec![
+            ("advcalc.b".to_string(), "2".to_string()),
+            ("advcalc.a".to_string(), "1".to_string()),
+            // replaces the input's value in the stored Arrow schema
+            ("source".to_string(), "rewritten".to_string()),
+        ];
+        let reserved = ParquetOutput::create_with_metadata(
+            &dir.path().join("never.parquet"),
+            schema.clone(),
+            sources.clone(),
+            input.copy_source(),
+            false,
+            vec![("ARROW:schema".into(), "x".into())],
+        );
+        assert!(reserved.is_err());
+        let out_path = dir.path().join("out.parquet");
+        let mut out = ParquetOutput::create_with_metadata(
+            &out_path,
+            schema.clone(),
+            sources,
+            input.copy_source(),
+            false,
+            given.clone(),
+        )
+        .unwrap();
+        let (encoder, sink) = out.split();
+        let none = RecordBatch::try_new_with_options(
+            encoder.computed_schema().clone(),
+            vec![],
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(5)),
+        )
+        .unwrap();
+        let encoded = encoder.encode(0, &none).unwrap();
+        sink.append(0, encoded).unwrap();
+        out.finish().unwrap();
+
+        // in OUT's footer, in order
+        let output = ParquetInput::open(&out_path).unwrap();
+        assert_eq!(output.key_value_metadata(), given);
+        // and in its Arrow schema
+        let metadata = output.schema().metadata().clone();
+        assert_eq!(metadata["advcalc.a"], "1");
+        assert_eq!(metadata["source"], "rewritten");
+
+        // an Arrow IPC OUT carries them as schema metadata
+        for (file, format) in [
+            ("out.arrow", crate::io::format::Format::ArrowFile),
+            ("out.arrows", crate::io::format::Format::ArrowStream),
+        ] {
+            let ipc_path = dir.path().join(file);
+            crate::io::ipc::export_parquet(&out_path, &ipc_path, format, false).unwrap();
+            // and an Arrow IPC IN's schema metadata is the input's key-value metadata
+            let spooled = crate::io::input::Input::open(&ipc_path, None).unwrap();
+            let mut seen = spooled.parquet.key_value_metadata();
+            seen.sort();
+            let mut expected = given.clone();
+            expected.sort();
+            assert_eq!(seen, expected, "{file}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_this_hosts_dead_runs_temporaries_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = origin();
+        let key = o
+            .key
+            .as_deref()
+            .expect("a boot id and a PID namespace under /proc");
+        // i32::MAX is above any pid_max: the process is dead
+        let dead = i32::MAX as u32;
+        let live = std::os::unix::process::parent_id();
+        let names = [
+            (format!("{}x1.parquet.tmp", temp_prefix_for(dead)), false),
+            (format!("{}x2.arrow.tmp", temp_prefix_for(dead)), false),
+            (format!("{}x3.parquet.tmp", temp_prefix_for(live)), true),
+            (format!("{}x4.parquet.tmp", temp_prefix()), true),
+            // another host, a dead-looking pid
+            (
+                format!(".advcalc-elsewhere-0123456789abcdef-{dead}-x5.parquet.tmp"),
+                true,
+            ),
+            // this host's name, another boot or container
+            (
+                format!(".advcalc-{}-ffffffffffffffff-{dead}-x6.parquet.tmp", o.host),
+                true,
+            ),
+            // the old naming, without a host
+            (format!(".advcalc-{dead}-x7.parquet.tmp"), true),
+            (format!("{}x8.parquet", temp_prefix_for(dead)), true),
+        ];
+        assert_ne!(key, "ffffffffffffffff");
+        for (name, _) in &names {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        remove_stale_temporaries(dir.path());
+        for (name, kept) in &names {
+            assert_eq!(dir.path().join(name).exists(), *kept, "{name}");
+        }
     }
 }
