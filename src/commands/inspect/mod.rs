@@ -58,6 +58,9 @@ pub struct InspectOptions {
     pub estimator_given: bool,
 }
 
+/// The prefix of the key-value metadata `advcalc run` writes into its output (provenance).
+pub const PROVENANCE_PREFIX: &str = "advcalc.";
+
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     let opened = Input::open(&opts.input, opts.input_format)?;
     let input = &opened.parquet;
@@ -125,6 +128,11 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
         steps: steps
             .into_iter()
             .map(|(step, tally)| step_report(step, tally, &checks))
+            .collect(),
+        provenance: input
+            .key_value_metadata()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
             .collect(),
     };
     if opts.estimator_given {

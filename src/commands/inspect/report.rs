@@ -28,6 +28,9 @@ pub struct Report {
     pub notes: Vec<String>,
     /// One section per `step` value, in step order (one section without a step column).
     pub steps: Vec<StepReport>,
+    /// How the file was made, when advcalc wrote it: its `advcalc.*` key-value metadata
+    /// (`docs/inspect.md`), keys without the prefix, in file order.
+    pub provenance: Vec<(String, String)>,
 }
 
 /// One step's findings.
@@ -147,6 +150,11 @@ impl Report {
             "notes": self.notes,
             "steps": self.steps.iter().map(StepReport::to_json).collect::<Vec<_>>(),
             "warnings": self.warnings(),
+            "provenance": self
+                .provenance
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect::<Map<String, Value>>(),
         })
     }
 
@@ -164,6 +172,22 @@ impl Report {
         );
         for note in &self.notes {
             out += &format!("note: {note}\n");
+        }
+        if !self.provenance.is_empty() {
+            out += "\nwritten by advcalc\n";
+            let rows: Vec<(String, String)> = self
+                .provenance
+                .iter()
+                .filter(|(k, _)| k.as_str() != "config")
+                .cloned()
+                .collect();
+            out += &aligned(&rows);
+            if let Some((_, config)) = self.provenance.iter().find(|(k, _)| k == "config") {
+                out += "  configuration:\n";
+                for line in config.lines() {
+                    out += &format!("    {line}\n");
+                }
+            }
         }
         for step in &self.steps {
             out.push('\n');
