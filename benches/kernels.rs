@@ -1,8 +1,8 @@
 //! Micro-benchmarks of the hot kernels (divan): `cargo bench --bench kernels`.
 
-use advcalc::estimators::{broadcast_outcome, gae, grpo, reinforce_plus_plus};
 use advcalc::data::GroupKey;
 use advcalc::estimators::groups::Grouping;
+use advcalc::estimators::{broadcast_outcome, gae, grpo, reinforce_plus_plus};
 use advcalc::shaping::kl::{KlEstimator, penalize_row};
 
 fn main() {

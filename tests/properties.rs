@@ -1,10 +1,10 @@
 //! Property tests on the kernels: identities that hold for any input.
 
+use advcalc::data::GroupKey;
+use advcalc::estimators::groups::Grouping;
 use advcalc::estimators::{
     gae, gpg, grpo, opo, reinforce_plus_plus, reinforce_plus_plus_baseline, rloo, rloo_vectorized,
 };
-use advcalc::data::GroupKey;
-use advcalc::estimators::groups::Grouping;
 use advcalc::shaping::kl::KlEstimator;
 use proptest::prelude::*;
 
