@@ -462,8 +462,9 @@ fn cases() -> Vec<Case> {
         config_case(
             "pf_ppo",
             "adv_estimator: gae\nuse_pf_ppo: true\n",
-            &["use_pf_ppo"],
-        ),
+            &["algorithm.use_pf_ppo (in c.yaml)"],
+        )
+        .hint("use_pf_ppo=false"),
     ]
 }
 

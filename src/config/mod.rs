@@ -97,7 +97,8 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoCo
     let lam = s.float("lam", 1.0)?;
     let norm_adv_by_std_in_grpo = s.bool("norm_adv_by_std_in_grpo", true)?;
     let use_kl_in_reward = s.bool("use_kl_in_reward", false)?;
-    let kl_in_reward = kl::read(s, use_kl_in_reward)?;
+    // The sections' own errors wait until the unknown keys of this one are reported.
+    let kl_in_reward = kl::read(s, use_kl_in_reward);
     let use_pf_ppo = s.bool("use_pf_ppo", false)?;
     if let Some(mut p) = s.subsection("pf_ppo")? {
         p.string("reweight_method", "pow")?;
@@ -115,18 +116,22 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoCo
         }
         None => false,
     };
-    let rollout_correction = rollout_correction::read(s)?;
+    let rollout_correction = rollout_correction::read(s);
     let gdpo_reward_keys = s.opt_string_list("gdpo_reward_keys")?;
     let gdpo_reward_weights = s.opt_float_list("gdpo_reward_weights")?;
-    let ext = extensions::read(s)?;
+    let ext = extensions::read(s);
     s.finish()?;
+    let (kl_in_reward, rollout_correction, ext) = (kl_in_reward?, rollout_correction?, ext?);
 
     // Settings that cannot be reproduced from a dump are refused rather than ignored.
     if use_pf_ppo {
-        return Err(s.reject(Invalid::new(
-            "use_pf_ppo",
-            "true: verl resamples rows at random there, which cannot be reproduced from a dump",
-        )));
+        return Err(s.reject(
+            Invalid::new(
+                "use_pf_ppo",
+                "verl resamples rows at random when it is true, which cannot be reproduced from a dump",
+            )
+            .hint("set algorithm.use_pf_ppo=false"),
+        ));
     }
     let (gdpo_reward_keys, gdpo_reward_weights) =
         gdpo_rewards(s, adv_estimator, gdpo_reward_keys, gdpo_reward_weights)?;
@@ -675,5 +680,14 @@ mod tests {
         // without a named estimator the key is left out, so the text still means "not named"
         let d = Config::load(&ConfigSources::default()).unwrap();
         assert!(!d.to_yaml().contains("adv_estimator:"), "{}", d.to_yaml());
+    }
+
+    #[test]
+    fn an_unknown_key_is_reported_before_a_bad_value() {
+        fails(
+            "use_kl_in_reward: true\nkl_penalty: k4\nrollout_correction:\n  rollout_is: tokens\nlamda: 1\n",
+            &[],
+            &["unknown key `algorithm.lamda`"],
+        );
     }
 }
