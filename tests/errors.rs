@@ -375,7 +375,7 @@ fn cases() -> Vec<Case> {
             batch(base()),
             &["-e", "ppo"],
             2,
-            &["unknown estimator `ppo`"],
+            &["unknown estimator `ppo`", "(from -e)"],
         ),
         case(
             "bad --set",
