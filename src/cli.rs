@@ -311,9 +311,8 @@ impl CompareArgs {
             self.estimators.iter().map(|e| Some(e.as_str())).collect()
         };
         if configs.len() * estimators.len() < 2 && self.estimators.len() < 2 {
-            return Err(Error::usage(
-                "compare needs at least two variants: -e a,b,... or --config twice",
-            ));
+            return Err(Error::usage("compare needs at least two variants")
+                .with_hint("name several estimators (-e grpo,rloo) or give --config twice"));
         }
         let mut variants = Vec::new();
         for file in &configs {
@@ -336,10 +335,10 @@ impl CompareArgs {
         }
         for (i, v) in variants.iter().enumerate() {
             if variants[..i].iter().any(|w| w.label == v.label) {
-                return Err(Error::usage(format!(
-                    "variant `{}` is given twice; name each estimator or config once",
-                    v.label
-                )));
+                return Err(
+                    Error::usage(format!("variant `{}` is given twice", v.label))
+                        .with_hint("name each estimator or config once"),
+                );
             }
         }
         let options = CompareOptions {

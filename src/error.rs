@@ -1,5 +1,6 @@
 //! The one error type of the library: a message that names the file, column and row at
-//! fault, a kind that decides the exit code, and an optional cause. Only `main` formats it.
+//! fault, a kind that decides the exit code, an optional cause and an optional hint (what to
+//! do about it). Only `main` formats it, as uv does: `error:`, `caused by:` lines, `hint:`.
 
 use std::fmt;
 
@@ -12,13 +13,15 @@ pub enum ErrorKind {
     Usage,
 }
 
-/// An error with context. `message` is one line; `source` is the underlying cause, printed by
-/// `main` as `caused by:` lines.
+/// An error with context. `message` is one line saying what is wrong; `source` is the
+/// underlying cause, printed by `main` as `caused by:` lines; `hint` is the fix to try, printed
+/// last as `hint: ...` (the message itself holds no suggestion).
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    hint: Option<String>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -29,6 +32,7 @@ impl Error {
             kind: ErrorKind::Data,
             message: message.into(),
             source: None,
+            hint: None,
         }
     }
 
@@ -37,6 +41,7 @@ impl Error {
             kind: ErrorKind::Usage,
             message: message.into(),
             source: None,
+            hint: None,
         }
     }
 
@@ -55,7 +60,13 @@ impl Error {
         self
     }
 
-    /// Say where the error happened: `prefix: message`, same kind and cause.
+    /// Attach what the user can do about it (one line, printed by `main` as `hint: ...`).
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Say where the error happened: `prefix: message`, same kind, cause and hint.
     pub fn context(mut self, prefix: impl fmt::Display) -> Self {
         self.message = format!("{prefix}: {}", self.message);
         self
@@ -67,6 +78,11 @@ impl Error {
 
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The suggested fix, if any.
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
     }
 
     /// Exit code for this error: 1 for data and I/O, 2 for usage.
@@ -89,5 +105,21 @@ impl std::error::Error for Error {
         self.source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hint_survives_context_and_stays_out_of_the_message() {
+        let e = Error::usage("OUT is the same file as IN")
+            .with_hint("write to another file")
+            .context("out.parquet");
+        assert_eq!(e.message(), "out.parquet: OUT is the same file as IN");
+        assert_eq!(e.hint(), Some("write to another file"));
+        assert_eq!(e.to_string(), e.message());
+        assert_eq!(Error::data("x").hint(), None);
     }
 }

@@ -1,5 +1,5 @@
-//! The binary: parse arguments, call the library, print errors and map them to exit codes
-//! (0 success, 1 bad data or I/O, 2 usage).
+//! The binary: parse arguments, call the library, print errors (`error:`, `caused by:` lines,
+//! then `hint:`) and map them to exit codes (0 success, 1 bad data or I/O, 2 usage).
 
 mod cli;
 
@@ -31,12 +31,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                eprintln!("caused by: {cause}");
-                source = cause.source();
-            }
+            eprint!("{}", report(&e));
             ExitCode::from(e.exit_code() as u8)
         }
     }
@@ -123,6 +118,21 @@ fn run(cli: Cli) -> Result<(), Error> {
     }
 }
 
+/// An error as printed on stderr: `error: ...`, one `caused by: ...` line per cause, then
+/// `hint: ...` on its own line when the error suggests a fix.
+fn report(e: &Error) -> String {
+    let mut text = format!("error: {e}\n");
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text += &format!("caused by: {cause}\n");
+        source = cause.source();
+    }
+    if let Some(hint) = e.hint() {
+        text += &format!("hint: {hint}\n");
+    }
+    text
+}
+
 /// Opt out of transparent huge pages. mimalloc asks for them on its arenas; each fault then
 /// zeroes (and may first compact memory for) 2 MiB where a row group touches a few KiB,
 /// which cost up to a third of a run's time in system calls (docs/benchmarks.md).
@@ -143,5 +153,22 @@ fn print_stdout(text: &str) -> Result<(), Error> {
             Err(Error::data("cannot write to standard output").with_source(e))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hint_comes_last_on_its_own_line() {
+        let e = Error::data("cannot write the metrics")
+            .with_source(std::io::Error::other("disk full"))
+            .with_hint("free some space");
+        assert_eq!(
+            report(&e),
+            "error: cannot write the metrics\ncaused by: disk full\nhint: free some space\n"
+        );
+        assert_eq!(report(&Error::usage("bad")), "error: bad\n");
     }
 }

@@ -1,6 +1,7 @@
 //! Bad input, table-driven: every case is a small file made here, and advcalc must exit 1
 //! (data) or 2 (usage) with one `error:` line naming the file and the column / row / token
-//! at fault, without a panic, and leave no OUT and no temporary file behind.
+//! at fault (then only `caused by:` lines and, for a case with a fix, one `hint:` line),
+//! without a panic, and leave no OUT and no temporary file behind.
 
 mod common;
 
@@ -108,6 +109,15 @@ struct Case {
     config: Option<&'static str>,
     code: i32,
     needles: &'static [&'static str],
+    /// Words of the last line, `hint: ...`; `None`: no hint line.
+    hint: Option<&'static str>,
+}
+
+impl Case {
+    fn hint(mut self, words: &'static str) -> Self {
+        self.hint = Some(words);
+        self
+    }
 }
 
 fn case(
@@ -124,6 +134,7 @@ fn case(
         config: None,
         code,
         needles,
+        hint: None,
     }
 }
 
@@ -135,6 +146,7 @@ fn config_case(name: &'static str, yaml: &'static str, needles: &'static [&'stat
         config: Some(yaml),
         code: 2,
         needles,
+        hint: None,
     }
 }
 
@@ -363,7 +375,7 @@ fn cases() -> Vec<Case> {
             batch(base()),
             &["-e", "ppo"],
             2,
-            &["unknown estimator `ppo`"],
+            &["unknown estimator `ppo`", "(from -e)"],
         ),
         case(
             "bad --set",
@@ -371,7 +383,8 @@ fn cases() -> Vec<Case> {
             &["-e", "grpo", "--set", "gamma"],
             2,
             &["--set gamma", "KEY=VALUE"],
-        ),
+        )
+        .hint("--set algorithm.lam=0.95"),
         config_case(
             "IS threshold 0_1",
             "rollout_correction:\n  rollout_is: token\n  rollout_is_threshold: \"0_1\"\n",
@@ -406,7 +419,8 @@ fn cases() -> Vec<Case> {
             "unknown key",
             "adv_estimator: grpo\nlamda: 0.9\n",
             &["unknown key `algorithm.lamda`", "c.yaml"],
-        ),
+        )
+        .hint("did you mean `algorithm.lam`?"),
         config_case(
             "wrong key type",
             "adv_estimator: grpo\ngamma: [1]\n",
@@ -415,19 +429,42 @@ fn cases() -> Vec<Case> {
         config_case(
             "kl_penalty full",
             "adv_estimator: grpo\nuse_kl_in_reward: true\nkl_penalty: full\n",
-            &["kl_penalty=full", "logits"],
+            &["algorithm.kl_penalty (in c.yaml)", "`full`", "logits"],
+        )
+        .hint("low_var_kl"),
+        config_case(
+            "kl_penalty unknown",
+            "adv_estimator: grpo\nuse_kl_in_reward: true\nkl_penalty: k4\n",
+            &["algorithm.kl_penalty (in c.yaml)", "unknown estimator `k4`"],
+        )
+        .hint("verl 0.9.1 knows kl, k1"),
+        config_case(
+            "kl_ctrl horizon",
+            "adv_estimator: grpo\nuse_kl_in_reward: true\nkl_ctrl:\n  type: adaptive\n  horizon: 0\n",
+            &["algorithm.kl_ctrl.horizon (in c.yaml)", "larger than 0"],
         ),
+        config_case(
+            "KL inside openrlhf's group statistics",
+            "adv_estimator: openrlhf_group_norm\nuse_kl_in_reward: true\n",
+            &[
+                "algorithm.use_kl_in_reward (in c.yaml)",
+                "OpenRLHF never does",
+            ],
+        )
+        .hint("use_kl_in_reward=false"),
         config_case("not YAML", "adv_estimator: [grpo\n", &["not valid YAML"]),
         config_case(
             "gdpo without keys",
             "adv_estimator: gdpo\n",
-            &["gdpo_reward_keys"],
-        ),
+            &["gdpo_reward_keys", "(in c.yaml)"],
+        )
+        .hint("--set algorithm.gdpo_reward_keys=["),
         config_case(
             "pf_ppo",
             "adv_estimator: gae\nuse_pf_ppo: true\n",
-            &["use_pf_ppo"],
-        ),
+            &["algorithm.use_pf_ppo (in c.yaml)"],
+        )
+        .hint("use_pf_ppo=false"),
     ]
 }
 
@@ -436,6 +473,7 @@ fn assert_clean_failure(
     out: &std::process::Output,
     code: i32,
     needles: &[&str],
+    hint: Option<&str>,
     dir: &Path,
 ) {
     let err = stderr(out);
@@ -447,10 +485,22 @@ fn assert_clean_failure(
     for n in needles {
         assert!(first.contains(n), "{name}: `{n}` not in: {first}");
     }
-    for rest in lines {
+    let mut rest: Vec<&str> = lines.collect();
+    match hint {
+        Some(words) => {
+            let last = rest.pop().unwrap_or_default();
+            assert!(last.starts_with("hint: "), "{name}: no hint line: {err}");
+            assert!(last.contains(words), "{name}: `{words}` not in: {last}");
+        }
+        None => assert!(
+            !rest.last().is_some_and(|l| l.starts_with("hint: ")),
+            "{name}: unexpected {err}"
+        ),
+    }
+    for line in rest {
         assert!(
-            rest.starts_with("caused by: "),
-            "{name}: extra line: {rest}"
+            line.starts_with("caused by: "),
+            "{name}: extra line: {line}"
         );
     }
     assert!(!dir.join("out.parquet").exists(), "{name}: OUT left behind");
@@ -474,7 +524,7 @@ fn bad_input_table() {
         args.extend(c.args);
         args.extend(["in.parquet", "out.parquet"]);
         let out = run_in(tmp.path(), &args);
-        assert_clean_failure(c.name, &out, c.code, c.needles, tmp.path());
+        assert_clean_failure(c.name, &out, c.code, c.needles, c.hint, tmp.path());
         if c.code == 1 {
             assert!(
                 stderr(&out).contains("in.parquet"),
@@ -588,6 +638,7 @@ fn step_column_of_strings_is_refused() {
         &out,
         1,
         &["`step` has type Utf8", "integers"],
+        None,
         tmp.path(),
     );
     let mut cols = base();
@@ -633,6 +684,7 @@ fn decoder_panic_is_a_data_error() {
             &out,
             1,
             &["fuzz-decoder-panic.parquet: cannot decode row group"],
+            None,
             tmp.path(),
         );
     }

@@ -13,14 +13,28 @@ fuzz_target!(|data: &[u8]| {
         file: Some(&path),
         ..Default::default()
     }) {
-        // A config that loads must also build a pipeline or fail cleanly.
-        let _ = advcalc::engine::pipeline::Pipeline::new(&config.algorithm);
+        // A config that loads builds a pipeline, and writes YAML that loads back to itself.
+        advcalc::engine::pipeline::Pipeline::new(&config.algorithm);
+        round_trips(&config, &path);
     }
     let sets: Vec<String> = text.lines().map(String::from).collect();
     if let Ok(config) = Config::load(&ConfigSources {
         sets: &sets,
         ..Default::default()
     }) {
-        let _ = advcalc::engine::pipeline::Pipeline::new(&config.algorithm);
+        advcalc::engine::pipeline::Pipeline::new(&config.algorithm);
+        round_trips(&config, &path);
     }
 });
+
+/// `to_yaml` then `load` gives the configuration back (compared as YAML, so NaN equals NaN).
+fn round_trips(config: &Config, path: &std::path::Path) {
+    let yaml = config.to_yaml();
+    std::fs::write(path, &yaml).expect("write config");
+    let again = Config::load(&ConfigSources {
+        file: Some(path),
+        ..Default::default()
+    })
+    .expect("to_yaml loads");
+    assert_eq!(again.to_yaml(), yaml);
+}

@@ -279,13 +279,10 @@ fn collect(variants: &[Variant], input: &ParquetInput, opts: &CompareOptions) ->
     if variants.is_empty() {
         return Err(Error::usage("compare needs at least one estimator"));
     }
-    let pipelines = variants
+    let pipelines: Vec<Pipeline> = variants
         .iter()
-        .map(|v| {
-            Pipeline::new(&v.config.algorithm)
-                .map_err(|e| e.context(format!("variant `{}`", v.label)))
-        })
-        .collect::<Result<Vec<_>>>()?;
+        .map(|v| Pipeline::new(&v.config.algorithm))
+        .collect();
     let columns = pipelines
         .iter()
         .map(|p| InputColumns::resolve(input.schema(), &p.needs(), input.name()))

@@ -62,11 +62,12 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
     let out_format = Format::of(&opts.output, opts.output_format);
     if !is_stdio(&opts.input) && !is_stdio(&opts.output) && same_file(&opts.input, &opts.output) {
         return Err(Error::usage(format!(
-            "{}: OUT is the same file as IN; write to another file",
+            "{}: OUT is the same file as IN",
             opts.output.display()
-        )));
+        ))
+        .with_hint("write to another file"));
     }
-    let pipeline = Pipeline::new(&config.algorithm)?;
+    let pipeline = Pipeline::new(&config.algorithm);
     if !is_stdio(&opts.output) {
         check_destination(&opts.output, opts.force)?;
     }

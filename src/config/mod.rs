@@ -1,54 +1,31 @@
 //! The validated configuration: verl's `algorithm:` section (keys and defaults as verl 0.9.1's
-//! `AlgoConfig`), read from `--config`, overridden by `--set` and then by the short flags.
-//! Everything after this module trusts it.
+//! `AlgoConfig`), read from `--config`, overridden by `--set` and then by the short flags, and
+//! parsed once, here, into typed values: nothing outside this module reads YAML or interprets
+//! a setting's string. Every error names the key and the source of its value. The result is
+//! never changed afterwards; [`Config::to_yaml`] writes it back out.
+//!
+//! - `sources.rs`: the file, `--set` and the flags merged into one tree, with each write's origin
+//! - `section.rs`: typed keys out of that tree, unknown keys refused
+//! - `kl.rs`: `use_kl_in_reward`, `kl_penalty`, `kl_ctrl`
+//! - `rollout_correction.rs`: `rollout_correction` with verl's threshold parsing
+//! - `extensions.rs`: advcalc's own keys (`convention`, `group_size`, ...)
+//! - `to_yaml.rs`: the resolved configuration as verl YAML
 
-use std::collections::BTreeSet;
-use std::path::Path;
-
-use serde_yaml::{Mapping, Value};
+mod extensions;
+pub mod kl;
+pub mod rollout_correction;
+mod section;
+mod sources;
+mod to_yaml;
 
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
-use crate::estimators::conventions::{self, Convention};
-use crate::estimators::reinforce_plus_plus::MaskMode;
-use crate::estimators::rloo_loo_std::NemoOptions;
+use section::{Invalid, Section};
 
-/// verl's `algorithm.kl_ctrl` (reference §2.3).
-#[derive(Debug, Clone, PartialEq)]
-pub struct KlCtrlConfig {
-    pub kind: String,
-    pub kl_coef: f64,
-    pub horizon: i64,
-    pub target_kl: f64,
-}
-
-/// verl's `algorithm.rollout_correction` (reference §3.1), as written; the thresholds keep
-/// their YAML form (number or string) because verl parses them itself.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RolloutCorrectionConfig {
-    pub rollout_is: Option<String>,
-    pub rollout_is_threshold: Option<Value>,
-    pub rollout_is_batch_normalize: bool,
-    pub rollout_rs: Option<String>,
-    pub rollout_rs_threshold: Option<Value>,
-    pub bypass_mode: bool,
-    pub loss_type: String,
-}
-
-impl Default for RolloutCorrectionConfig {
-    /// verl's `algorithm/rollout_correction.yaml`.
-    fn default() -> Self {
-        RolloutCorrectionConfig {
-            rollout_is: None,
-            rollout_is_threshold: Some(Value::from(2.0)),
-            rollout_is_batch_normalize: false,
-            rollout_rs: None,
-            rollout_rs_threshold: None,
-            bypass_mode: false,
-            loss_type: "ppo_clip".into(),
-        }
-    }
-}
+pub use extensions::Extensions;
+pub use kl::KlInReward;
+pub use rollout_correction::RolloutCorrection;
+pub use sources::ConfigSources;
 
 /// verl's `algorithm` section after validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,54 +34,20 @@ pub struct AlgoConfig {
     pub lam: f64,
     pub adv_estimator: Estimator,
     pub norm_adv_by_std_in_grpo: bool,
-    pub use_kl_in_reward: bool,
-    pub kl_penalty: String,
-    pub kl_ctrl: KlCtrlConfig,
-    pub use_pf_ppo: bool,
+    /// `use_kl_in_reward` with its `kl_penalty` and `kl_ctrl`; `None`: no KL in the reward
+    /// (verl then checks neither name, and neither does advcalc).
+    pub kl_in_reward: Option<KlInReward>,
+    /// `filter_groups.enable` (ignored, with a note: a dump holds the groups trained on).
     pub filter_groups_enable: bool,
-    pub rollout_correction: Option<RolloutCorrectionConfig>,
-    pub gdpo_reward_keys: Option<Vec<String>>,
-    pub gdpo_reward_weights: Option<Vec<f64>>,
+    /// `rollout_correction`.
+    pub rollout_correction: RolloutCorrection,
+    /// `gdpo_reward_keys`: under gdpo, the reward component columns (at least one).
+    pub gdpo_reward_keys: Vec<String>,
+    /// `gdpo_reward_weights`: under gdpo, one weight per key (verl's default 1.0 each; extra
+    /// weights dropped, as verl ignores them).
+    pub gdpo_reward_weights: Vec<f64>,
     /// advcalc extensions beyond verl's AlgoConfig (`docs/conventions.md`).
     pub ext: Extensions,
-}
-
-/// advcalc's keys beside verl's in the `algorithm` section (`docs/conventions.md`, "Option
-/// keys"); verl 0.9.1 has none of them, and their defaults give verl's numbers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Extensions {
-    /// `convention` (or `--convention`): whose numbers the GRPO/RLOO family gives.
-    pub convention: Convention,
-    /// `whiten_advantages` (gae only): false writes A_raw·m instead of the whitened values.
-    pub whiten_advantages: bool,
-    /// `mask_mode` (reinforce_plus_plus only): `carry` (verl ≥ 0.9) or `reset` (verl < 0.9).
-    pub mask_mode: MaskMode,
-    /// `group_size`: consecutive-n groups (trl, openrlhf, open-instruct conventions and the
-    /// openrlhf_* estimators); null: the first run of equal uids.
-    pub group_size: Option<usize>,
-    /// `openrlhf.reward_clip`: OpenRLHF's `--reward.clip_range`.
-    pub openrlhf_reward_clip: (f64, f64),
-    /// `openrlhf.no_std_norm`: OpenRLHF's `--algo.advantage.no_std_norm`.
-    pub openrlhf_no_std_norm: bool,
-    /// `trl.normalize_advantages`: TRL RLOOTrainer's flag.
-    pub trl_normalize_advantages: bool,
-    /// `nemo.use_leave_one_out_baseline`, `nemo.normalize_rewards` (read under nemo-rl only).
-    pub nemo: NemoOptions,
-}
-
-impl Default for Extensions {
-    fn default() -> Self {
-        Extensions {
-            convention: Convention::Verl,
-            whiten_advantages: true,
-            mask_mode: MaskMode::Carry,
-            group_size: None,
-            openrlhf_reward_clip: (-10.0, 10.0),
-            openrlhf_no_std_norm: false,
-            trl_normalize_advantages: false,
-            nemo: NemoOptions::default(),
-        }
-    }
 }
 
 /// Everything advcalc reads from a verl configuration.
@@ -119,571 +62,157 @@ pub struct Config {
     pub estimator_configured: bool,
 }
 
-/// Where the configuration comes from, in increasing priority.
-#[derive(Debug, Default, Clone)]
-pub struct ConfigSources<'a> {
-    pub file: Option<&'a Path>,
-    /// `--set key=value`, in command-line order.
-    pub sets: &'a [String],
-    pub estimator: Option<&'a str>,
-    pub gamma: Option<f64>,
-    pub lam: Option<f64>,
-    pub no_norm_adv_by_std: bool,
-    /// `--convention NAME`.
-    pub convention: Option<&'a str>,
-}
-
 impl Config {
-    /// Merge the sources and validate the result; errors are usage errors naming the key.
+    /// Merge the sources (file, then `--set`, then the flags) and validate the result; errors
+    /// are usage errors naming the key and where its value came from.
     pub fn load(sources: &ConfigSources<'_>) -> Result<Self> {
-        let mut algorithm = Value::Mapping(Mapping::new());
-        let mut rollout_n = None;
-        let origin = sources
-            .file
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        if let Some(path) = sources.file {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Error::usage(format!("cannot read config file {}", path.display())).with_source(e)
-            })?;
-            let doc: Value = serde_yaml::from_str(&text).map_err(|e| {
-                Error::usage(format!("{}: not valid YAML", path.display())).with_source(e)
-            })?;
-            let (section, n) = split_trainer_yaml(doc, &origin)?;
-            algorithm = section;
-            rollout_n = n;
-        }
-        let mut from_set = BTreeSet::new();
-        for set in sources.sets {
-            let (key, raw) = set.split_once('=').ok_or_else(|| {
-                Error::usage(format!(
-                    "--set {set}: expected KEY=VALUE, e.g. algorithm.lam=0.95"
-                ))
-            })?;
-            let value: Value = serde_yaml::from_str(raw).unwrap_or(Value::String(raw.into()));
-            let key = key.trim();
-            if key == "actor_rollout_ref.rollout.n" {
-                rollout_n =
-                    Some(value.as_i64().ok_or_else(|| {
-                        Error::usage(format!("--set {set}: expected an integer"))
-                    })?);
-                continue;
-            }
-            let path = key.strip_prefix("algorithm.").unwrap_or(key);
-            if path.is_empty() {
-                return Err(Error::usage(format!("--set {set}: empty key")));
-            }
-            insert_path(&mut algorithm, path, value)
-                .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
-            from_set.insert(path.to_string());
-        }
-        let estimator_configured =
-            sources.estimator.is_some() || algorithm.get("adv_estimator").is_some();
+        let merged = sources::merge(sources)?;
+        let estimator_configured = merged.origins.written("adv_estimator");
         let mut notes = Vec::new();
-        let reader = Reader {
-            origin: &origin,
-            from_set: &from_set,
-        };
-        let mut algo = reader.algorithm(algorithm, &mut notes)?;
-        if let Some(name) = sources.estimator {
-            algo.adv_estimator = Estimator::from_name(name)?;
-        }
-        if let Some(g) = sources.gamma {
-            algo.gamma = g;
-        }
-        if let Some(l) = sources.lam {
-            algo.lam = l;
-        }
-        if sources.no_norm_adv_by_std {
-            algo.norm_adv_by_std_in_grpo = false;
-        }
-        if let Some(name) = sources.convention {
-            algo.ext.convention = parse_convention(name, "--convention")?;
-        }
-        extension_checks(&algo, &mut notes)?;
-        if matches!(
-            algo.adv_estimator,
-            Estimator::GrpoVectorized | Estimator::Gdpo
-        ) && !algo.norm_adv_by_std_in_grpo
-        {
-            notes.push(format!(
-                "{} divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)",
-                algo.adv_estimator.name()
-            ));
-        }
-        let config = Config {
-            algorithm: algo,
-            rollout_n,
+        let mut s = Section::root(&merged.origins, merged.algorithm)?;
+        let algorithm = read_algorithm(&mut s, &mut notes)?;
+        Ok(Config {
+            algorithm,
+            rollout_n: merged.rollout_n,
             notes,
             estimator_configured,
-        };
-        config.check_supported()?;
-        Ok(config)
-    }
-
-    /// Refuse settings that cannot be reproduced from a dump, rather than ignoring them.
-    fn check_supported(&self) -> Result<()> {
-        if self.algorithm.use_pf_ppo {
-            return Err(Error::usage(
-                "algorithm.use_pf_ppo=true: verl resamples rows at random there, which cannot be reproduced from a dump",
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn parse_convention(name: &str, origin: &str) -> Result<Convention> {
-    Convention::from_name(name).ok_or_else(|| {
-        let known: Vec<&str> = Convention::ALL.iter().map(|c| c.name()).collect();
-        Error::usage(format!(
-            "{origin}: unknown convention `{name}` (known: {})",
-            known.join(", ")
-        ))
-    })
-}
-
-/// Combinations of the estimator, the convention and advcalc's keys that cannot work, and
-/// notes for the ones that do nothing.
-fn extension_checks(algo: &AlgoConfig, notes: &mut Vec<String>) -> Result<()> {
-    let e = algo.adv_estimator;
-    let x = &algo.ext;
-    let c = x.convention;
-    conventions::check(e, c).map_err(Error::usage)?;
-    if c != Convention::Verl && !conventions::in_family(e) {
-        notes.push(format!(
-            "--convention {} changes only grpo, drgrpo, grpo_batch_std, rloo and maxrl; {} gives the same numbers under every convention",
-            c.name(),
-            e.name()
-        ));
-    }
-    if e.is_openrlhf() {
-        if algo.use_kl_in_reward {
-            return Err(Error::usage(format!(
-                "{}: algorithm.use_kl_in_reward=true would put verl's KL inside the group statistics, which OpenRLHF never does; turn it off",
-                e.name()
-            )));
-        }
-        if algo.gamma != 1.0 {
-            notes.push(format!(
-                "{} uses γ = 1 whatever algorithm.gamma says, as OpenRLHF forces it",
-                e.name()
-            ));
-        }
-    }
-    if c != Convention::NemoRl && x.nemo != NemoOptions::default() {
-        notes.push("algorithm.nemo.* is read under --convention nemo-rl only".into());
-    }
-    if x.trl_normalize_advantages && !(c == Convention::Trl && e == Estimator::Rloo) {
-        notes.push(
-            "algorithm.trl.normalize_advantages is read by rloo under --convention trl only".into(),
-        );
-    }
-    if !x.whiten_advantages && e != Estimator::Gae {
-        notes.push("algorithm.whiten_advantages is read by gae only".into());
-    }
-    if x.mask_mode != MaskMode::Carry && e != Estimator::ReinforcePlusPlus {
-        notes.push("algorithm.mask_mode is read by reinforce_plus_plus only".into());
-    }
-    Ok(())
-}
-
-/// A trainer YAML has an `algorithm:` section; a file without one is the section itself.
-fn split_trainer_yaml(doc: Value, origin: &str) -> Result<(Value, Option<i64>)> {
-    let Value::Mapping(mut top) = doc else {
-        if doc.is_null() {
-            return Ok((Value::Mapping(Mapping::new()), None));
-        }
-        return Err(Error::usage(format!("{origin}: expected a YAML mapping")));
-    };
-    let Some(section) = top.remove("algorithm") else {
-        return Ok((Value::Mapping(top), None));
-    };
-    let n = top
-        .get("actor_rollout_ref")
-        .and_then(|v| v.get("rollout"))
-        .and_then(|v| v.get("n"))
-        .and_then(Value::as_i64);
-    Ok((section, n))
-}
-
-/// Set `a.b.c = value` inside nested mappings, creating them as needed.
-fn insert_path(root: &mut Value, path: &str, value: Value) -> std::result::Result<(), String> {
-    let mut node = root;
-    let parts: Vec<&str> = path.split('.').collect();
-    for (i, part) in parts.iter().enumerate() {
-        if node.is_null() {
-            *node = Value::Mapping(Mapping::new());
-        }
-        let Value::Mapping(map) = node else {
-            return Err(format!("`{}` is not a section", parts[..i].join(".")));
-        };
-        let key = Value::String((*part).to_string());
-        if i + 1 == parts.len() {
-            map.insert(key, value);
-            return Ok(());
-        }
-        node = map.entry(key).or_insert(Value::Null);
-    }
-    Ok(())
-}
-
-/// Reads typed keys out of a YAML mapping and rejects the keys it was not asked for.
-struct Reader<'a> {
-    origin: &'a str,
-    from_set: &'a BTreeSet<String>,
-}
-
-/// One mapping being read; `prefix` is its dotted path below `algorithm`.
-struct Section<'r> {
-    reader: &'r Reader<'r>,
-    prefix: String,
-    map: Mapping,
-}
-
-impl Reader<'_> {
-    fn algorithm(&self, value: Value, notes: &mut Vec<String>) -> Result<AlgoConfig> {
-        let mut s = self.section("", value)?;
-        let kl_ctrl = {
-            let mut k = s
-                .subsection("kl_ctrl")?
-                .unwrap_or_else(|| self.empty("kl_ctrl"));
-            let cfg = KlCtrlConfig {
-                kind: k.string("type", "fixed")?,
-                kl_coef: k.float("kl_coef", 0.001)?,
-                horizon: k.int("horizon", 10000)?,
-                target_kl: k.float("target_kl", 0.1)?,
-            };
-            k.finish()?;
-            cfg
-        };
-        let filter_groups_enable = match s.subsection("filter_groups")? {
-            Some(mut f) => {
-                let enable = f.bool("enable", false)?;
-                f.opt_string("metric")?;
-                f.int("max_num_gen_batches", 0)?;
-                f.int("max_inflight_gen_batches", 1)?;
-                f.finish()?;
-                enable
-            }
-            None => false,
-        };
-        if filter_groups_enable {
-            notes.push(
-                "algorithm.filter_groups.enable is ignored: DAPO filtering chooses which groups are generated, and a dump holds the groups that were trained on".into(),
-            );
-        }
-        if let Some(mut p) = s.subsection("pf_ppo")? {
-            p.string("reweight_method", "pow")?;
-            p.float("weight_pow", 2.0)?;
-            p.finish()?;
-        }
-        // verl's trainer YAML always carries this section (rollout_is and rollout_rs null): an
-        // absent key means those defaults; an explicit null disables correction entirely.
-        let explicit_null = matches!(s.map.get("rollout_correction"), Some(Value::Null));
-        let rollout_correction = match s.subsection("rollout_correction")? {
-            None if !explicit_null => Some(RolloutCorrectionConfig::default()),
-            Some(mut r) => {
-                let cfg = RolloutCorrectionConfig {
-                    rollout_is: r.opt_string("rollout_is")?,
-                    rollout_is_threshold: r.opt_scalar("rollout_is_threshold", Some(2.0.into()))?,
-                    rollout_is_batch_normalize: r.bool("rollout_is_batch_normalize", false)?,
-                    rollout_rs: r.opt_string("rollout_rs")?,
-                    rollout_rs_threshold: r.opt_scalar("rollout_rs_threshold", None)?,
-                    bypass_mode: r.bool("bypass_mode", false)?,
-                    loss_type: r.string("loss_type", "ppo_clip")?,
-                };
-                r.finish()?;
-                Some(cfg)
-            }
-            None => None,
-        };
-        let estimator_name = s.string("adv_estimator", "gae")?;
-        let adv_estimator = Estimator::from_name(&estimator_name).map_err(|e| {
-            Error::usage(format!(
-                "{}{}",
-                e.message(),
-                self.origin_note("adv_estimator")
-            ))
-        })?;
-        let algo = AlgoConfig {
-            gamma: s.float("gamma", 1.0)?,
-            lam: s.float("lam", 1.0)?,
-            adv_estimator,
-            norm_adv_by_std_in_grpo: s.bool("norm_adv_by_std_in_grpo", true)?,
-            use_kl_in_reward: s.bool("use_kl_in_reward", false)?,
-            kl_penalty: s.string("kl_penalty", "kl")?,
-            kl_ctrl,
-            use_pf_ppo: s.bool("use_pf_ppo", false)?,
-            filter_groups_enable,
-            rollout_correction,
-            gdpo_reward_keys: s.opt_string_list("gdpo_reward_keys")?,
-            gdpo_reward_weights: s.opt_float_list("gdpo_reward_weights")?,
-            ext: self.extensions(&mut s)?,
-        };
-        s.finish()?;
-        Ok(algo)
-    }
-
-    /// advcalc's own keys (see [`Extensions`]).
-    fn extensions(&self, s: &mut Section<'_>) -> Result<Extensions> {
-        let d = Extensions::default();
-        let convention = match s.opt_string("convention")? {
-            None => d.convention,
-            Some(name) => parse_convention(
-                &name,
-                &format!("algorithm.convention{}", self.origin_note("convention")),
-            )?,
-        };
-        let mask_mode = match s.opt_string("mask_mode")? {
-            None => d.mask_mode,
-            Some(name) => MaskMode::from_name(&name).ok_or_else(|| {
-                Error::usage(format!(
-                    "algorithm.mask_mode{}: expected carry or reset, found \"{name}\"",
-                    self.origin_note("mask_mode")
-                ))
-            })?,
-        };
-        let group_size = match s.take("group_size") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => {
-                n.as_u64().map(|n| n as usize)
-            }
-            Some(other) => {
-                return Err(s.type_error("group_size", "a positive integer or null", &other));
-            }
-        };
-        let whiten_advantages = s.bool("whiten_advantages", d.whiten_advantages)?;
-        let (mut openrlhf_reward_clip, mut openrlhf_no_std_norm) =
-            (d.openrlhf_reward_clip, d.openrlhf_no_std_norm);
-        if let Some(mut o) = s.subsection("openrlhf")? {
-            if let Some(range) = o.opt_float_list("reward_clip")? {
-                match range[..] {
-                    [lo, hi] if lo <= hi => openrlhf_reward_clip = (lo, hi),
-                    _ => {
-                        let v = Value::Sequence(range.iter().map(|&x| Value::from(x)).collect());
-                        return Err(o.type_error("reward_clip", "[low, high] with low ≤ high", &v));
-                    }
-                }
-            }
-            openrlhf_no_std_norm = o.bool("no_std_norm", false)?;
-            o.finish()?;
-        }
-        let mut trl_normalize_advantages = d.trl_normalize_advantages;
-        if let Some(mut t) = s.subsection("trl")? {
-            trl_normalize_advantages = t.bool("normalize_advantages", false)?;
-            t.finish()?;
-        }
-        let mut nemo = d.nemo;
-        if let Some(mut n) = s.subsection("nemo")? {
-            nemo.use_leave_one_out_baseline = n.bool("use_leave_one_out_baseline", true)?;
-            nemo.normalize_rewards = n.bool("normalize_rewards", true)?;
-            n.finish()?;
-        }
-        Ok(Extensions {
-            convention,
-            whiten_advantages,
-            mask_mode,
-            group_size,
-            openrlhf_reward_clip,
-            openrlhf_no_std_norm,
-            trl_normalize_advantages,
-            nemo,
         })
     }
 
-    fn section(&self, prefix: &str, value: Value) -> Result<Section<'_>> {
-        match value {
-            Value::Mapping(map) => Ok(Section {
-                reader: self,
-                prefix: prefix.to_string(),
-                map,
-            }),
-            Value::Null => Ok(self.empty(prefix)),
-            other => Err(Error::usage(format!(
-                "algorithm{}: expected a section (mapping), found {}{}",
-                dotted(prefix),
-                describe(&other),
-                self.origin_note(prefix)
-            ))),
-        }
+    /// The full resolved configuration as a verl trainer YAML (`algorithm:` with every key
+    /// advcalc reads, defaults included, and `actor_rollout_ref.rollout.n` when known), from
+    /// which `Config::load` gives this configuration again. Deterministic: provenance for
+    /// output files.
+    pub fn to_yaml(&self) -> String {
+        to_yaml::to_yaml(self)
     }
+}
 
-    fn empty(&self, prefix: &str) -> Section<'_> {
-        Section {
-            reader: self,
-            prefix: prefix.to_string(),
-            map: Mapping::new(),
-        }
+/// Read and check the whole algorithm section.
+fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoConfig> {
+    let estimator_name = s.string("adv_estimator", "gae")?;
+    let adv_estimator = Estimator::from_name(&estimator_name)
+        .map_err(|e| Error::usage(format!("{}{}", e.message(), s.note("adv_estimator"))))?;
+    let gamma = s.float("gamma", 1.0)?;
+    let lam = s.float("lam", 1.0)?;
+    let norm_adv_by_std_in_grpo = s.bool("norm_adv_by_std_in_grpo", true)?;
+    let use_kl_in_reward = s.bool("use_kl_in_reward", false)?;
+    // The sections' own errors wait until the unknown keys of this one are reported.
+    let kl_in_reward = kl::read(s, use_kl_in_reward);
+    let use_pf_ppo = s.bool("use_pf_ppo", false)?;
+    if let Some(mut p) = s.subsection("pf_ppo")? {
+        p.string("reweight_method", "pow")?;
+        p.float("weight_pow", 2.0)?;
+        p.finish()?;
     }
+    let filter_groups_enable = match s.subsection("filter_groups")? {
+        Some(mut f) => {
+            let enable = f.bool("enable", false)?;
+            f.opt_string("metric")?;
+            f.int("max_num_gen_batches", 0)?;
+            f.int("max_inflight_gen_batches", 1)?;
+            f.finish()?;
+            enable
+        }
+        None => false,
+    };
+    let rollout_correction = rollout_correction::read(s);
+    let gdpo_reward_keys = s.opt_string_list("gdpo_reward_keys")?;
+    let gdpo_reward_weights = s.opt_float_list("gdpo_reward_weights")?;
+    let ext = extensions::read(s);
+    s.finish()?;
+    let (kl_in_reward, rollout_correction, ext) = (kl_in_reward?, rollout_correction?, ext?);
 
-    /// " (from --set)" or " (in FILE)", so the user knows which source to fix.
-    fn origin_note(&self, path: &str) -> String {
-        if self
-            .from_set
-            .iter()
-            .any(|p| p == path || p.starts_with(&format!("{path}.")))
-        {
-            " (from --set)".to_string()
-        } else if !self.origin.is_empty() {
-            format!(" (in {})", self.origin)
+    // Settings that cannot be reproduced from a dump are refused rather than ignored.
+    if use_pf_ppo {
+        return Err(s.reject(
+            Invalid::new(
+                "use_pf_ppo",
+                "verl resamples rows at random when it is true, which cannot be reproduced from a dump",
+            )
+            .hint("set algorithm.use_pf_ppo=false"),
+        ));
+    }
+    let (gdpo_reward_keys, gdpo_reward_weights) =
+        gdpo_rewards(s, adv_estimator, gdpo_reward_keys, gdpo_reward_weights)?;
+    extensions::check(s, adv_estimator, &ext, gamma, use_kl_in_reward, notes)?;
+    if filter_groups_enable {
+        notes.push(
+            "algorithm.filter_groups.enable is ignored: DAPO filtering chooses which groups are generated, and a dump holds the groups that were trained on".into(),
+        );
+    }
+    if matches!(adv_estimator, Estimator::GrpoVectorized | Estimator::Gdpo)
+        && !norm_adv_by_std_in_grpo
+    {
+        notes.push(format!(
+            "{} divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)",
+            adv_estimator.name()
+        ));
+    }
+    Ok(AlgoConfig {
+        gamma,
+        lam,
+        adv_estimator,
+        norm_adv_by_std_in_grpo,
+        kl_in_reward,
+        filter_groups_enable,
+        rollout_correction,
+        gdpo_reward_keys,
+        gdpo_reward_weights,
+        ext,
+    })
+}
+
+/// gdpo's reward components: at least one key, a weight for each (verl's default 1.0).
+/// Other estimators keep the keys as written, unused.
+fn gdpo_rewards(
+    s: &Section<'_>,
+    estimator: Estimator,
+    keys: Option<Vec<String>>,
+    weights: Option<Vec<f64>>,
+) -> Result<(Vec<String>, Vec<f64>)> {
+    let keys = keys.unwrap_or_default();
+    if estimator != Estimator::Gdpo {
+        return Ok((keys, weights.unwrap_or_default()));
+    }
+    if keys.is_empty() {
+        let key = if s.note("gdpo_reward_keys").is_empty() {
+            "adv_estimator"
         } else {
-            String::new()
-        }
-    }
-}
-
-fn dotted(prefix: &str) -> String {
-    if prefix.is_empty() {
-        String::new()
-    } else {
-        format!(".{prefix}")
-    }
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("`{b}`"),
-        Value::Number(n) => format!("`{n}`"),
-        Value::String(s) => format!("\"{s}\""),
-        Value::Sequence(_) => "a list".into(),
-        Value::Mapping(_) => "a mapping".into(),
-        Value::Tagged(_) => "a tagged value".into(),
-    }
-}
-
-impl Section<'_> {
-    fn path(&self, key: &str) -> String {
-        if self.prefix.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.prefix)
-        }
-    }
-
-    fn take(&mut self, key: &str) -> Option<Value> {
-        self.map.remove(key)
-    }
-
-    fn type_error(&self, key: &str, want: &str, got: &Value) -> Error {
-        let path = self.path(key);
-        Error::usage(format!(
-            "algorithm.{path}: expected {want}, found {}{}",
-            describe(got),
-            self.reader.origin_note(&path)
+            "gdpo_reward_keys"
+        };
+        return Err(Error::usage(format!(
+            "GDPO requires 'algorithm.gdpo_reward_keys' listing the individual reward component keys{}",
+            s.note(key)
         ))
+        .with_hint(
+            "list the input's scalar reward columns, e.g. --set algorithm.gdpo_reward_keys=[format_reward,accuracy_reward]",
+        ));
     }
-
-    fn float(&mut self, key: &str, default: f64) -> Result<f64> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Number(n)) if n.as_f64().is_some() => Ok(n.as_f64().unwrap_or(default)),
-            Some(other) => Err(self.type_error(key, "a number", &other)),
-        }
-    }
-
-    fn int(&mut self, key: &str, default: i64) -> Result<i64> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or(default)),
-            Some(other) => Err(self.type_error(key, "an integer", &other)),
-        }
-    }
-
-    fn bool(&mut self, key: &str, default: bool) -> Result<bool> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Bool(b)) => Ok(b),
-            Some(other) => Err(self.type_error(key, "true or false", &other)),
-        }
-    }
-
-    fn string(&mut self, key: &str, default: &str) -> Result<String> {
-        match self.take(key) {
-            None => Ok(default.to_string()),
-            Some(Value::String(s)) => Ok(s),
-            Some(other) => Err(self.type_error(key, "a string", &other)),
-        }
-    }
-
-    fn opt_string(&mut self, key: &str) -> Result<Option<String>> {
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(self.type_error(key, "a string or null", &other)),
-        }
-    }
-
-    /// A number or string kept as written (verl's threshold specs), or null.
-    fn opt_scalar(&mut self, key: &str, default: Option<Value>) -> Result<Option<Value>> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Null) => Ok(None),
-            Some(v @ (Value::Number(_) | Value::String(_) | Value::Bool(_))) => Ok(Some(v)),
-            Some(other) => Err(self.type_error(key, "a number, a string or null", &other)),
-        }
-    }
-
-    fn opt_string_list(&mut self, key: &str) -> Result<Option<Vec<String>>> {
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Sequence(items)) => items
-                .into_iter()
-                .map(|v| match v {
-                    Value::String(s) => Ok(s),
-                    other => Err(self.type_error(key, "a list of strings", &other)),
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(other) => Err(self.type_error(key, "a list of strings", &other)),
-        }
-    }
-
-    fn opt_float_list(&mut self, key: &str) -> Result<Option<Vec<f64>>> {
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Sequence(items)) => items
-                .into_iter()
-                .map(|v| {
-                    v.as_f64()
-                        .ok_or_else(|| self.type_error(key, "a list of numbers", &v))
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(other) => Err(self.type_error(key, "a list of numbers", &other)),
-        }
-    }
-
-    /// A nested section; `None` when absent or null.
-    fn subsection(&mut self, key: &str) -> Result<Option<Section<'_>>> {
-        let path = self.path(key);
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => self.reader.section(&path, v).map(Some),
-        }
-    }
-
-    /// Every key must have been read: an unknown key is an error naming it.
-    fn finish(mut self) -> Result<()> {
-        self.map.remove("_target_"); // Hydra's class marker, meaningless here
-        if let Some((key, _)) = self.map.iter().next() {
-            let key = match key {
-                Value::String(s) => s.clone(),
-                other => describe(other),
-            };
-            let path = self.path(&key);
-            return Err(Error::usage(format!(
-                "unknown key `algorithm.{path}`{}: verl 0.9.1 has no such setting",
-                self.reader.origin_note(&path)
+    let weights = match weights {
+        Some(w) if w.len() < keys.len() => {
+            return Err(s.reject(Invalid::new(
+                "gdpo_reward_weights",
+                format!(
+                    "{} entries for {} gdpo_reward_keys (verl fails with IndexError)",
+                    w.len(),
+                    keys.len()
+                ),
             )));
         }
-        Ok(())
-    }
+        Some(w) => w[..keys.len()].to_vec(),
+        None => vec![1.0; keys.len()],
+    };
+    Ok((keys, weights))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimators::conventions::Convention;
+    use crate::estimators::reinforce_plus_plus::MaskMode;
+    use crate::shaping::correction::IsLevel;
+    use crate::shaping::kl::{KlController, KlEstimator};
 
     fn load_yaml(text: &str, sets: &[&str]) -> Result<Config> {
         let dir = tempfile::tempdir().unwrap();
@@ -703,9 +232,13 @@ mod tests {
         assert_eq!(c.algorithm.gamma, 1.0);
         assert_eq!(c.algorithm.lam, 1.0);
         assert!(c.algorithm.norm_adv_by_std_in_grpo);
-        assert_eq!(c.algorithm.kl_ctrl.kl_coef, 0.001);
-        assert_eq!(c.algorithm.kl_ctrl.horizon, 10000);
+        assert_eq!(c.algorithm.kl_in_reward, None);
+        assert_eq!(c.algorithm.rollout_correction, RolloutCorrection::default());
         assert_eq!(c.rollout_n, None);
+        let c = load_yaml("use_kl_in_reward: true\n", &[]).unwrap();
+        let kl = c.algorithm.kl_in_reward.unwrap();
+        assert_eq!(kl.estimator, KlEstimator::K1);
+        assert_eq!(kl.controller, KlController::Fixed { value: 0.001 });
     }
 
     #[test]
@@ -837,5 +370,324 @@ mod tests {
         }
         let e = Estimator::from_name("reinforcee").unwrap_err();
         assert!(e.message().contains("turn_gae"), "{}", e.message());
+    }
+
+    /// The error of loading `yaml` with `sets`: its message must hold every needle.
+    fn fails(yaml: &str, sets: &[&str], needles: &[&str]) -> Error {
+        let e = load_yaml(yaml, sets).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{}", e.message());
+        for n in needles {
+            assert!(e.message().contains(n), "`{n}` not in: {}", e.message());
+        }
+        e
+    }
+
+    #[test]
+    fn kl_is_typed_once_and_checked_only_when_used() {
+        let c = load_yaml(
+            "use_kl_in_reward: true\nkl_penalty: k3+\nkl_ctrl:\n  type: adaptive\n  kl_coef: 0.2\n  target_kl: 0.05\n  horizon: 100\n",
+            &[],
+        )
+        .unwrap();
+        let kl = c.algorithm.kl_in_reward.unwrap();
+        assert_eq!(kl.estimator, KlEstimator::K3);
+        assert_eq!(
+            kl.controller,
+            KlController::Adaptive {
+                value: 0.2,
+                target: 0.05,
+                horizon: 100.0
+            }
+        );
+        // verl checks neither name without KL in the reward; their types still are
+        let c = load_yaml(
+            "kl_penalty: full\nkl_ctrl:\n  type: pid\n  horizon: 0\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.algorithm.kl_in_reward, None);
+        fails(
+            "kl_penalty: 3\n",
+            &[],
+            &["algorithm.kl_penalty: expected a string"],
+        );
+    }
+
+    #[test]
+    fn kl_errors_name_their_source() {
+        let on = "use_kl_in_reward: true\n";
+        let e = fails(
+            &format!("{on}kl_penalty: full\n"),
+            &[],
+            &["algorithm.kl_penalty (in ", "c.yaml)", "`full`", "logits"],
+        );
+        assert!(e.hint().is_some());
+        let e = fails(
+            on,
+            &["kl_penalty=k4"],
+            &["algorithm.kl_penalty (from --set): unknown estimator `k4`"],
+        );
+        assert!(e.hint().unwrap().contains("low_var_kl"), "{:?}", e.hint());
+        assert!(!e.message().contains("low_var_kl"), "{}", e.message());
+        fails(
+            &format!("{on}kl_ctrl:\n  type: pid\n"),
+            &[],
+            &["algorithm.kl_ctrl.type (in ", "unknown controller `pid`"],
+        );
+        fails(
+            &format!("{on}kl_ctrl:\n  horizon: 0\n"),
+            &["kl_ctrl.type=adaptive"],
+            &["algorithm.kl_ctrl.horizon (in ", "must be larger than 0"],
+        );
+        fails(
+            "kl_ctrl:\n  type: adaptive\n",
+            &["use_kl_in_reward=true", "kl_ctrl.horizon=-1"],
+            &["algorithm.kl_ctrl.horizon (from --set)"],
+        );
+    }
+
+    #[test]
+    fn rollout_correction_is_typed_once() {
+        let c = load_yaml(
+            "rollout_correction:\n  rollout_is: sequence\n  rollout_is_threshold: 0.5_3\n  rollout_is_batch_normalize: true\n  rollout_rs: token_k1,seq_max_k2\n  rollout_rs_threshold: 2,0.1\n",
+            &[],
+        )
+        .unwrap();
+        let RolloutCorrection::Decoupled(corr) = &c.algorithm.rollout_correction else {
+            panic!("{:?}", c.algorithm.rollout_correction)
+        };
+        let is = corr.is.as_ref().unwrap();
+        assert_eq!(
+            (is.level, is.upper, is.lower),
+            (IsLevel::Sequence, 3.0, Some(0.5))
+        );
+        assert!(is.batch_normalize);
+        assert_eq!(corr.rs.len(), 2);
+        assert_eq!(corr.rs[1].upper, 0.1);
+        let c = load_yaml("rollout_correction: null\n", &[]).unwrap();
+        assert_eq!(c.algorithm.rollout_correction, RolloutCorrection::Off);
+        // bypass mode leaves the thresholds to the loss: verl does not parse them here
+        let c = load_yaml(
+            "rollout_correction:\n  bypass_mode: true\n  rollout_is: token\n  rollout_is_threshold: -1\n",
+            &[],
+        )
+        .unwrap();
+        assert!(c.algorithm.rollout_correction.bypass());
+    }
+
+    #[test]
+    fn rollout_correction_errors_name_their_source() {
+        fails(
+            "rollout_correction:\n  rollout_is: token\n  rollout_is_threshold: \"2_1\"\n",
+            &[],
+            &[
+                "algorithm.rollout_correction.rollout_is_threshold (in ",
+                "lower bound must be <= upper bound",
+            ],
+        );
+        fails(
+            "adv_estimator: grpo\n",
+            &[
+                "rollout_correction.rollout_is=token",
+                "rollout_correction.rollout_is_threshold=-1",
+            ],
+            &[
+                "rollout_is_threshold (from --set)",
+                "upper bound must be positive, got -1",
+            ],
+        );
+        fails(
+            "adv_estimator: grpo\n",
+            &["rollout_correction={rollout_rs: token_k2, rollout_rs_threshold: 0.1_0.2}"],
+            &["rollout_rs_threshold (from --set)", "without '_'"],
+        );
+        fails(
+            "rollout_correction:\n  rollout_rs: token_k1\n",
+            &[],
+            &[
+                "algorithm.rollout_correction.rollout_rs (in ",
+                "rollout_rs_threshold must be explicitly provided",
+            ],
+        );
+        fails(
+            "rollout_correction:\n  rollout_rs: token_k9\n  rollout_rs_threshold: 2\n",
+            &[],
+            &["rollout_rs (in ", "Invalid rollout_rs option: token_k9"],
+        );
+        fails(
+            "rollout_correction:\n  rollout_is: tokens\n",
+            &[],
+            &["rollout_is (in ", "Invalid rollout_is: tokens"],
+        );
+        // an unknown key comes first
+        fails(
+            "rollout_correction:\n  rollout_rs: token_k1\n  rollout_rs_treshold: 2\n",
+            &[],
+            &["unknown key `algorithm.rollout_correction.rollout_rs_treshold`"],
+        );
+    }
+
+    #[test]
+    fn flags_are_named_as_the_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "adv_estimator: grpo\n").unwrap();
+        let load = |estimator, convention| {
+            Config::load(&ConfigSources {
+                file: Some(&path),
+                estimator,
+                convention,
+                ..Default::default()
+            })
+        };
+        let e = load(Some("ppo"), None).unwrap_err();
+        assert!(
+            e.message().contains("unknown estimator `ppo`"),
+            "{}",
+            e.message()
+        );
+        assert!(e.message().ends_with("(from -e)"), "{}", e.message());
+        let e = load(None, Some("nemo")).unwrap_err();
+        assert!(
+            e.message()
+                .contains("algorithm.convention (from --convention): unknown convention `nemo`"),
+            "{}",
+            e.message()
+        );
+        assert!(e.hint().unwrap().contains("nemo-rl"));
+        let e = load(Some("maxrl"), Some("trl")).unwrap_err();
+        assert!(
+            e.message().ends_with("(from --convention)"),
+            "{}",
+            e.message()
+        );
+        let e = load(Some("gdpo"), None).unwrap_err();
+        assert!(e.message().contains("gdpo_reward_keys"), "{}", e.message());
+        assert!(e.message().ends_with("(from -e)"), "{}", e.message());
+        assert!(e.hint().unwrap().contains("--set"));
+    }
+
+    #[test]
+    fn other_cross_key_errors_name_their_source() {
+        fails(
+            "adv_estimator: gdpo\ngdpo_reward_keys: [a, b]\ngdpo_reward_weights: [1]\n",
+            &[],
+            &["algorithm.gdpo_reward_weights (in ", "1 entries for 2"],
+        );
+        let e = fails(
+            "adv_estimator: openrlhf_group_norm\n",
+            &["use_kl_in_reward=true"],
+            &[
+                "algorithm.use_kl_in_reward (from --set)",
+                "openrlhf_group_norm",
+            ],
+        );
+        assert!(e.hint().unwrap().contains("use_kl_in_reward=false"));
+        assert!(!e.message().contains("turn it off"));
+        fails("use_pf_ppo: true\n", &[], &["algorithm.use_pf_ppo (in "]);
+        let e = fails(
+            "adv_estimator: grpo\nlamda: 0.9\n",
+            &[],
+            &["`algorithm.lamda` (in "],
+        );
+        assert_eq!(e.hint(), Some("did you mean `algorithm.lam`?"));
+        let e = fails(
+            "adv_estimator: grpo\n",
+            &["gamma"],
+            &["--set gamma: expected KEY=VALUE"],
+        );
+        assert!(e.hint().unwrap().contains("algorithm.lam=0.95"));
+    }
+
+    #[test]
+    fn gdpo_weights_are_resolved() {
+        let c = load_yaml("adv_estimator: gdpo\ngdpo_reward_keys: [a, b]\n", &[]).unwrap();
+        assert_eq!(c.algorithm.gdpo_reward_weights, vec![1.0, 1.0]);
+        let c = load_yaml(
+            "adv_estimator: gdpo\ngdpo_reward_keys: [a]\ngdpo_reward_weights: [0.5, 2]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.algorithm.gdpo_reward_weights, vec![0.5]);
+    }
+
+    /// load → to_yaml → load gives the same configuration, and the same text again.
+    fn round_trip(c: &Config) {
+        let yaml = c.to_yaml();
+        let again = load_yaml(&yaml, &[]).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        assert_eq!(&again, c, "{yaml}");
+        assert_eq!(again.to_yaml(), yaml);
+    }
+
+    #[test]
+    fn to_yaml_round_trips() {
+        round_trip(&Config::load(&ConfigSources::default()).unwrap());
+        round_trip(&load_yaml("adv_estimator: grpo\n", &[]).unwrap());
+        round_trip(
+            &load_yaml(
+                "actor_rollout_ref:\n  rollout:\n    n: 8\nalgorithm:\n  adv_estimator: gae\n  gamma: 0.99\n  lam: 0.95\n  use_kl_in_reward: true\n  kl_penalty: low_var_kl\n  kl_ctrl:\n    type: adaptive\n    kl_coef: 0.002\n    target_kl: 0.01\n    horizon: 500\n  filter_groups:\n    enable: true\n  rollout_correction:\n    rollout_is: token\n    rollout_is_threshold: 0.5_2.5\n    rollout_is_batch_normalize: true\n    rollout_rs: token_k1, seq_mean_k3,seq_max_k2\n    rollout_rs_threshold: 1.5,0.01,0.3\n  whiten_advantages: false\n",
+                &[],
+            )
+            .unwrap(),
+        );
+        round_trip(
+            &load_yaml(
+                "adv_estimator: rloo\nconvention: trl\ntrl:\n  normalize_advantages: true\ngroup_size: 4\nuse_kl_in_reward: true\nkl_penalty: mse\nkl_ctrl:\n  kl_coef: 0.1\nrollout_correction:\n  rollout_rs: seq_sum_k1\n  rollout_rs_threshold: 3\n",
+                &["actor_rollout_ref.rollout.n=4", "nemo.normalize_rewards=false"],
+            )
+            .unwrap(),
+        );
+        round_trip(
+            &load_yaml(
+                "adv_estimator: gdpo\ngdpo_reward_keys: [format_reward, accuracy_reward]\ngdpo_reward_weights: [0.3, 1.0, 9]\nnorm_adv_by_std_in_grpo: false\nrollout_correction: null\n",
+                &[],
+            )
+            .unwrap(),
+        );
+        round_trip(
+            &load_yaml(
+                "adv_estimator: openrlhf_group_norm\ngamma: 0.9\nmask_mode: reset\nopenrlhf:\n  reward_clip: [-1, 2.5]\n  no_std_norm: true\nrollout_correction:\n  bypass_mode: true\n  loss_type: reinforce\n",
+                &[],
+            )
+            .unwrap(),
+        );
+        round_trip(
+            &load_yaml(
+                "adv_estimator: grpo\nconvention: nemo-rl\nrollout_correction:\n  rollout_is: sequence\n  rollout_is_threshold: 1.0e-3\n",
+                &[],
+            )
+            .unwrap(),
+        );
+    }
+
+    #[test]
+    fn to_yaml_is_verls_layout() {
+        let c = load_yaml(
+            "actor_rollout_ref:\n  rollout:\n    n: 8\nalgorithm:\n  adv_estimator: grpo\n",
+            &[],
+        )
+        .unwrap();
+        let yaml = c.to_yaml();
+        let doc: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        let a = &doc["algorithm"];
+        assert_eq!(a["adv_estimator"], "grpo");
+        assert_eq!(a["kl_ctrl"]["horizon"], 10000);
+        assert_eq!(a["rollout_correction"]["rollout_is_threshold"], 2.0);
+        assert_eq!(a["rollout_correction"]["loss_type"], "ppo_clip");
+        assert_eq!(a["convention"], "verl");
+        assert_eq!(doc["actor_rollout_ref"]["rollout"]["n"], 8);
+        assert_eq!(yaml, c.clone().to_yaml());
+        // without a named estimator the key is left out, so the text still means "not named"
+        let d = Config::load(&ConfigSources::default()).unwrap();
+        assert!(!d.to_yaml().contains("adv_estimator:"), "{}", d.to_yaml());
+    }
+
+    #[test]
+    fn an_unknown_key_is_reported_before_a_bad_value() {
+        fails(
+            "use_kl_in_reward: true\nkl_penalty: k4\nrollout_correction:\n  rollout_is: tokens\nlamda: 1\n",
+            &[],
+            &["unknown key `algorithm.lamda`"],
+        );
     }
 }

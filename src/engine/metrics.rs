@@ -533,7 +533,7 @@ mod tests {
     //! masked means (≤ 4e-9 here) and f32 token arithmetic (exp in f32: ~1e-7), hence the
     //! tolerance.
     use super::*;
-    use crate::config::{Config, ConfigSources, RolloutCorrectionConfig};
+    use crate::config::{Config, ConfigSources};
     use crate::test_support::assert_close;
     use arrow::buffer::ScalarBuffer;
 
@@ -581,31 +581,40 @@ mod tests {
         }
     }
 
+    /// The `--set` overrides of a rollout_correction section: (option, threshold) for IS
+    /// and rejection.
     fn rollout_correction(
         is: Option<(&str, serde_yaml::Value)>,
         rs: Option<(&str, serde_yaml::Value)>,
-    ) -> RolloutCorrectionConfig {
-        RolloutCorrectionConfig {
-            rollout_is: is.as_ref().map(|i| i.0.to_string()),
-            rollout_is_threshold: is.map(|i| i.1),
-            rollout_rs: rs.as_ref().map(|r| r.0.to_string()),
-            rollout_rs_threshold: rs.map(|r| r.1),
-            ..Default::default()
+    ) -> Vec<String> {
+        let yaml = |v: &serde_yaml::Value| serde_yaml::to_string(v).unwrap().trim().to_string();
+        let key = "algorithm.rollout_correction";
+        let mut sets = Vec::new();
+        if let Some((option, threshold)) = is {
+            sets.push(format!("{key}.rollout_is={option}"));
+            sets.push(format!("{key}.rollout_is_threshold={}", yaml(&threshold)));
         }
+        if let Some((option, threshold)) = rs {
+            sets.push(format!("{key}.rollout_rs={option}"));
+            sets.push(format!("{key}.rollout_rs_threshold={}", yaml(&threshold)));
+        }
+        sets
     }
 
-    /// verl's defaults with `cfg` as the rollout_correction section: the pipeline and its
-    /// correction.
-    fn pipeline(cfg: RolloutCorrectionConfig) -> (Pipeline, Correction) {
-        let mut config = Config::load(&ConfigSources::default()).unwrap();
-        config.algorithm.rollout_correction = Some(cfg);
-        let p = Pipeline::new(&config.algorithm).unwrap();
+    /// verl's defaults with `sets` applied to the rollout_correction section: the pipeline
+    /// and its correction.
+    fn pipeline(sets: Vec<String>) -> (Pipeline, Correction) {
+        let config = Config::load(&ConfigSources {
+            sets: &sets,
+            ..Default::default()
+        })
+        .unwrap();
+        let p = Pipeline::new(&config.algorithm);
         let c = p.correction.clone().expect("correction configured");
         (p, c)
     }
 
-    /// The whole batch's metrics (one step, no step column).
-    fn metrics_of(cfg: RolloutCorrectionConfig, is_norm: Option<f64>) -> Map<String, Value> {
+    fn metrics_of(cfg: Vec<String>, is_norm: Option<f64>) -> Map<String, Value> {
         let (p, c) = pipeline(cfg);
         let parts = correction_parts(&p, &c, &group(0..2, None));
         assert_eq!(parts.keys().collect::<Vec<_>>(), [&None]);
@@ -728,7 +737,7 @@ mod tests {
             Some(("sequence", 2.0.into())),
             Some(("seq_mean_k3", 0.07.into())),
         );
-        cfg.rollout_is_batch_normalize = true;
+        cfg.push("algorithm.rollout_correction.rollout_is_batch_normalize=true".into());
         let out = metrics_of(cfg, Some(0.75));
         // IS, sequence TIS 2.0: w = e^S = [e^0.5 ×2 | e^−0.75 ×2] = [1.6487213, 0.4723666],
         // both ≤ 2. max = e^0.5, min = e^−0.75; S > ln 2: none; S < ln 0.5: row 1 (1 of 2).
@@ -779,7 +788,7 @@ mod tests {
         assert_metrics(&out, &expected);
         // Normalising without a factor (none computed) reports 1.
         let mut cfg = rollout_correction(Some(("sequence", 2.0.into())), None);
-        cfg.rollout_is_batch_normalize = true;
+        cfg.push("algorithm.rollout_correction.rollout_is_batch_normalize=true".into());
         let out = metrics_of(cfg, None);
         assert_eq!(out["rollout_corr/rollout_is_batch_norm_factor"], 1.0);
     }

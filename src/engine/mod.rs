@@ -85,7 +85,7 @@ impl Engine {
     /// Bind a configuration to an input schema; checks that the input has every column the
     /// configuration needs, with the right types. `name` names the input in messages.
     pub fn new(config: &Config, schema: SchemaRef, name: &str) -> Result<Self> {
-        let pipeline = Pipeline::new(&config.algorithm)?;
+        let pipeline = Pipeline::new(&config.algorithm);
         let columns = InputColumns::resolve(schema, &pipeline.needs(), name)?;
         let engine = Engine {
             pipeline,

@@ -74,48 +74,17 @@ pub struct StepConstants {
 }
 
 impl Pipeline {
-    pub fn new(algo: &AlgoConfig) -> Result<Self> {
-        let kl = if algo.use_kl_in_reward {
-            Some(KlEstimator::parse(&algo.kl_penalty)?)
-        } else {
-            None
-        };
-        let c = &algo.kl_ctrl;
-        // verl builds the controller only with KL in the reward, so only then is it checked.
-        let controller = if algo.use_kl_in_reward {
-            KlController::new(&c.kind, c.kl_coef, c.target_kl, c.horizon)?
-        } else {
-            KlController::Fixed { value: c.kl_coef }
-        };
-        let correction = Correction::parse(algo.rollout_correction.as_ref())?;
-        let bypass = algo
-            .rollout_correction
-            .as_ref()
-            .is_some_and(|r| r.bypass_mode);
-        let mut gdpo_keys = Vec::new();
-        let mut gdpo_weights = Vec::new();
-        if algo.adv_estimator == Estimator::Gdpo {
-            gdpo_keys = algo.gdpo_reward_keys.clone().unwrap_or_default();
-            if gdpo_keys.is_empty() {
-                return Err(Error::usage(
-                    "GDPO requires 'algorithm.gdpo_reward_keys' listing the individual reward component keys (scalar columns of the input, e.g. [format_reward, accuracy_reward])",
-                ));
-            }
-            gdpo_weights = match &algo.gdpo_reward_weights {
-                Some(w) if w.len() < gdpo_keys.len() => {
-                    return Err(Error::usage(format!(
-                        "algorithm.gdpo_reward_weights has {} entries for {} gdpo_reward_keys (verl fails with IndexError)",
-                        w.len(),
-                        gdpo_keys.len()
-                    )));
-                }
-                Some(w) => w[..gdpo_keys.len()].to_vec(),
-                None => vec![1.0; gdpo_keys.len()],
-            };
-        }
+    /// The stages and estimator settings of a validated configuration (a projection: every
+    /// setting was checked by `Config::load`).
+    pub fn new(algo: &AlgoConfig) -> Pipeline {
         let x = &algo.ext;
-        conventions::check(algo.adv_estimator, x.convention).map_err(Error::usage)?;
-        Ok(Pipeline {
+        let (kl, controller) = match &algo.kl_in_reward {
+            Some(k) => (Some(k.estimator), k.controller.clone()),
+            // without KL in the reward β is never used
+            None => (None, KlController::Fixed { value: 0.0 }),
+        };
+        let gdpo = algo.adv_estimator == Estimator::Gdpo;
+        Pipeline {
             whiten_advantages: x.whiten_advantages,
             mask_mode: x.mask_mode,
             family: FamilyOptions {
@@ -129,14 +98,22 @@ impl Pipeline {
             estimator: algo.adv_estimator,
             kl,
             controller,
-            correction,
-            bypass,
+            correction: algo.rollout_correction.decoupled().cloned(),
+            bypass: algo.rollout_correction.bypass(),
             gamma: algo.gamma,
             lam: algo.lam,
             norm_by_std: algo.norm_adv_by_std_in_grpo,
-            gdpo_keys,
-            gdpo_weights,
-        })
+            gdpo_keys: if gdpo {
+                algo.gdpo_reward_keys.clone()
+            } else {
+                Vec::new()
+            },
+            gdpo_weights: if gdpo {
+                algo.gdpo_reward_weights.clone()
+            } else {
+                Vec::new()
+            },
+        }
     }
 
     /// The settings the estimator reads.

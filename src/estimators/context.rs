@@ -259,11 +259,12 @@ impl Batch<'_> {
             .filter(|&&x| x == g.group_of_row[row])
             .count();
         Error::data(format!(
-            "{} row {}: its group has {size} row, and OpenRLHF asserts n_samples_per_prompt > 1 for {} (set group_size, or use another estimator)",
+            "{} row {}: its group has {size} row, and OpenRLHF asserts n_samples_per_prompt > 1 for {}",
             self.at(),
             self.rows[row],
             self.settings.estimator.name()
         ))
+        .with_hint("set algorithm.group_size, or use another estimator")
     }
 
     /// verl's whitening over the batch's valid tokens, or its error for ≤ 1 valid token.

@@ -96,9 +96,10 @@ impl Estimate for GrpoVectorized {
         let labels = batch.labels();
         let g = canonical_grouping(&labels).map_err(|i| {
             Error::data(format!(
-                "{}: column `uid` row {}: label {} is a negative integer, and verl 0.9.1's grpo_vectorized fails on negative group labels (index_add_ with a negative index); use -e grpo or non-negative uids",
+                "{}: column `uid` row {}: label {} is a negative integer, and verl 0.9.1's grpo_vectorized fails on negative group labels (index_add_ with a negative index)",
                 batch.file, batch.rows[i], labels[i]
             ))
+            .with_hint("use -e grpo, or non-negative uids")
         })?;
         batch.set_scalars(plan, grpo_vectorized(&batch.scores(), &g));
         Ok(())

@@ -8,8 +8,9 @@
 //! β is the controller's value *before* its update with `current_kl`, and the controller is
 //! carried across training batches (steps) in step order. The mask is the one before rollout
 //! correction rejects anything (verl shapes first, quirk §9.15).
-
-use crate::error::{Error, Result};
+//!
+//! The names in `algorithm.kl_penalty` and `algorithm.kl_ctrl.type` are read into these types
+//! by `config::kl`.
 
 /// verl's `kl_penalty` estimators (§2.1). A trailing `+` selects the straight-through
 /// gradient variant, whose *value* is the base estimator's, so it maps to the same variant.
@@ -26,19 +27,13 @@ pub enum KlEstimator {
 }
 
 impl KlEstimator {
-    pub fn parse(name: &str) -> Result<Self> {
-        let base = name.strip_suffix('+').unwrap_or(name);
-        match base {
-            "kl" | "k1" => Ok(KlEstimator::K1),
-            "abs" => Ok(KlEstimator::Abs),
-            "mse" | "k2" => Ok(KlEstimator::K2),
-            "low_var_kl" | "k3" => Ok(KlEstimator::K3),
-            "full" => Err(Error::usage(
-                "algorithm.kl_penalty=full needs the full vocabulary logits, which a rollout dump does not hold (verl raises NotImplementedError for it too)",
-            )),
-            other => Err(Error::usage(format!(
-                "algorithm.kl_penalty: unknown estimator `{other}` (verl 0.9.1 knows kl, k1, abs, mse, k2, low_var_kl, k3, each also with a `+` suffix); verl raises NotImplementedError"
-            ))),
+    /// verl's name for the estimator (`kl`, `abs`, `mse`, `low_var_kl`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KlEstimator::K1 => "kl",
+            KlEstimator::Abs => "abs",
+            KlEstimator::K2 => "mse",
+            KlEstimator::K3 => "low_var_kl",
         }
     }
 
@@ -57,7 +52,7 @@ impl KlEstimator {
     }
 }
 
-/// verl's KL controllers (§2.3).
+/// verl's KL controllers (§2.3); `horizon` is positive (checked by `config::kl`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum KlController {
     Fixed {
@@ -71,28 +66,15 @@ pub enum KlController {
 }
 
 impl KlController {
-    /// `get_kl_controller`: `fixed` or `adaptive` (horizon must be positive).
-    pub fn new(kind: &str, kl_coef: f64, target_kl: f64, horizon: i64) -> Result<Self> {
-        match kind {
-            "fixed" => Ok(KlController::Fixed { value: kl_coef }),
-            "adaptive" => {
-                if horizon <= 0 {
-                    return Err(Error::usage(format!(
-                        "algorithm.kl_ctrl.horizon must be larger than 0 for the adaptive controller, got {horizon} (verl asserts this)"
-                    )));
-                }
-                Ok(KlController::Adaptive {
-                    value: kl_coef,
-                    target: target_kl,
-                    horizon: horizon as f64,
-                })
-            }
-            other => Err(Error::usage(format!(
-                "algorithm.kl_ctrl.type: unknown controller `{other}` (fixed or adaptive); verl raises NotImplementedError"
-            ))),
+    /// verl's `kl_ctrl.type`: `fixed` or `adaptive`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KlController::Fixed { .. } => "fixed",
+            KlController::Adaptive { .. } => "adaptive",
         }
     }
 
+    /// The current coefficient β.
     pub fn value(&self) -> f64 {
         match self {
             KlController::Fixed { value } | KlController::Adaptive { value, .. } => *value,
@@ -175,20 +157,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn names_and_plus_variants() {
-        assert_eq!(KlEstimator::parse("low_var_kl").unwrap(), KlEstimator::K3);
-        assert_eq!(KlEstimator::parse("k3+").unwrap(), KlEstimator::K3);
-        assert_eq!(KlEstimator::parse("mse").unwrap(), KlEstimator::K2);
-        assert!(
-            KlEstimator::parse("full")
-                .unwrap_err()
-                .message()
-                .contains("logits")
-        );
-        assert!(KlEstimator::parse("k4").is_err());
-    }
-
     // Reference §2.2: two rows, β = 0.1, scores 1.0 at (0,1) and (1,2).
     #[test]
     fn apply_kl_penalty_worked_example() {
@@ -209,7 +177,11 @@ mod tests {
         close("row 1", &rows[1], &[0.0, 0.02, 0.95]);
         let current = (seq_kl[0] + seq_kl[1]) / 2.0;
         assert_close("current kl", &[current], &[0.075], 1e-7, 0.0);
-        let mut ctrl = KlController::new("adaptive", 0.1, 0.05, 100).unwrap();
+        let mut ctrl = KlController::Adaptive {
+            value: 0.1,
+            target: 0.05,
+            horizon: 100.0,
+        };
         ctrl.update(current, 2);
         assert_close("β", &[ctrl.value()], &[0.1004], 1e-9, 0.0);
     }
@@ -217,13 +189,15 @@ mod tests {
     // Reference §2.3: 0.001 → 0.00100512 after update(0.5, 256), target 0.1, horizon 1e4.
     #[test]
     fn adaptive_controller() {
-        let mut c = KlController::new("adaptive", 0.001, 0.1, 10000).unwrap();
+        let mut c = KlController::Adaptive {
+            value: 0.001,
+            target: 0.1,
+            horizon: 10000.0,
+        };
         c.update(0.5, 256);
         assert_close("β", &[c.value()], &[0.00100512], 1e-12, 0.0);
-        let mut f = KlController::new("fixed", 0.001, 0.1, 10000).unwrap();
+        let mut f = KlController::Fixed { value: 0.001 };
         f.update(0.5, 256);
         assert_eq!(f.value(), 0.001);
-        assert!(KlController::new("adaptive", 0.001, 0.1, 0).is_err());
-        assert!(KlController::new("pid", 0.001, 0.1, 1).is_err());
     }
 }

@@ -39,7 +39,7 @@ pub struct Checks {
 
 impl Checks {
     pub fn new(config: &Config, columns: &InputColumns, layout: Layout) -> Result<Self> {
-        let mut pipeline = Pipeline::new(&config.algorithm)?;
+        let mut pipeline = Pipeline::new(&config.algorithm);
         let present = |role| columns.token(role).is_some();
         let mut notes = Vec::new();
         if columns.uid.is_none() {
@@ -90,12 +90,9 @@ impl Checks {
             _ => pipeline.correction = None,
         }
         notes.extend(config.notes.iter().cloned());
-        let shaping = pipeline.kl.map(|_| {
-            (
-                config.algorithm.kl_penalty.clone(),
-                pipeline.controller.value(),
-            )
-        });
+        let shaping = pipeline
+            .kl
+            .map(|k| (k.name().to_string(), pipeline.controller.value()));
         Ok(Checks {
             layout,
             score_column: match &columns.scores {

@@ -1,0 +1,182 @@
+//! advcalc's keys beside verl's in the `algorithm` section (`docs/conventions.md`, "Option
+//! keys"): verl 0.9.1 has none of them, and their defaults give verl's numbers.
+
+use super::section::{Invalid, Section};
+use crate::error::Result;
+use crate::estimators::Estimator;
+use crate::estimators::conventions::{self, Convention};
+use crate::estimators::reinforce_plus_plus::MaskMode;
+use crate::estimators::rloo_loo_std::NemoOptions;
+
+/// advcalc's extension keys, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extensions {
+    /// `convention` (or `--convention`): whose numbers the GRPO/RLOO family gives.
+    pub convention: Convention,
+    /// `whiten_advantages` (gae only): false writes A_raw·m instead of the whitened values.
+    pub whiten_advantages: bool,
+    /// `mask_mode` (reinforce_plus_plus only): `carry` (verl ≥ 0.9) or `reset` (verl < 0.9).
+    pub mask_mode: MaskMode,
+    /// `group_size`: consecutive-n groups (trl, openrlhf, open-instruct conventions and the
+    /// openrlhf_* estimators); null: the first run of equal uids.
+    pub group_size: Option<usize>,
+    /// `openrlhf.reward_clip`: OpenRLHF's `--reward.clip_range`.
+    pub openrlhf_reward_clip: (f64, f64),
+    /// `openrlhf.no_std_norm`: OpenRLHF's `--algo.advantage.no_std_norm`.
+    pub openrlhf_no_std_norm: bool,
+    /// `trl.normalize_advantages`: TRL RLOOTrainer's flag.
+    pub trl_normalize_advantages: bool,
+    /// `nemo.use_leave_one_out_baseline`, `nemo.normalize_rewards` (read under nemo-rl only).
+    pub nemo: NemoOptions,
+}
+
+impl Default for Extensions {
+    fn default() -> Self {
+        Extensions {
+            convention: Convention::Verl,
+            whiten_advantages: true,
+            mask_mode: MaskMode::Carry,
+            group_size: None,
+            openrlhf_reward_clip: (-10.0, 10.0),
+            openrlhf_no_std_norm: false,
+            trl_normalize_advantages: false,
+            nemo: NemoOptions::default(),
+        }
+    }
+}
+
+/// `mask_mode`'s spelling.
+pub(crate) fn mask_mode_name(mode: MaskMode) -> &'static str {
+    match mode {
+        MaskMode::Carry => "carry",
+        MaskMode::Reset => "reset",
+    }
+}
+
+/// Read advcalc's keys from the algorithm section.
+pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
+    let d = Extensions::default();
+    let convention = match s.opt_string("convention")? {
+        None => d.convention,
+        Some(name) => Convention::from_name(&name).ok_or_else(|| {
+            let known: Vec<&str> = Convention::ALL.iter().map(|c| c.name()).collect();
+            s.reject(
+                Invalid::new("convention", format!("unknown convention `{name}`"))
+                    .hint(format!("known conventions: {}", known.join(", "))),
+            )
+        })?,
+    };
+    let mask_mode = match s.opt_string("mask_mode")? {
+        None => d.mask_mode,
+        Some(name) => MaskMode::from_name(&name).ok_or_else(|| {
+            s.reject(Invalid::new(
+                "mask_mode",
+                format!("expected carry or reset, found \"{name}\""),
+            ))
+        })?,
+    };
+    let group_size = s.opt_count("group_size")?;
+    let whiten_advantages = s.bool("whiten_advantages", d.whiten_advantages)?;
+    let (mut openrlhf_reward_clip, mut openrlhf_no_std_norm) =
+        (d.openrlhf_reward_clip, d.openrlhf_no_std_norm);
+    if let Some(mut o) = s.subsection("openrlhf")? {
+        if let Some(range) = o.opt_float_list("reward_clip")? {
+            match range[..] {
+                [lo, hi] if lo <= hi => openrlhf_reward_clip = (lo, hi),
+                _ => {
+                    let v = serde_yaml::Value::Sequence(
+                        range.iter().map(|&x| serde_yaml::Value::from(x)).collect(),
+                    );
+                    return Err(o.type_error("reward_clip", "[low, high] with low ≤ high", &v));
+                }
+            }
+        }
+        openrlhf_no_std_norm = o.bool("no_std_norm", false)?;
+        o.finish()?;
+    }
+    let mut trl_normalize_advantages = d.trl_normalize_advantages;
+    if let Some(mut t) = s.subsection("trl")? {
+        trl_normalize_advantages = t.bool("normalize_advantages", false)?;
+        t.finish()?;
+    }
+    let mut nemo = d.nemo;
+    if let Some(mut n) = s.subsection("nemo")? {
+        nemo.use_leave_one_out_baseline = n.bool("use_leave_one_out_baseline", true)?;
+        nemo.normalize_rewards = n.bool("normalize_rewards", true)?;
+        n.finish()?;
+    }
+    Ok(Extensions {
+        convention,
+        whiten_advantages,
+        mask_mode,
+        group_size,
+        openrlhf_reward_clip,
+        openrlhf_no_std_norm,
+        trl_normalize_advantages,
+        nemo,
+    })
+}
+
+/// Combinations of the estimator, the convention and advcalc's keys that cannot work, and
+/// notes for the ones that do nothing. `use_kl_in_reward`: verl's key, which the openrlhf_*
+/// estimators refuse.
+pub(crate) fn check(
+    s: &Section<'_>,
+    e: Estimator,
+    x: &Extensions,
+    gamma: f64,
+    use_kl_in_reward: bool,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let c = x.convention;
+    if let Err(msg) = conventions::check(e, c) {
+        let key = if s.note("convention").is_empty() {
+            "adv_estimator"
+        } else {
+            "convention"
+        };
+        return Err(crate::error::Error::usage(format!("{msg}{}", s.note(key))));
+    }
+    if c != Convention::Verl && !conventions::in_family(e) {
+        notes.push(format!(
+            "--convention {} changes only grpo, drgrpo, grpo_batch_std, rloo and maxrl; {} gives the same numbers under every convention",
+            c.name(),
+            e.name()
+        ));
+    }
+    if e.is_openrlhf() {
+        if use_kl_in_reward {
+            return Err(s.reject(
+                Invalid::new(
+                    "use_kl_in_reward",
+                    format!(
+                        "true would put verl's KL inside the group statistics of {}, which OpenRLHF never does",
+                        e.name()
+                    ),
+                )
+                .hint("set algorithm.use_kl_in_reward=false"),
+            ));
+        }
+        if gamma != 1.0 {
+            notes.push(format!(
+                "{} uses γ = 1 whatever algorithm.gamma says, as OpenRLHF forces it",
+                e.name()
+            ));
+        }
+    }
+    if c != Convention::NemoRl && x.nemo != NemoOptions::default() {
+        notes.push("algorithm.nemo.* is read under --convention nemo-rl only".into());
+    }
+    if x.trl_normalize_advantages && !(c == Convention::Trl && e == Estimator::Rloo) {
+        notes.push(
+            "algorithm.trl.normalize_advantages is read by rloo under --convention trl only".into(),
+        );
+    }
+    if !x.whiten_advantages && e != Estimator::Gae {
+        notes.push("algorithm.whiten_advantages is read by gae only".into());
+    }
+    if x.mask_mode != MaskMode::Carry && e != Estimator::ReinforcePlusPlus {
+        notes.push("algorithm.mask_mode is read by reinforce_plus_plus only".into());
+    }
+    Ok(())
+}

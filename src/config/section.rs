@@ -1,0 +1,329 @@
+//! Typed keys out of the merged `algorithm` tree: each key read once, with verl's default when
+//! absent. A wrong type, an invalid value or a key nobody reads is a usage error that names
+//! the key and the source its value came from (`in FILE`, `from --set`, `from -e`).
+
+use serde_yaml::{Mapping, Value};
+
+use super::sources::Origins;
+use crate::error::{Error, Result};
+
+/// A value its key does not accept: what is wrong and, maybe, what to do. [`Section::reject`]
+/// adds the key and where its value came from.
+#[derive(Debug)]
+pub(crate) struct Invalid {
+    /// The key, relative to the section being read.
+    pub key: &'static str,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Invalid {
+    pub(crate) fn new(key: &'static str, message: impl Into<String>) -> Self {
+        Invalid {
+            key,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// One mapping being read; `prefix` is its dotted path below `algorithm`.
+pub(crate) struct Section<'o> {
+    origins: &'o Origins,
+    prefix: String,
+    map: Mapping,
+    /// The keys asked for, for a "did you mean" on an unknown one.
+    asked: Vec<String>,
+}
+
+impl<'o> Section<'o> {
+    /// The `algorithm` section itself.
+    pub(crate) fn root(origins: &'o Origins, value: Value) -> Result<Self> {
+        Self::new(origins, "", value)
+    }
+
+    fn new(origins: &'o Origins, prefix: &str, value: Value) -> Result<Self> {
+        match value {
+            Value::Mapping(map) => Ok(Section {
+                origins,
+                prefix: prefix.to_string(),
+                map,
+                asked: Vec::new(),
+            }),
+            Value::Null => Ok(Self::empty(origins, prefix)),
+            other => Err(Error::usage(format!(
+                "algorithm{}: expected a section (mapping), found {}{}",
+                dotted(prefix),
+                describe(&other),
+                origins.note(prefix)
+            ))),
+        }
+    }
+
+    fn empty(origins: &'o Origins, prefix: &str) -> Self {
+        Section {
+            origins,
+            prefix: prefix.to_string(),
+            map: Mapping::new(),
+            asked: Vec::new(),
+        }
+    }
+
+    /// The dotted path of `key` below `algorithm`.
+    pub(crate) fn path(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.prefix)
+        }
+    }
+
+    /// " (in FILE)", " (from --set)", ... for `key` of this section.
+    pub(crate) fn note(&self, key: &str) -> String {
+        self.origins.note(&self.path(key))
+    }
+
+    /// Whether the section holds `key` with an explicit null (not the same as absent).
+    pub(crate) fn is_null(&self, key: &str) -> bool {
+        matches!(self.map.get(key), Some(Value::Null))
+    }
+
+    /// The error for a value its key refuses: `algorithm.KEY (in FILE): message`, with the hint.
+    pub(crate) fn reject(&self, invalid: Invalid) -> Error {
+        let error = Error::usage(format!(
+            "algorithm.{}{}: {}",
+            self.path(invalid.key),
+            self.note(invalid.key),
+            invalid.message
+        ));
+        match invalid.hint {
+            Some(hint) => error.with_hint(hint),
+            None => error,
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<Value> {
+        self.asked.push(key.to_string());
+        self.map.remove(key)
+    }
+
+    pub(crate) fn type_error(&self, key: &str, want: &str, got: &Value) -> Error {
+        let path = self.path(key);
+        Error::usage(format!(
+            "algorithm.{path}: expected {want}, found {}{}",
+            describe(got),
+            self.origins.note(&path)
+        ))
+    }
+
+    pub(crate) fn float(&mut self, key: &str, default: f64) -> Result<f64> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(Value::Number(n)) if n.as_f64().is_some() => Ok(n.as_f64().unwrap_or(default)),
+            Some(other) => Err(self.type_error(key, "a number", &other)),
+        }
+    }
+
+    pub(crate) fn int(&mut self, key: &str, default: i64) -> Result<i64> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or(default)),
+            Some(other) => Err(self.type_error(key, "an integer", &other)),
+        }
+    }
+
+    pub(crate) fn bool(&mut self, key: &str, default: bool) -> Result<bool> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(b),
+            Some(other) => Err(self.type_error(key, "true or false", &other)),
+        }
+    }
+
+    pub(crate) fn string(&mut self, key: &str, default: &str) -> Result<String> {
+        match self.take(key) {
+            None => Ok(default.to_string()),
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(self.type_error(key, "a string", &other)),
+        }
+    }
+
+    pub(crate) fn opt_string(&mut self, key: &str) -> Result<Option<String>> {
+        match self.take(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(self.type_error(key, "a string or null", &other)),
+        }
+    }
+
+    /// A positive integer or null.
+    pub(crate) fn opt_count(&mut self, key: &str) -> Result<Option<usize>> {
+        match self.take(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => {
+                Ok(n.as_u64().map(|n| n as usize))
+            }
+            Some(other) => Err(self.type_error(key, "a positive integer or null", &other)),
+        }
+    }
+
+    /// A number or string kept as written (verl's threshold specs), or null.
+    pub(crate) fn opt_scalar(
+        &mut self,
+        key: &str,
+        default: Option<Value>,
+    ) -> Result<Option<Value>> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(v @ (Value::Number(_) | Value::String(_) | Value::Bool(_))) => Ok(Some(v)),
+            Some(other) => Err(self.type_error(key, "a number, a string or null", &other)),
+        }
+    }
+
+    pub(crate) fn opt_string_list(&mut self, key: &str) -> Result<Option<Vec<String>>> {
+        match self.take(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Sequence(items)) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s),
+                    other => Err(self.type_error(key, "a list of strings", &other)),
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(other) => Err(self.type_error(key, "a list of strings", &other)),
+        }
+    }
+
+    pub(crate) fn opt_float_list(&mut self, key: &str) -> Result<Option<Vec<f64>>> {
+        match self.take(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Sequence(items)) => items
+                .into_iter()
+                .map(|v| {
+                    v.as_f64()
+                        .ok_or_else(|| self.type_error(key, "a list of numbers", &v))
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(other) => Err(self.type_error(key, "a list of numbers", &other)),
+        }
+    }
+
+    /// A nested section; `None` when absent or null.
+    pub(crate) fn subsection(&mut self, key: &str) -> Result<Option<Section<'o>>> {
+        let path = self.path(key);
+        match self.take(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => Section::new(self.origins, &path, v).map(Some),
+        }
+    }
+
+    /// A nested section, empty when absent or null.
+    pub(crate) fn subsection_or_empty(&mut self, key: &str) -> Result<Section<'o>> {
+        let path = self.path(key);
+        Ok(self
+            .subsection(key)?
+            .unwrap_or_else(|| Section::empty(self.origins, &path)))
+    }
+
+    /// Every key must have been read: an unknown key is an error naming it.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        self.map.remove("_target_"); // Hydra's class marker, meaningless here
+        let Some((key, _)) = self.map.iter().next() else {
+            return Ok(());
+        };
+        let key = match key {
+            Value::String(s) => s.clone(),
+            other => describe(other),
+        };
+        let path = self.path(&key);
+        let error = Error::usage(format!(
+            "unknown key `algorithm.{path}`{}: verl 0.9.1 has no such setting",
+            self.origins.note(&path)
+        ));
+        Err(match closest(&key, &self.asked) {
+            Some(known) => {
+                error.with_hint(format!("did you mean `algorithm.{}`?", self.path(known)))
+            }
+            None => error,
+        })
+    }
+}
+
+/// The asked key nearest to `key`: at most two edits, fewer than half the letters; on a tie,
+/// the longest common start.
+fn closest<'a>(key: &str, asked: &'a [String]) -> Option<&'a str> {
+    asked
+        .iter()
+        .map(|a| (edit_distance(key, a), a))
+        .filter(|&(d, a)| d <= 2 && d * 2 < a.chars().count().max(key.chars().count()))
+        .min_by_key(|&(d, a)| {
+            let common = key
+                .chars()
+                .zip(a.chars())
+                .take_while(|(x, y)| x == y)
+                .count();
+            (d, std::cmp::Reverse(common))
+        })
+        .map(|(_, a)| a.as_str())
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (prev + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+fn dotted(prefix: &str) -> String {
+    if prefix.is_empty() {
+        String::new()
+    } else {
+        format!(".{prefix}")
+    }
+}
+
+/// A YAML value as an error message shows it.
+pub(crate) fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("`{b}`"),
+        Value::Number(n) => format!("`{n}`"),
+        Value::String(s) => format!("\"{s}\""),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Tagged(_) => "a tagged value".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_get_the_nearest_key() {
+        let asked: Vec<String> = ["lam", "gamma", "kl_penalty"].map(String::from).to_vec();
+        assert_eq!(closest("lamda", &asked), Some("lam"));
+        assert_eq!(closest("kl_penality", &asked), Some("kl_penalty"));
+        assert_eq!(closest("xyz", &asked), None);
+        assert_eq!(edit_distance("gamma", "gama"), 1);
+    }
+}

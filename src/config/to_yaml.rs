@@ -1,0 +1,187 @@
+//! [`Config::to_yaml`]: the resolved configuration in verl's key layout, every key advcalc
+//! reads with its value (defaults included), so that `advcalc run --config` on the text gives
+//! the same [`Config`]. Written into output files as provenance, hence deterministic: keys in
+//! a fixed order, numbers in their shortest round-trip form, and every string that a YAML 1.1
+//! reader (PyYAML, OmegaConf) could take for something else quoted (`"0.5_2"` would be the
+//! float 0.52 there).
+
+use serde_yaml::{Mapping, Value};
+
+use super::extensions::mask_mode_name;
+use super::kl::{HORIZON, KL_COEF, TARGET_KL};
+use super::rollout_correction::{self, LOSS_TYPE, RolloutCorrection};
+use super::{AlgoConfig, Config};
+use crate::shaping::kl::KlController;
+
+pub(super) fn to_yaml(config: &Config) -> String {
+    let mut top = Mapping::new();
+    top.insert("algorithm".into(), algorithm(config).into());
+    if let Some(n) = config.rollout_n {
+        top.insert(
+            "actor_rollout_ref".into(),
+            map([("rollout", map([("n", Value::from(n))]))]),
+        );
+    }
+    let mut text = String::from(
+        "# advcalc's resolved configuration (verl 0.9.1 keys, advcalc's extensions last)\n",
+    );
+    if !config.estimator_configured {
+        text += "# no estimator was named: adv_estimator is left out, so verl's default (gae) applies\n";
+    }
+    emit(&mut text, 0, &top);
+    text
+}
+
+/// Block mappings, flow lists, plain scalars.
+fn emit(out: &mut String, indent: usize, map: &Mapping) {
+    let pad = " ".repeat(indent);
+    for (key, value) in map {
+        let key = key.as_str().unwrap_or_default(); // advcalc's own key names
+        match value {
+            Value::Mapping(m) if !m.is_empty() => {
+                out.push_str(&format!("{pad}{key}:\n"));
+                emit(out, indent + 2, m);
+            }
+            Value::Sequence(items) => {
+                let items: Vec<String> = items.iter().map(scalar).collect();
+                out.push_str(&format!("{pad}{key}: [{}]\n", items.join(", ")));
+            }
+            v => out.push_str(&format!("{pad}{key}: {}\n", scalar(v))),
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) if plain(s) => s.clone(),
+        // a JSON string is a YAML double-quoted scalar
+        Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
+        Value::Sequence(_) | Value::Mapping(_) | Value::Tagged(_) => "null".into(),
+    }
+}
+
+/// A name that every YAML reader takes for a string as it stands.
+fn plain(s: &str) -> bool {
+    const WORDS: [&str; 9] = [
+        "yes", "no", "true", "false", "on", "off", "null", "nan", "inf",
+    ];
+    s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && !WORDS.contains(&s)
+}
+
+fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Mapping(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
+}
+
+fn algorithm(config: &Config) -> Mapping {
+    let a: &AlgoConfig = &config.algorithm;
+    let mut m = Mapping::new();
+    let mut put = |key: &str, value: Value| {
+        m.insert(key.into(), value);
+    };
+    put("gamma", a.gamma.into());
+    put("lam", a.lam.into());
+    if config.estimator_configured {
+        put("adv_estimator", a.adv_estimator.name().into());
+    }
+    put("norm_adv_by_std_in_grpo", a.norm_adv_by_std_in_grpo.into());
+    put("use_kl_in_reward", a.kl_in_reward.is_some().into());
+    let (penalty, controller) = match &a.kl_in_reward {
+        Some(k) => (k.estimator.name(), k.controller.clone()),
+        None => ("kl", KlController::Fixed { value: KL_COEF }),
+    };
+    let (target_kl, horizon) = match controller {
+        KlController::Adaptive {
+            target, horizon, ..
+        } => (target, horizon as i64),
+        KlController::Fixed { .. } => (TARGET_KL, HORIZON),
+    };
+    put("kl_penalty", penalty.into());
+    put(
+        "kl_ctrl",
+        map([
+            ("type", controller.kind().into()),
+            ("kl_coef", controller.value().into()),
+            ("horizon", horizon.into()),
+            ("target_kl", target_kl.into()),
+        ]),
+    );
+    put("use_pf_ppo", false.into());
+    put(
+        "filter_groups",
+        map([("enable", a.filter_groups_enable.into())]),
+    );
+    put(
+        "rollout_correction",
+        match &a.rollout_correction {
+            RolloutCorrection::Off => Value::Null,
+            RolloutCorrection::Decoupled(c) => {
+                let mut r: Mapping = rollout_correction::to_values(c)
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v))
+                    .collect();
+                r.insert("bypass_mode".into(), false.into());
+                r.insert("loss_type".into(), LOSS_TYPE.into());
+                r.into()
+            }
+            RolloutCorrection::Bypass { loss_type } => map([
+                ("rollout_is", Value::Null),
+                ("rollout_rs", Value::Null),
+                ("bypass_mode", true.into()),
+                ("loss_type", loss_type.as_str().into()),
+            ]),
+        },
+    );
+    let list_or_null = |v: Value| match &v {
+        Value::Sequence(s) if s.is_empty() => Value::Null,
+        _ => v,
+    };
+    put(
+        "gdpo_reward_keys",
+        list_or_null(a.gdpo_reward_keys.iter().map(|k| k.as_str()).collect()),
+    );
+    put(
+        "gdpo_reward_weights",
+        list_or_null(a.gdpo_reward_weights.iter().copied().collect()),
+    );
+    let x = &a.ext;
+    put("convention", x.convention.name().into());
+    put("whiten_advantages", x.whiten_advantages.into());
+    put("mask_mode", mask_mode_name(x.mask_mode).into());
+    put(
+        "group_size",
+        x.group_size.map_or(Value::Null, |n| (n as u64).into()),
+    );
+    put(
+        "openrlhf",
+        map([
+            (
+                "reward_clip",
+                [x.openrlhf_reward_clip.0, x.openrlhf_reward_clip.1]
+                    .into_iter()
+                    .collect(),
+            ),
+            ("no_std_norm", x.openrlhf_no_std_norm.into()),
+        ]),
+    );
+    put(
+        "trl",
+        map([("normalize_advantages", x.trl_normalize_advantages.into())]),
+    );
+    put(
+        "nemo",
+        map([
+            (
+                "use_leave_one_out_baseline",
+                x.nemo.use_leave_one_out_baseline.into(),
+            ),
+            ("normalize_rewards", x.nemo.normalize_rewards.into()),
+        ]),
+    );
+    m
+}
