@@ -11,6 +11,7 @@
 
 use std::path::PathBuf;
 
+use crate::commands::inspect::PROVENANCE_PREFIX;
 use crate::config::Config;
 use crate::engine::job::{GroupOutputs, Job, Prepared};
 use crate::engine::metrics;
@@ -99,6 +100,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
             input,
             output: result.as_ref().map_or(opts.output.as_path(), |r| r.path()),
             force: opts.force || result.is_some(),
+            provenance: provenance(config, opts, input),
         }
         .run()
     })?;
@@ -115,6 +117,31 @@ struct Passes<'a> {
     output: &'a std::path::Path,
     force: bool,
     input: &'a ParquetInput,
+    /// What OUT records about how it was made (its key-value metadata).
+    provenance: Vec<(String, String)>,
+}
+
+/// How OUT was made, as `advcalc.*` key-value metadata: what makes an offline re-analysis
+/// reproducible (`advcalc inspect` shows it). The row count comes from IN's footer.
+fn provenance(config: &Config, opts: &RunOptions, input: &ParquetInput) -> Vec<(String, String)> {
+    let key = |k: &str| format!("{PROVENANCE_PREFIX}{k}");
+    let algo = &config.algorithm;
+    let mut kv = vec![
+        (key("version"), env!("CARGO_PKG_VERSION").to_string()),
+        (key("estimator"), algo.adv_estimator.name().to_string()),
+        (key("convention"), algo.ext.convention.name().to_string()),
+        (key("input"), input.name().to_string()),
+    ];
+    // the size of IN as given (a stream on stdin has none)
+    if let Ok(meta) = std::fs::metadata(&opts.input)
+        && meta.is_file()
+    {
+        kv.push((key("input_bytes"), meta.len().to_string()));
+    }
+    let starts = input.row_group_starts();
+    kv.push((key("input_rows"), starts[starts.len() - 1].to_string()));
+    kv.push((key("config"), config.to_yaml()));
+    kv
 }
 
 impl Passes<'_> {
@@ -158,12 +185,13 @@ impl Passes<'_> {
             mask_rewritten,
             rewards_unchanged,
         );
-        let mut output = ParquetOutput::create(
+        let mut output = ParquetOutput::create_with_metadata(
             self.output,
             output_schema,
             sources,
             self.input.copy_source(),
             self.force,
+            self.provenance.clone(),
         )?;
         // Row groups are encoded on every worker and appended in order by whichever worker is
         // free; memory is bounded by the row groups encoded ahead of the append.
