@@ -5,7 +5,9 @@
 //!   parsed once and validated ([`Config::load`] from [`ConfigSources`]);
 //! - [`Engine`]: a configuration bound to an input schema, whose methods are the two passes
 //!   on Arrow record batches ([`Engine::row_stats`], [`Engine::plan`],
-//!   [`Engine::token_outputs`]) and [`Engine::compute`] for a whole input in memory;
+//!   [`Engine::token_outputs`]) and [`Engine::compute`] for a whole input in memory; the
+//!   plan between the passes shards by step ([`PlanShard`]), and the statistics and shards
+//!   serialise to bytes, so the passes can run in other processes or on other machines;
 //! - [`run`] (the CLI's file-to-file job: Parquet or Arrow IPC, streamed by row group, written
 //!   atomically) and the other commands in [`commands`];
 //! - [`Error`]: one error type whose [`ErrorKind`] maps to the CLI's exit codes.
@@ -35,6 +37,7 @@ pub use commands::run::{RunOptions, RunSummary, run};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::job::Prepared;
 pub use engine::pipeline::Constants;
+pub use engine::shard::PlanShard;
 pub use engine::{Computed, Engine};
 pub use error::{Error, ErrorKind, Result};
 pub use estimators::{Estimator, RowStats};

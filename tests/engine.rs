@@ -5,8 +5,8 @@ mod common;
 
 use std::path::Path;
 
-use advcalc::{Config, ConfigSources, Engine};
-use arrow::array::{Array, ListArray, RecordBatch};
+use advcalc::{Config, ConfigSources, Engine, PlanShard, RowStats};
+use arrow::array::{Array, Int64Array, ListArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -53,6 +53,35 @@ fn engine(
     let config = Config::load(&ConfigSources {
         file: config_path.as_deref(),
         estimator,
+        ..Default::default()
+    })
+    .unwrap();
+    Engine::new(&config, batches[0].schema(), "input").unwrap()
+}
+
+/// The engine a corpus case's `case.json` arguments (`--config`, `-e`, `--set`) describe.
+fn case_engine(dir: &Path, batches: &[RecordBatch]) -> Engine {
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
+    let args: Vec<&str> = spec["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let (mut config, mut estimator, mut sets) = (None, None, Vec::new());
+    for pair in args.chunks(2) {
+        match pair {
+            ["--config", c] => config = Some(dir.join(c)),
+            ["-e" | "--estimator", e] => estimator = Some(*e),
+            ["--set", s] => sets.push(s.to_string()),
+            other => panic!("case argument {other:?} not handled here"),
+        }
+    }
+    let config = Config::load(&ConfigSources {
+        file: config.as_deref(),
+        estimator,
+        sets: &sets,
         ..Default::default()
     })
     .unwrap();
@@ -117,4 +146,94 @@ fn compute_matches_the_cli_on_the_demo() {
     for name in ["advantages", "returns", "token_level_rewards", "loss_mask"] {
         assert_eq!(column(&out.batches, name), column(&cli, name), "{name}");
     }
+}
+
+/// The passes as a Ray job would run them: pass 1 per record batch with the statistics sent
+/// as bytes, the plan cut into one shard per step and sent as bytes, pass 2 per record batch
+/// with only its step's shard — the same bits as `compute`, and verl's numbers.
+#[test]
+fn sharded_serialised_passes_equal_compute() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases");
+    for case in [
+        "chain_gae",
+        "kl_mse_adaptive",
+        "chain_rloo",
+        "grpo_steps",
+        "steps_adaptive_gae",
+    ] {
+        let dir = root.join(case);
+        let input = read(&dir.join("input.parquet"), 1);
+        let engine = case_engine(&dir, &input);
+        let whole = engine.compute(&input).unwrap();
+
+        let constants = if engine.needs_prepass() {
+            let mut pre = RowStats::default();
+            for (row, batch) in input.iter().enumerate() {
+                let bytes = engine
+                    .prepass_stats(batch, row)
+                    .unwrap()
+                    .to_bytes()
+                    .unwrap();
+                pre.append(RowStats::from_bytes(&bytes).unwrap());
+            }
+            engine.constants(&pre)
+        } else {
+            engine.start()
+        };
+        let mut stats = RowStats::default();
+        for (row, batch) in input.iter().enumerate() {
+            let s = engine.row_stats(batch, row, &constants).unwrap();
+            let back = RowStats::from_bytes(&s.to_bytes().unwrap()).unwrap();
+            assert_eq!(back, s, "{case}: row stats round trip");
+            stats.append(back);
+        }
+        let prepared = engine.plan(stats).unwrap();
+        let steps = prepared.steps();
+        let shards: Vec<PlanShard> = steps
+            .iter()
+            .map(|&s| {
+                let shard = prepared.for_step(s);
+                let back = PlanShard::from_bytes(&shard.to_bytes().unwrap()).unwrap();
+                assert_eq!(back, shard, "{case}: shard round trip");
+                back
+            })
+            .collect();
+        let step_of = |batch: &RecordBatch| -> Option<i64> {
+            let s = cast(batch.column_by_name("step")?, &DataType::Int64).unwrap();
+            Some(s.as_any().downcast_ref::<Int64Array>().unwrap().value(0))
+        };
+        let mut out = Vec::new();
+        for (row, batch) in input.iter().enumerate() {
+            let shard = &shards[steps.iter().position(|&s| s == step_of(batch)).unwrap()];
+            out.push(engine.token_outputs(batch, row, shard).unwrap());
+            // another step's shard does not hold this row
+            if let Some(other) = shards.iter().find(|s| s.steps != shard.steps) {
+                let err = engine.token_outputs(batch, row, other).unwrap_err();
+                assert!(err.message().contains("is not in the plan shard"), "{err}");
+            }
+        }
+        for name in ["token_level_rewards", "advantages", "returns"] {
+            let (a, la) = column(&out, name);
+            let (e, le) = column(&whole.batches, name);
+            assert_eq!(la, le, "{case} {name}");
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&a),
+                bits(&e),
+                "{case} {name}: the same bits as compute"
+            );
+        }
+    }
+}
+
+#[test]
+fn bytes_of_another_kind_are_refused() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases/chain_grpo");
+    let input = read(&dir.join("input.parquet"), 1 << 20);
+    let engine = engine(&dir, Some("config.yaml"), None, &input);
+    let stats = engine.row_stats(&input[0], 0, &engine.start()).unwrap();
+    let bytes = engine.plan(stats).unwrap().whole().to_bytes().unwrap();
+    let err = RowStats::from_bytes(&bytes).unwrap_err();
+    assert_eq!(err.message(), "not advcalc row_stats bytes");
+    assert!(PlanShard::from_bytes(b"not arrow").is_err());
 }

@@ -204,10 +204,32 @@ impl Job<'_> {
         first_row: usize,
         prepared: &Prepared,
     ) -> Result<GroupOutputs> {
+        self.row_group_outputs_with(batch, first_row, &prepared.constants, &prepared.plan)
+    }
+
+    /// Pass 2 over one row group with a plan (the whole one, or a shard covering its rows).
+    pub fn row_group_outputs_with(
+        &self,
+        batch: &RecordBatch,
+        first_row: usize,
+        constants: &Constants,
+        plan: &Plan,
+    ) -> Result<GroupOutputs> {
         let group = self.decode(batch, first_row, false)?;
-        let shaped = pipeline::shape(self.pipeline, &group, &prepared.constants, self.file)?;
+        if let Some(i) = (0..group.rows()).find(|&i| plan.position(first_row + i).is_none()) {
+            let step = group
+                .step_of(i)
+                .map_or("no step".to_string(), |s| format!("step {s}"));
+            return Err(Error::usage(format!(
+                "{}: row {} ({step}) is not in the plan shard given for pass 2",
+                self.file,
+                first_row + i
+            ))
+            .with_hint("pass the shard of every step the record batch holds"));
+        }
+        let shaped = pipeline::shape(self.pipeline, &group, constants, self.file)?;
         let mask = shaped.mask.clone();
-        let outputs = token_outputs(self.pipeline, &group, shaped, &prepared.plan, self.file)?;
+        let outputs = token_outputs(self.pipeline, &group, shaped, plan, self.file)?;
         Ok(GroupOutputs {
             group,
             mask,

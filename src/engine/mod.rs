@@ -1,6 +1,7 @@
 //! The engine: one pipeline's two passes over row groups (design §5), the plan between them,
 //! row-group parallelism and in-order output.
 
+pub mod exchange;
 pub mod job;
 pub mod metrics;
 pub mod ordered;
@@ -9,6 +10,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod progress;
 pub mod row_stats;
+pub mod shard;
 pub mod token_outputs;
 
 use arrow::datatypes::SchemaRef;
@@ -17,6 +19,7 @@ use arrow::record_batch::RecordBatch;
 use crate::config::Config;
 use crate::engine::job::{GroupOutputs, Job, Prepared, StatsPass};
 use crate::engine::pipeline::{Constants, Pipeline};
+use crate::engine::shard::PlanShard;
 use crate::error::Result;
 use crate::estimators::RowStats;
 use crate::io::assemble::assemble;
@@ -29,8 +32,10 @@ use crate::shaping::scores::Layout;
 ///
 /// A pass-1 call takes the constants of the steps ([`Engine::start`], or after the pre-pass
 /// that an adaptive KL controller needs, [`Engine::constants`]); the statistics of every
-/// record batch, appended in input order, make the [`Prepared`] plan of pass 2. Results do
-/// not depend on how the input is cut into record batches.
+/// record batch, appended in input order, make the [`Prepared`] plan, which shards by step
+/// ([`Prepared::for_step`]) for pass 2. [`RowStats`] and [`PlanShard`] serialise to bytes
+/// (`to_bytes`, `from_bytes`), so either pass can run in another process or on another
+/// machine. Results do not depend on how the input is cut into record batches.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -170,15 +175,17 @@ impl Engine {
 
     /// Pass 2 on one record batch: the batch with the computed columns (the output schema:
     /// input columns, `loss_mask`, `token_level_rewards`, `advantages`, `returns` and, with
-    /// IS weights, `rollout_is_weights`).
+    /// IS weights, `rollout_is_weights`). `shard` must cover the steps of the batch's rows
+    /// ([`Prepared::for_steps`], or [`Prepared::whole`]); a row it does not hold is an error.
     pub fn token_outputs(
         &self,
         batch: &RecordBatch,
         first_row: usize,
-        plan: &Prepared,
+        shard: &PlanShard,
     ) -> Result<RecordBatch> {
         let GroupOutputs { group, outputs, .. } =
-            self.job().row_group_outputs(batch, first_row, plan)?;
+            self.job()
+                .row_group_outputs_with(batch, first_row, &shard.constants, &shard.plan)?;
         assemble(
             batch,
             &self.columns,
@@ -222,15 +229,16 @@ impl Engine {
         for (batch, &first) in batches.iter().zip(&starts) {
             stats.append(self.row_stats(batch, first, &constants)?);
         }
-        let plan = self.plan(stats)?;
+        let prepared = self.plan(stats)?;
+        let whole = prepared.whole();
         let batches = batches
             .iter()
             .zip(&starts)
-            .map(|(batch, &first)| self.token_outputs(batch, first, &plan))
+            .map(|(batch, &first)| self.token_outputs(batch, first, &whole))
             .collect::<Result<Vec<_>>>()?;
         Ok(Computed {
             batches,
-            warnings: plan.warnings,
+            warnings: prepared.warnings,
         })
     }
 }

@@ -85,7 +85,7 @@ impl Rows<'_> {
 }
 
 /// What the statistics pass keeps per row, for the whole input in file order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowStats {
     /// Group label per row (empty when the estimator does not group).
     pub uid: Vec<GroupKey>,
@@ -152,9 +152,13 @@ impl RowStats {
     }
 }
 
-/// What the output pass needs from the estimator's batch work, for every row.
-#[derive(Debug, Clone, Default)]
+/// What the output pass needs from the estimator's batch work: per row (every row of the
+/// input, or the rows of a shard's steps) and per step.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
+    /// The global row index of each entry of the per-row vectors, ascending; `None`: every
+    /// row of the input, in order (the whole plan; a shard lists its rows).
+    pub rows: Option<Vec<usize>>,
     /// Outcome estimators: each row's advantage scalar (already whitened where the estimator
     /// whitens), broadcast onto its mask.
     pub row_scalar: Vec<f32>,
@@ -184,9 +188,65 @@ impl Plan {
         }
     }
 
+    /// Where global row `row` sits in the per-row vectors; `None` when the plan does not
+    /// hold it (a shard of other steps).
+    pub fn position(&self, row: usize) -> Option<usize> {
+        match &self.rows {
+            None => (row < self.row_scalar.len()).then_some(row),
+            Some(rows) => rows.binary_search(&row).ok(),
+        }
+    }
+
+    fn at(&self, row: usize) -> usize {
+        // the engine checks that a shard covers a record batch's rows before pass 2
+        self.position(row)
+            .expect("the plan covers every row of the record batch")
+    }
+
+    /// Row `row`'s outcome scalar.
+    pub fn scalar(&self, row: usize) -> f32 {
+        self.row_scalar[self.at(row)]
+    }
+
+    /// Whether row `row` has no OTB baseline.
+    pub fn otb_singleton(&self, row: usize) -> bool {
+        self.otb_singleton[self.at(row)]
+    }
+
+    /// The column from which row `row`'s OTB baseline is 0 (zero-tail rule).
+    pub fn otb_zero_tail(&self, row: usize) -> Option<usize> {
+        self.otb_zero_tail[self.at(row)]
+    }
+
     /// The whitening of a step the estimator whitens (its batch work inserted it).
     pub fn whitening_of(&self, step: Option<i64>) -> Whitening {
         self.whitening[&step]
+    }
+
+    /// The part of the plan for the given rows (global indices, ascending) of the given
+    /// steps: their per-row entries, and the steps' whitening and column sums.
+    pub fn restrict(&self, rows: &[usize], steps: &[Option<i64>]) -> Plan {
+        let pick = |r: &usize| self.at(*r);
+        Plan {
+            rows: Some(rows.to_vec()),
+            row_scalar: rows.iter().map(|r| self.row_scalar[pick(r)]).collect(),
+            otb_singleton: rows.iter().map(|r| self.otb_singleton[pick(r)]).collect(),
+            otb_zero_tail: rows.iter().map(|r| self.otb_zero_tail[pick(r)]).collect(),
+            whitening: self
+                .whitening
+                .iter()
+                .filter(|(s, _)| steps.contains(s))
+                .map(|(s, w)| (*s, *w))
+                .collect(),
+            columns: self
+                .columns
+                .iter()
+                .filter(|((s, _), _)| steps.contains(s))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            nan_rows: 0,
+            warnings: Vec::new(),
+        }
     }
 }
 

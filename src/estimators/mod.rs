@@ -96,7 +96,7 @@ pub trait Estimate {
         for i in 0..rows.rows() {
             let s = rows.span(i);
             broadcast_outcome(
-                plan.row_scalar[first + i],
+                plan.scalar(first + i),
                 &rows.mask[s.clone()],
                 &mut advantages[s],
             );

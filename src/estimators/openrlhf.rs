@@ -68,7 +68,7 @@ pub fn token_outputs(rows: &Rows<'_>, plan: &Plan, whiten: bool) -> Tokens {
     for i in 0..rows.rows() {
         let s = rows.span(i);
         token_returns(
-            plan.row_scalar[first + i],
+            plan.scalar(first + i),
             &rows.mask[s.clone()],
             &mut returns[s],
         );

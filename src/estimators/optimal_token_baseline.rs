@@ -190,14 +190,14 @@ pub fn advantages(rows: &Rows<'_>, plan: &Plan, tir: bool) -> Result<Tokens> {
             &mut w,
         );
         let row = first + i;
-        let sums = if plan.otb_singleton[row] {
+        let sums = if plan.otb_singleton(row) {
             &empty
         } else {
             plan.columns
                 .get(&(rows.group.step_of(i), label.clone()))
                 .unwrap_or(&empty)
         };
-        let tail = plan.otb_zero_tail[row];
+        let tail = plan.otb_zero_tail(row);
         let k_of = if tir { compact_index(m) } else { Vec::new() };
         for (j, t) in s.enumerate() {
             let k = if tir { k_of[j].unwrap_or(0) } else { j };

@@ -1,0 +1,414 @@
+//! Pass-1 statistics and plan shards as bytes, so the passes can run in other processes or on
+//! other machines (Ray): one Arrow IPC stream holding a record batch of the per-row values
+//! and, in its schema metadata, the rest as JSON. Floats in the JSON are their IEEE-754 bit
+//! patterns, so every value (NaN and −0.0 included) comes back exactly.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, RecordBatch,
+    StringArray, UInt64Array,
+};
+use arrow::datatypes::{Field, Schema};
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use serde_json::{Value, json};
+
+use crate::data::{GroupKey, PositiveLogProbs, TokenRole};
+use crate::engine::pipeline::{Constants, StepConstants};
+use crate::engine::shard::PlanShard;
+use crate::error::{Error, Result};
+use crate::estimators::moments::{Moments, Whitening};
+use crate::estimators::optimal_token_baseline::ColumnSums;
+use crate::estimators::{Plan, RowStats};
+
+const KEY: &str = "advcalc.exchange";
+const VERSION: u64 = 1;
+
+impl RowStats {
+    /// Pass 1's statistics as bytes (an Arrow IPC stream), for another process or machine.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let rows = self.rows();
+        let mut columns: Vec<(&str, ArrayRef)> = vec![
+            ("score", f64s(&self.score)),
+            ("valid", f64s(&self.valid)),
+            ("orig_valid", f64s(&self.orig_valid)),
+            ("kl_sum", f64s(&self.kl_sum)),
+            ("is_norm_sum", f64s(&column(&self.is_norm_parts, |p| p.0))),
+            ("is_norm_count", f64s(&column(&self.is_norm_parts, |p| p.1))),
+        ];
+        if !self.uid.is_empty() {
+            columns.push(("uid", keys(&self.uid)));
+        }
+        if let Some(step) = &self.step {
+            columns.push(("step", Arc::new(Int64Array::from(step.clone()))));
+        }
+        if let Some((session, index)) = &self.session {
+            columns.push(("session_id", keys(session)));
+            columns.push(("output_index", Arc::new(Int64Array::from(index.clone()))));
+        }
+        if !self.moments.is_empty() {
+            columns.push(("moments_n", f64s(&column(&self.moments, |m| m.n))));
+            columns.push(("moments_mean", f64s(&column(&self.moments, |m| m.mean))));
+            columns.push(("moments_m2", f64s(&column(&self.moments, |m| m.m2))));
+        }
+        let names: Vec<String> = (0..self.components.len())
+            .map(|k| format!("component_{k}"))
+            .collect();
+        for (name, c) in names.iter().zip(&self.components) {
+            columns.push((name, f64s(c)));
+        }
+        let meta = json!({
+            "kind": "row_stats",
+            "version": VERSION,
+            "rows": rows,
+            "components": self.components.len(),
+            "columns": sums_json(&self.columns),
+            "dropped_scores": self.dropped_scores,
+            "positive_log_probs": self.positive_log_probs.as_ref().map(|p| json!({
+                "count": p.count, "column": p.column, "row": p.row, "token": p.token
+            })),
+        });
+        write(columns, meta)
+    }
+
+    /// Statistics from [`RowStats::to_bytes`]'s bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let (batch, meta) = read(bytes, "row_stats")?;
+        let f = |name: &str| f64_column(&batch, name);
+        let pairs = |a: Vec<f64>, b: Vec<f64>| a.into_iter().zip(b).collect::<Vec<_>>();
+        let components = (0..uint(&meta, "components")? as usize)
+            .map(|k| f(&format!("component_{k}")))
+            .collect::<Result<Vec<_>>>()?;
+        let moments = match batch.column_by_name("moments_n") {
+            None => Vec::new(),
+            Some(_) => {
+                let (n, mean, m2) = (f("moments_n")?, f("moments_mean")?, f("moments_m2")?);
+                (0..n.len())
+                    .map(|i| Moments {
+                        n: n[i],
+                        mean: mean[i],
+                        m2: m2[i],
+                    })
+                    .collect()
+            }
+        };
+        let session = match batch.column_by_name("session_id") {
+            None => None,
+            Some(_) => Some((
+                key_column(&batch, "session_id")?,
+                i64_column(&batch, "output_index")?,
+            )),
+        };
+        let positive_log_probs = match &meta["positive_log_probs"] {
+            Value::Null => None,
+            p => Some(PositiveLogProbs {
+                count: uint(p, "count")? as usize,
+                column: log_prob_column(p["column"].as_str().unwrap_or_default())?,
+                row: uint(p, "row")? as usize,
+                token: uint(p, "token")? as usize,
+            }),
+        };
+        Ok(RowStats {
+            uid: match batch.column_by_name("uid") {
+                None => Vec::new(),
+                Some(_) => key_column(&batch, "uid")?,
+            },
+            step: match batch.column_by_name("step") {
+                None => None,
+                Some(_) => Some(i64_column(&batch, "step")?),
+            },
+            session,
+            score: f("score")?,
+            valid: f("valid")?,
+            orig_valid: f("orig_valid")?,
+            kl_sum: f("kl_sum")?,
+            is_norm_parts: pairs(f("is_norm_sum")?, f("is_norm_count")?),
+            moments,
+            components,
+            columns: sums_from_json(&meta["columns"])?,
+            dropped_scores: uint(&meta, "dropped_scores")? as usize,
+            positive_log_probs,
+        })
+    }
+}
+
+/// [`PlanShard::to_bytes`].
+pub fn shard_to_bytes(shard: &PlanShard) -> Result<Vec<u8>> {
+    let plan = &shard.plan;
+    let rows: Vec<u64> = match &plan.rows {
+        Some(rows) => rows.iter().map(|&r| r as u64).collect(),
+        None => (0..plan.row_scalar.len() as u64).collect(),
+    };
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("row", Arc::new(UInt64Array::from(rows))),
+        (
+            "row_scalar",
+            Arc::new(Float32Array::from(plan.row_scalar.clone())),
+        ),
+        (
+            "otb_singleton",
+            Arc::new(BooleanArray::from(plan.otb_singleton.clone())),
+        ),
+        (
+            "otb_zero_tail",
+            Arc::new(UInt64Array::from(
+                plan.otb_zero_tail
+                    .iter()
+                    .map(|t| t.map(|t| t as u64))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+    ];
+    let step_constants = |c: &StepConstants| json!([c.beta.to_bits(), c.is_norm.map(f64::to_bits)]);
+    let meta = json!({
+        "kind": "plan_shard",
+        "version": VERSION,
+        "indexed": plan.rows.is_some(),
+        "steps": shard.steps,
+        "constants": {
+            "default": step_constants(&shard.constants.default),
+            "per_step": shard.constants.per_step.iter()
+                .map(|(s, c)| json!([s, step_constants(c)])).collect::<Vec<_>>(),
+        },
+        "whitening": plan.whitening.iter()
+            .map(|(s, w)| json!([s, w.mean.to_bits(), w.inv_std.to_bits()]))
+            .collect::<Vec<_>>(),
+        "columns": sums_json(&plan.columns),
+        "nan_rows": plan.nan_rows,
+        "warnings": plan.warnings,
+    });
+    write(columns, meta)
+}
+
+/// [`PlanShard::from_bytes`].
+pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
+    let (batch, meta) = read(bytes, "plan_shard")?;
+    let step_constants = |v: &Value| -> Result<StepConstants> {
+        Ok(StepConstants {
+            beta: f64::from_bits(v[0].as_u64().ok_or_else(|| malformed("beta"))?),
+            is_norm: v[1].as_u64().map(f64::from_bits),
+        })
+    };
+    let mut constants = Constants::uniform(step_constants(&meta["constants"]["default"])?);
+    for entry in array(&meta["constants"]["per_step"])? {
+        constants
+            .per_step
+            .insert(step(&entry[0])?, step_constants(&entry[1])?);
+    }
+    let mut whitening = BTreeMap::new();
+    for entry in array(&meta["whitening"])? {
+        let bits = |i: usize| entry[i].as_u64().ok_or_else(|| malformed("whitening"));
+        whitening.insert(
+            step(&entry[0])?,
+            Whitening {
+                mean: f64::from_bits(bits(1)?),
+                inv_std: f64::from_bits(bits(2)?),
+            },
+        );
+    }
+    let rows: Vec<usize> = u64_column(&batch, "row")?
+        .into_iter()
+        .map(|r| r as usize)
+        .collect();
+    let scalars = batch
+        .column_by_name("row_scalar")
+        .and_then(|c| c.as_any().downcast_ref::<Float32Array>())
+        .ok_or_else(|| malformed("row_scalar"))?;
+    let singletons = batch
+        .column_by_name("otb_singleton")
+        .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
+        .ok_or_else(|| malformed("otb_singleton"))?;
+    let tails = batch
+        .column_by_name("otb_zero_tail")
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .ok_or_else(|| malformed("otb_zero_tail"))?;
+    let plan = Plan {
+        rows: meta["indexed"].as_bool().unwrap_or(true).then_some(rows),
+        row_scalar: scalars.values().to_vec(),
+        otb_singleton: singletons.iter().map(|b| b.unwrap_or(false)).collect(),
+        otb_zero_tail: tails.iter().map(|t| t.map(|t| t as usize)).collect(),
+        whitening,
+        columns: sums_from_json(&meta["columns"])?,
+        nan_rows: uint(&meta, "nan_rows")? as usize,
+        warnings: array(&meta["warnings"])?
+            .iter()
+            .map(|w| w.as_str().unwrap_or_default().to_string())
+            .collect(),
+    };
+    Ok(PlanShard {
+        steps: array(&meta["steps"])?
+            .iter()
+            .map(step)
+            .collect::<Result<_>>()?,
+        constants,
+        plan,
+    })
+}
+
+fn write(columns: Vec<(&str, ArrayRef)>, meta: Value) -> Result<Vec<u8>> {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, a)| Field::new(*name, a.data_type().clone(), true))
+        .collect();
+    let schema = Arc::new(Schema::new_with_metadata(
+        fields,
+        std::collections::HashMap::from([(KEY.to_string(), meta.to_string())]),
+    ));
+    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|c| c.1).collect())
+        .map_err(|e| Error::data("cannot encode the exchange batch").with_source(e))?;
+    let mut out = Vec::new();
+    let mut writer = StreamWriter::try_new(&mut out, &schema)
+        .map_err(|e| Error::data("cannot encode the exchange batch").with_source(e))?;
+    writer
+        .write(&batch)
+        .and_then(|_| writer.finish())
+        .map_err(|e| Error::data("cannot encode the exchange batch").with_source(e))?;
+    drop(writer);
+    Ok(out)
+}
+
+fn read(bytes: &[u8], kind: &str) -> Result<(RecordBatch, Value)> {
+    let bad = || Error::data(format!("not advcalc {kind} bytes"));
+    let reader = StreamReader::try_new(bytes, None).map_err(|e| bad().with_source(e))?;
+    let meta: Value = reader
+        .schema()
+        .metadata()
+        .get(KEY)
+        .and_then(|m| serde_json::from_str(m).ok())
+        .ok_or_else(bad)?;
+    if meta["kind"] != kind || meta["version"] != VERSION {
+        return Err(bad());
+    }
+    let mut batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| bad().with_source(e))?;
+    if batches.len() != 1 {
+        return Err(bad());
+    }
+    Ok((batches.remove(0), meta))
+}
+
+fn malformed(what: &str) -> Error {
+    Error::data(format!("malformed advcalc exchange bytes: {what}"))
+}
+
+fn column<T>(v: &[T], f: impl Fn(&T) -> f64) -> Vec<f64> {
+    v.iter().map(f).collect()
+}
+
+fn f64s(v: &[f64]) -> ArrayRef {
+    Arc::new(Float64Array::from(v.to_vec()))
+}
+
+/// Group labels as tagged strings: `i` + an integer, `s` + a string.
+fn keys(v: &[GroupKey]) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(v.iter().map(key_text)))
+}
+
+fn key_text(k: &GroupKey) -> String {
+    match k {
+        GroupKey::Int(i) => format!("i{i}"),
+        GroupKey::Str(s) => format!("s{s}"),
+    }
+}
+
+fn key_from_text(t: &str) -> Result<GroupKey> {
+    match t.split_at_checked(1) {
+        Some(("i", i)) => i
+            .parse()
+            .map(GroupKey::Int)
+            .map_err(|_| malformed("group label")),
+        Some(("s", s)) => Ok(GroupKey::Str(s.into())),
+        _ => Err(malformed("group label")),
+    }
+}
+
+fn f64_column(batch: &RecordBatch, name: &str) -> Result<Vec<f64>> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<Float64Array>())
+        .map(|a| a.values().to_vec())
+        .ok_or_else(|| malformed(name))
+}
+
+fn i64_column(batch: &RecordBatch, name: &str) -> Result<Vec<i64>> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+        .map(|a| a.values().to_vec())
+        .ok_or_else(|| malformed(name))
+}
+
+fn u64_column(batch: &RecordBatch, name: &str) -> Result<Vec<u64>> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .map(|a| a.values().to_vec())
+        .ok_or_else(|| malformed(name))
+}
+
+fn key_column(batch: &RecordBatch, name: &str) -> Result<Vec<GroupKey>> {
+    let a = batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| malformed(name))?;
+    (0..a.len()).map(|i| key_from_text(a.value(i))).collect()
+}
+
+fn sums_json(sums: &BTreeMap<(Option<i64>, GroupKey), ColumnSums>) -> Value {
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    Value::Array(
+        sums.iter()
+            .map(|((s, k), c)| json!([s, key_text(k), bits(&c.num), bits(&c.den)]))
+            .collect(),
+    )
+}
+
+fn sums_from_json(v: &Value) -> Result<BTreeMap<(Option<i64>, GroupKey), ColumnSums>> {
+    let floats = |v: &Value| -> Result<Vec<f64>> {
+        array(v)?
+            .iter()
+            .map(|x| {
+                x.as_u64()
+                    .map(f64::from_bits)
+                    .ok_or_else(|| malformed("sums"))
+            })
+            .collect()
+    };
+    array(v)?
+        .iter()
+        .map(|e| {
+            let key = key_from_text(e[1].as_str().ok_or_else(|| malformed("sums"))?)?;
+            let sums = ColumnSums {
+                num: floats(&e[2])?,
+                den: floats(&e[3])?,
+            };
+            Ok(((step(&e[0])?, key), sums))
+        })
+        .collect()
+}
+
+fn array(v: &Value) -> Result<&Vec<Value>> {
+    v.as_array().ok_or_else(|| malformed("expected an array"))
+}
+
+fn step(v: &Value) -> Result<Option<i64>> {
+    match v {
+        Value::Null => Ok(None),
+        v => v.as_i64().map(Some).ok_or_else(|| malformed("step")),
+    }
+}
+
+fn uint(v: &Value, key: &str) -> Result<u64> {
+    v[key].as_u64().ok_or_else(|| malformed(key))
+}
+
+fn log_prob_column(name: &str) -> Result<&'static str> {
+    TokenRole::ALL
+        .iter()
+        .map(|r| r.column())
+        .find(|c| *c == name)
+        .ok_or_else(|| malformed("positive_log_probs.column"))
+}

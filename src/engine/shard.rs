@@ -1,0 +1,74 @@
+//! The plan of pass 2 cut by step: group and batch statistics never cross a step, so a pass-2
+//! task needs only the shard of the steps its record batches hold. A shard serialises to
+//! bytes (Arrow IPC, `engine::exchange`) to cross process and machine boundaries.
+
+use crate::engine::job::Prepared;
+use crate::engine::pipeline::Constants;
+use crate::engine::plan::training_batches;
+use crate::error::Result;
+use crate::estimators::Plan;
+
+/// What pass 2 needs for some steps: their constants (KL coefficient, IS normalisation) and
+/// the estimator's plan for their rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanShard {
+    /// The steps covered (`None`: the input has no step column).
+    pub steps: Vec<Option<i64>>,
+    pub constants: Constants,
+    pub plan: Plan,
+}
+
+impl Prepared {
+    /// The steps of the input, ascending (`[None]` without a step column).
+    pub fn steps(&self) -> Vec<Option<i64>> {
+        training_batches(self.stats.step.as_deref(), self.stats.rows())
+            .into_iter()
+            .map(|(step, _)| step)
+            .collect()
+    }
+
+    /// The shard of one step.
+    pub fn for_step(&self, step: Option<i64>) -> PlanShard {
+        self.for_steps(&[step])
+    }
+
+    /// The shard of several steps (the steps a record batch holds).
+    pub fn for_steps(&self, steps: &[Option<i64>]) -> PlanShard {
+        let mut rows: Vec<usize> = training_batches(self.stats.step.as_deref(), self.stats.rows())
+            .into_iter()
+            .filter(|(step, _)| steps.contains(step))
+            .flat_map(|(_, rows)| rows)
+            .collect();
+        rows.sort_unstable();
+        let mut constants = Constants::uniform(self.constants.default);
+        for &step in steps {
+            constants.per_step.insert(step, self.constants.get(step));
+        }
+        PlanShard {
+            steps: steps.to_vec(),
+            constants,
+            plan: self.plan.restrict(&rows, steps),
+        }
+    }
+
+    /// The whole plan as one shard (every step, no copy of the row index).
+    pub fn whole(&self) -> PlanShard {
+        PlanShard {
+            steps: self.steps(),
+            constants: self.constants.clone(),
+            plan: self.plan.clone(),
+        }
+    }
+}
+
+impl PlanShard {
+    /// The shard as bytes (an Arrow IPC stream), for another process or machine.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        super::exchange::shard_to_bytes(self)
+    }
+
+    /// A shard from [`PlanShard::to_bytes`]'s bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        super::exchange::shard_from_bytes(bytes)
+    }
+}
