@@ -1,0 +1,186 @@
+//! `advcalc compare`: several estimators (or configs) on one dump, side by side — "what
+//! would my update have looked like under X".
+//!
+//! Every variant is a full `run` pipeline (KL shaping, rollout correction, estimator), so its
+//! advantages are exactly those `advcalc run` writes. The dump is read as often as by one
+//! `run` (a statistics pass and an output pass, plus the constants pre-pass when a variant
+//! needs it), whatever the number of variants: each row group is read once per pass with
+//! the union of the variants' columns, and every variant works on it in turn.
+//!
+//! Statistics are over valid tokens (response mask after rejection = 1). Token sums are
+//! kept per row and added in file order, and pair counts are integers, so the numbers do not
+//! depend on the thread count or the row-group layout.
+//!
+//! This file holds the options and the pass over the row groups; `sums` reduces each row
+//! group to per-row sums, `summary` (with `buckets` and `spearman`) turns them into the
+//! summaries, and `report` renders the `Comparison`.
+
+mod buckets;
+mod report;
+mod spearman;
+mod summary;
+mod sums;
+
+use std::path::PathBuf;
+
+use rayon::prelude::*;
+
+pub use buckets::{BUCKETS, BucketSummary};
+pub use report::Comparison;
+pub use summary::{PairSummary, TokenStats, VariantSummary};
+
+use crate::config::Config;
+use crate::engine::job::{Job, Prepared};
+use crate::engine::passes::{prepare_jobs, thread_pool};
+use crate::engine::pipeline::Pipeline;
+use crate::engine::plan::training_batches;
+use crate::engine::progress::Progress;
+use crate::error::{Error, Result};
+use crate::io::format::Format;
+use crate::io::input::Input;
+use crate::io::read::ParquetInput;
+use crate::io::schema::InputColumns;
+use crate::shaping::scores::Layout;
+
+use summary::summarise;
+use sums::Sums;
+
+/// One column of the comparison: a label and the configuration it runs.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    /// The column's heading (an estimator's name, a config's stem, or `stem:estimator`).
+    pub label: String,
+    /// The validated configuration this variant runs.
+    pub config: Config,
+}
+
+/// How to compare, beyond the variants.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    /// The dump to read.
+    pub input: PathBuf,
+    /// The input's format; `None`: from the extension.
+    pub input_format: Option<Format>,
+    /// How scalar scores are placed on the tokens.
+    pub layout: Layout,
+    /// Worker threads; `None` means one per core.
+    pub threads: Option<usize>,
+    /// Show a progress bar (on a terminal only).
+    pub progress: bool,
+    /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them.
+    pub allow_nonfinite: bool,
+    /// A row is correct when its score (Σ of its token scores) is above this.
+    pub correct_above: f64,
+}
+
+/// Run every variant over `opts.input` and summarise their advantages side by side.
+pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
+    let opened = Input::open(&opts.input, opts.input_format)?;
+    let input = &opened.parquet;
+    let collected = collect(variants, input, opts)?;
+    Ok(summarise(
+        variants,
+        collected,
+        input.name(),
+        opts.correct_above,
+    ))
+}
+
+/// One configuration's advantage statistics per training batch, and the data warnings
+/// `run` would print.
+pub struct StepAdvantages {
+    /// Per training batch (its `step`, `None` without a step column): the token statistics.
+    pub by_step: Vec<(Option<i64>, TokenStats)>,
+    /// The data warnings `run` would print for this configuration.
+    pub warnings: Vec<String>,
+}
+
+/// The advantage statistics of one configuration, per training batch (for `inspect`).
+pub fn advantages_by_step(
+    config: &Config,
+    input: &ParquetInput,
+    opts: &CompareOptions,
+) -> Result<StepAdvantages> {
+    let variant = Variant {
+        label: config.algorithm.adv_estimator.name().to_string(),
+        config: config.clone(),
+    };
+    let mut collected = collect(std::slice::from_ref(&variant), input, opts)?;
+    let prepared = collected.prepared.pop().expect("one variant");
+    let rows = collected.sums.rows.pop().expect("one variant");
+    let by_step = training_batches(prepared.stats.step.as_deref(), rows.len())
+        .into_iter()
+        .map(|(step, batch)| (step, TokenStats::of(batch.iter().map(|&r| &rows[r]))))
+        .collect();
+    Ok(StepAdvantages {
+        by_step,
+        warnings: prepared.warnings,
+    })
+}
+
+/// What the passes leave for the summaries.
+struct Collected {
+    /// Each variant's statistics pass and plan (its steps, uids and warnings).
+    prepared: Vec<Prepared>,
+    /// Every row's sums, in file order.
+    sums: Sums,
+}
+
+/// Run every variant's passes over `input`, each row group read once per pass.
+fn collect(variants: &[Variant], input: &ParquetInput, opts: &CompareOptions) -> Result<Collected> {
+    if variants.is_empty() {
+        return Err(Error::usage("compare needs at least one estimator"));
+    }
+    let pipelines: Vec<Pipeline> = variants
+        .iter()
+        .map(|v| Pipeline::new(&v.config.algorithm))
+        .collect();
+    let columns = pipelines
+        .iter()
+        .map(|p| InputColumns::resolve(input.schema(), &p.needs(), input.name()))
+        .collect::<Result<Vec<_>>>()?;
+    let jobs: Vec<Job<'_>> = pipelines
+        .iter()
+        .zip(&columns)
+        .map(|(pipeline, columns)| Job {
+            pipeline,
+            columns,
+            file: input.name(),
+            layout: opts.layout,
+            allow_nonfinite: opts.allow_nonfinite,
+            metrics: false,
+        })
+        .collect();
+    for job in &jobs {
+        job.check_columns()?;
+    }
+    let mut projection: Vec<usize> = columns.iter().flat_map(|c| c.projection(false)).collect();
+    projection.sort_unstable();
+    projection.dedup();
+    let starts = input.row_group_starts();
+    let rows = *starts.last().unwrap_or(&0);
+    let progress = Progress::new(rows as u64, opts.progress);
+    thread_pool(opts.threads)?.install(|| {
+        let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
+        progress.pass("comparing");
+        let partials = (0..input.num_row_groups())
+            .into_par_iter()
+            .map(|rg| {
+                let batch = input.read_row_group(rg, Some(&projection))?;
+                let outputs = jobs
+                    .iter()
+                    .zip(&prepared)
+                    .map(|(job, p)| job.row_group_outputs(&batch, starts[rg], p))
+                    .collect::<Result<Vec<_>>>()?;
+                progress.inc(batch.num_rows());
+                Ok(Sums::of_row_group(&outputs))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        progress.finish();
+        let mut sums = Sums::with_capacity(variants.len(), rows);
+        for p in partials {
+            sums.append(p);
+        }
+        Ok(Collected { prepared, sums })
+    })
+}

@@ -1,0 +1,201 @@
+//! The summarise step: every row's sums → each variant's token statistics, correct/incorrect
+//! weights and pass-rate buckets, and each pair's sign agreement and rank correlation.
+
+use serde_json::{Map, Value, json};
+
+use super::Collected;
+use super::Variant;
+use super::buckets::{BucketSummary, RowBuckets};
+use super::report::Comparison;
+use super::spearman::spearman;
+use super::sums::{RowSums, Sums};
+
+/// One variant's advantages, summarised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariantSummary {
+    /// The variant's label.
+    pub label: String,
+    /// Its estimator's name.
+    pub estimator: String,
+    /// Statistics over every valid token.
+    pub tokens: TokenStats,
+    /// Per pass-rate bucket (`BUCKETS`); `None` without a `uid` column.
+    pub buckets: Option<Vec<BucketSummary>>,
+    /// Σ advantage over the valid tokens of correct rows.
+    pub weight_correct: f64,
+    /// Σ advantage over the valid tokens of incorrect rows.
+    pub weight_incorrect: f64,
+    /// Share of Σ |advantage| on correct rows.
+    pub abs_share_correct: f64,
+    /// The data warnings `run` would print for this variant.
+    pub warnings: Vec<String>,
+}
+
+/// Advantage statistics over a set of valid tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenStats {
+    /// Valid tokens counted.
+    pub valid_tokens: u64,
+    /// Mean advantage.
+    pub mean: f64,
+    /// Population standard deviation.
+    pub std: f64,
+    /// Smallest advantage.
+    pub min: f64,
+    /// Largest advantage.
+    pub max: f64,
+    /// Fraction of the valid tokens whose advantage is exactly 0.
+    pub zero_fraction: f64,
+}
+
+impl TokenStats {
+    /// Add up rows' sums in the given order (0 everywhere without a valid token).
+    pub(super) fn of<'a>(rows: impl IntoIterator<Item = &'a RowSums>) -> Self {
+        let mut t = RowSums::empty();
+        for r in rows {
+            t.valid += r.valid;
+            t.sum += r.sum;
+            t.sum_sq += r.sum_sq;
+            t.zeros += r.zeros;
+            t.min = t.min.min(r.min);
+            t.max = t.max.max(r.max);
+        }
+        if t.valid == 0 {
+            return TokenStats {
+                valid_tokens: 0,
+                mean: 0.0,
+                std: 0.0,
+                min: 0.0,
+                max: 0.0,
+                zero_fraction: 0.0,
+            };
+        }
+        let n = t.valid as f64;
+        let mean = t.sum / n;
+        TokenStats {
+            valid_tokens: t.valid,
+            mean,
+            std: (t.sum_sq / n - mean * mean).max(0.0).sqrt(),
+            min: t.min,
+            max: t.max,
+            zero_fraction: t.zeros as f64 / n,
+        }
+    }
+
+    /// The statistics as JSON fields.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("valid_tokens".into(), json!(self.valid_tokens));
+        m.insert("mean".into(), json!(self.mean));
+        m.insert("std".into(), json!(self.std));
+        m.insert("min".into(), json!(self.min));
+        m.insert("max".into(), json!(self.max));
+        m.insert("zero_fraction".into(), json!(self.zero_fraction));
+        m
+    }
+}
+
+/// Two variants against each other.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairSummary {
+    /// The first variant's label.
+    pub a: String,
+    /// The second variant's label.
+    pub b: String,
+    /// Tokens valid under both.
+    pub tokens: u64,
+    /// Fraction of those with the same sign (−, 0, +).
+    pub sign_agreement: Option<f64>,
+    /// Rows with a valid token under both.
+    pub rows: usize,
+    /// Spearman rank correlation of the rows' mean advantage (`None`: fewer than two rows,
+    /// or one side constant).
+    pub rank_correlation: Option<f64>,
+}
+
+/// Every row's sums → the whole comparison.
+pub(super) fn summarise(
+    variants: &[Variant],
+    collected: Collected,
+    file: &str,
+    correct_above: f64,
+) -> Comparison {
+    let Collected {
+        prepared,
+        sums: Sums { score, rows, pairs },
+    } = collected;
+    let correct: Vec<bool> = score.iter().map(|&s| s > correct_above).collect();
+    let row_buckets = RowBuckets::new(&prepared, &correct);
+    let summaries = variants
+        .iter()
+        .zip(&prepared)
+        .zip(&rows)
+        .map(|((v, p), rows)| {
+            let (mut w_right, mut w_wrong, mut abs_right, mut abs_all) = (0.0, 0.0, 0.0, 0.0);
+            for (r, &ok) in rows.iter().zip(&correct) {
+                if ok {
+                    w_right += r.sum;
+                    abs_right += r.sum_abs;
+                } else {
+                    w_wrong += r.sum;
+                }
+                abs_all += r.sum_abs;
+            }
+            VariantSummary {
+                label: v.label.clone(),
+                estimator: v.config.algorithm.adv_estimator.name().to_string(),
+                tokens: TokenStats::of(rows.iter()),
+                buckets: row_buckets.as_ref().map(|b| b.summaries(rows)),
+                weight_correct: w_right,
+                weight_incorrect: w_wrong,
+                abs_share_correct: if abs_all > 0.0 {
+                    abs_right / abs_all
+                } else {
+                    0.0
+                },
+                warnings: p.warnings.clone(),
+            }
+        })
+        .collect();
+    Comparison {
+        file: file.to_string(),
+        rows: score.len(),
+        correct_rows: correct.iter().filter(|&&c| c).count(),
+        correct_above,
+        variants: summaries,
+        pairs: pair_summaries(variants, &rows, &pairs),
+    }
+}
+
+/// Each pair of variants (i < j, row-major, as `pair_counts`): sign agreement over the
+/// tokens valid under both, rank correlation over the rows valid under both.
+fn pair_summaries(
+    variants: &[Variant],
+    rows: &[Vec<RowSums>],
+    pair_counts: &[(u64, u64)],
+) -> Vec<PairSummary> {
+    let n = variants.len();
+    let mut pairs = Vec::new();
+    let mut k = 0;
+    for i in 0..n {
+        for j in i + 1..n {
+            let (both, same) = pair_counts[k];
+            k += 1;
+            let (x, y): (Vec<f64>, Vec<f64>) = rows[i]
+                .iter()
+                .zip(&rows[j])
+                .filter(|(a, b)| a.valid > 0 && b.valid > 0)
+                .map(|(a, b)| (a.sum / a.valid as f64, b.sum / b.valid as f64))
+                .unzip();
+            pairs.push(PairSummary {
+                a: variants[i].label.clone(),
+                b: variants[j].label.clone(),
+                tokens: both,
+                sign_agreement: (both > 0).then(|| same as f64 / both as f64),
+                rows: x.len(),
+                rank_correlation: spearman(&x, &y),
+            });
+        }
+    }
+    pairs
+}

@@ -1,0 +1,132 @@
+//! What pass 2 keeps of each row group: per row and variant, sums over the valid tokens'
+//! advantages (O(rows) scalars, never tokens), each row's raw score, and per pair of
+//! variants integer sign-agreement counts. Row groups' sums are appended in row-group order.
+
+use crate::engine::job::GroupOutputs;
+
+/// Per row and variant: sums over the row's valid tokens' advantages.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RowSums {
+    /// Valid tokens.
+    pub(super) valid: u64,
+    /// Σ advantage.
+    pub(super) sum: f64,
+    /// Σ advantage².
+    pub(super) sum_sq: f64,
+    /// Σ |advantage|.
+    pub(super) sum_abs: f64,
+    /// Valid tokens whose advantage is exactly 0.
+    pub(super) zeros: u64,
+    /// Smallest advantage (+∞ without a valid token).
+    pub(super) min: f64,
+    /// Largest advantage (−∞ without a valid token).
+    pub(super) max: f64,
+}
+
+impl RowSums {
+    /// No token yet.
+    pub(super) fn empty() -> Self {
+        RowSums {
+            valid: 0,
+            sum: 0.0,
+            sum_sq: 0.0,
+            sum_abs: 0.0,
+            zeros: 0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+}
+
+/// Every variant's sums over some rows (one row group's, or the whole file's in order).
+pub(super) struct Sums {
+    /// Raw score (Σ token scores) per row.
+    pub(super) score: Vec<f64>,
+    /// `rows[v][i]`: variant v, row i.
+    pub(super) rows: Vec<Vec<RowSums>>,
+    /// Per pair (i < j, row-major): (tokens valid under both, same sign).
+    pub(super) pairs: Vec<(u64, u64)>,
+}
+
+impl Sums {
+    /// No rows yet, room for `rows` rows of `variants` variants.
+    pub(super) fn with_capacity(variants: usize, rows: usize) -> Self {
+        Sums {
+            score: Vec::with_capacity(rows),
+            rows: vec![Vec::with_capacity(rows); variants],
+            pairs: vec![(0, 0); variants * (variants - 1) / 2],
+        }
+    }
+
+    /// Reduce one row group's outputs of every variant to per-row sums and pair counts.
+    pub(super) fn of_row_group(outputs: &[GroupOutputs]) -> Self {
+        let first = &outputs[0].group;
+        let n_rows = first.rows();
+        let score = (0..n_rows)
+            .map(|i| first.scores[first.span(i)].iter().map(|&x| x as f64).sum())
+            .collect();
+        let rows = outputs
+            .iter()
+            .map(|o| {
+                (0..n_rows)
+                    .map(|i| {
+                        let s = o.group.span(i);
+                        let mut r = RowSums::empty();
+                        for (&a, &m) in o.outputs.advantages[s.clone()].iter().zip(&o.mask[s]) {
+                            if m == 1.0 {
+                                let a = a as f64;
+                                r.valid += 1;
+                                r.sum += a;
+                                r.sum_sq += a * a;
+                                r.sum_abs += a.abs();
+                                r.zeros += u64::from(a == 0.0);
+                                r.min = r.min.min(a);
+                                r.max = r.max.max(a);
+                            }
+                        }
+                        r
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut pairs = Vec::new();
+        for (i, a) in outputs.iter().enumerate() {
+            for b in &outputs[i + 1..] {
+                let (mut both, mut same) = (0u64, 0u64);
+                for t in 0..a.mask.len() {
+                    if a.mask[t] == 1.0 && b.mask[t] == 1.0 {
+                        both += 1;
+                        same += u64::from(
+                            sign(a.outputs.advantages[t]) == sign(b.outputs.advantages[t]),
+                        );
+                    }
+                }
+                pairs.push((both, same));
+            }
+        }
+        Sums { score, rows, pairs }
+    }
+
+    /// Append the next row group's sums (row groups in file order); pair counts add up.
+    pub(super) fn append(&mut self, next: Sums) {
+        self.score.extend(next.score);
+        for (all, part) in self.rows.iter_mut().zip(next.rows) {
+            all.extend(part);
+        }
+        for (total, (both, same)) in self.pairs.iter_mut().zip(next.pairs) {
+            total.0 += both;
+            total.1 += same;
+        }
+    }
+}
+
+/// −1, 0 or +1.
+fn sign(x: f32) -> i8 {
+    if x > 0.0 {
+        1
+    } else if x < 0.0 {
+        -1
+    } else {
+        0
+    }
+}
