@@ -24,9 +24,11 @@ pub struct Error {
     hint: Option<String>,
 }
 
+/// The library's result type: [`Error`] unless another error type is named.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Bad data or I/O (exit 1); `message` names the file, column and row at fault.
     pub fn data(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Data,
@@ -36,6 +38,7 @@ impl Error {
         }
     }
 
+    /// Bad arguments or configuration (exit 2): what was asked for is wrong, not the data.
     pub fn usage(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Usage,
@@ -61,6 +64,20 @@ impl Error {
     }
 
     /// Attach what the user can do about it (one line, printed by `main` as `hint: ...`).
+    ///
+    /// The hint stays out of the message and survives [`Error::context`]:
+    ///
+    /// ```
+    /// use advcalc::{Error, ErrorKind};
+    ///
+    /// let e = Error::usage("OUT is the same file as IN")
+    ///     .with_hint("write to another file")
+    ///     .context("out.parquet");
+    /// assert_eq!(e.kind(), ErrorKind::Usage);
+    /// assert_eq!(e.exit_code(), 2);
+    /// assert_eq!(e.to_string(), "out.parquet: OUT is the same file as IN");
+    /// assert_eq!(e.hint(), Some("write to another file"));
+    /// ```
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
@@ -72,10 +89,13 @@ impl Error {
         self
     }
 
+    /// Data or usage: which exit code the error maps to.
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 
+    /// The one-line message with its context prefixes: what `Display` prints, without the
+    /// cause or the hint.
     pub fn message(&self) -> &str {
         &self.message
     }

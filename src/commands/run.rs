@@ -33,17 +33,24 @@ use crate::shaping::scores::Layout;
 /// How to run, beyond the algorithm configuration.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// IN: Parquet, an Arrow IPC file or stream, or `-` for an Arrow IPC stream on stdin.
     pub input: PathBuf,
+    /// OUT: IN with the computed columns, written to a temporary file and renamed onto this
+    /// path at the end; `-` writes an Arrow IPC stream to stdout. Never IN itself.
     pub output: PathBuf,
+    /// Overwrite OUT if it exists (`--force`); without it an existing OUT is a usage error.
     pub force: bool,
     /// Worker threads; `None` means one per core.
     pub threads: Option<usize>,
+    /// Draw a progress bar on stderr (only when stderr is a terminal).
     pub progress: bool,
+    /// How token lists are laid out (`--layout`): where a scalar `score` column is placed.
     pub layout: Layout,
     /// Let NaN and ±inf through instead of refusing them.
     pub allow_nonfinite: bool,
     /// `--input-format` / `--output-format`; `None`: by extension (`-` is an Arrow stream).
     pub input_format: Option<Format>,
+    /// Format of OUT; `None`: by extension, as for IN.
     pub output_format: Option<Format>,
     /// Where to write the metrics as JSON (`--metrics`).
     pub metrics: Option<PathBuf>,
@@ -52,13 +59,49 @@ pub struct RunOptions {
 /// What a run did, for the user.
 #[derive(Debug, Clone, Default)]
 pub struct RunSummary {
+    /// Rows of IN (and of OUT).
     pub rows: usize,
+    /// Row groups of IN, which OUT keeps.
     pub row_groups: usize,
+    /// Training batches: one per `step` value, or one without a `step` column.
     pub batches: usize,
     /// Things the user should know about the data (printed by `main`).
     pub warnings: Vec<String>,
 }
 
+/// Compute the configured estimator's outputs from IN into OUT: the two passes, streamed
+/// by row group, with every other column of IN copied unchanged and how OUT was made
+/// recorded in its `advcalc.*` key-value metadata. OUT appears only once it is complete.
+///
+/// Errors are usage errors for OUT (the same file as IN, a directory, an existing file
+/// without `force`) and data errors for IN (unreadable, a missing column, a refused value).
+///
+/// ```
+/// use std::path::Path;
+/// use advcalc::{Config, ConfigSources, ErrorKind, Layout, RunOptions, run};
+///
+/// let config = Config::load(&ConfigSources { estimator: Some("grpo"), ..Default::default() })?;
+/// let dir = tempfile::tempdir().unwrap();
+/// let opts = RunOptions {
+///     input: Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet"),
+///     output: dir.path().join("out.parquet"),
+///     force: false,
+///     threads: Some(1),
+///     progress: false,
+///     layout: Layout::Ragged,
+///     allow_nonfinite: false,
+///     input_format: None,
+///     output_format: None,
+///     metrics: None,
+/// };
+/// let summary = run(&config, &opts)?;
+/// // the demo dump: 256 rows in row groups of 64, no `step` column
+/// assert_eq!((summary.rows, summary.row_groups, summary.batches), (256, 4, 1));
+/// assert!(opts.output.is_file());
+/// // OUT exists now: without `force` a second run refuses to overwrite it
+/// assert_eq!(run(&config, &opts).unwrap_err().kind(), ErrorKind::Usage);
+/// # Ok::<(), advcalc::Error>(())
+/// ```
 pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
     let out_format = Format::of(&opts.output, opts.output_format);
     if !is_stdio(&opts.input) && !is_stdio(&opts.output) && same_file(&opts.input, &opts.output) {

@@ -30,9 +30,15 @@ pub use sources::ConfigSources;
 /// verl's `algorithm` section after validation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AlgoConfig {
+    /// `gamma`: the per-token discount of the return-based estimators (gae, reinforce, ...;
+    /// verl's default 1.0). `advcalc estimators` lists the settings each estimator reads.
     pub gamma: f64,
+    /// `lam`: GAE's λ (verl's default 1.0).
     pub lam: f64,
+    /// `adv_estimator` (verl's default `gae`).
     pub adv_estimator: Estimator,
+    /// `norm_adv_by_std_in_grpo`: divide GRPO's group-centred scores by the group's std
+    /// (verl's default true).
     pub norm_adv_by_std_in_grpo: bool,
     /// `use_kl_in_reward` with its `kl_penalty` and `kl_ctrl`; `None`: no KL in the reward
     /// (verl then checks neither name, and neither does advcalc).
@@ -53,6 +59,7 @@ pub struct AlgoConfig {
 /// Everything advcalc reads from a verl configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// verl's `algorithm:` section: everything the computation reads.
     pub algorithm: AlgoConfig,
     /// `actor_rollout_ref.rollout.n`: the configured group size, when the file gives it.
     pub rollout_n: Option<i64>,
@@ -65,6 +72,30 @@ pub struct Config {
 impl Config {
     /// Merge the sources (file, then `--set`, then the flags) and validate the result; errors
     /// are usage errors naming the key and where its value came from.
+    ///
+    /// ```
+    /// use advcalc::{Config, ConfigSources};
+    ///
+    /// let sets = ["algorithm.lam=0.95".to_string()];
+    /// let config = Config::load(&ConfigSources {
+    ///     estimator: Some("grpo"),
+    ///     sets: &sets,
+    ///     ..Default::default()
+    /// })?;
+    /// let algo = &config.algorithm;
+    /// assert_eq!(algo.adv_estimator.name(), "grpo");
+    /// assert_eq!((algo.gamma, algo.lam), (1.0, 0.95)); // verl's default γ, λ from --set
+    /// assert!(algo.norm_adv_by_std_in_grpo);
+    /// assert!(algo.kl_in_reward.is_none());
+    /// assert!(config.estimator_configured);
+    ///
+    /// // a key verl does not know is refused, naming its source
+    /// let sets = ["algorithm.lamda=0.95".to_string()];
+    /// let e = Config::load(&ConfigSources { sets: &sets, ..Default::default() }).unwrap_err();
+    /// assert_eq!(e.kind(), advcalc::ErrorKind::Usage);
+    /// assert!(e.message().contains("--set"), "{e}");
+    /// # Ok::<(), advcalc::Error>(())
+    /// ```
     pub fn load(sources: &ConfigSources<'_>) -> Result<Self> {
         let merged = sources::merge(sources)?;
         let estimator_configured = merged.origins.written("adv_estimator");
@@ -83,6 +114,27 @@ impl Config {
     /// advcalc reads, defaults included, and `actor_rollout_ref.rollout.n` when known), from
     /// which `Config::load` gives this configuration again. Deterministic: provenance for
     /// output files.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use advcalc::{Config, ConfigSources};
+    ///
+    /// let sets = ["algorithm.gamma=0.99".to_string()];
+    /// let config = Config::load(&ConfigSources {
+    ///     estimator: Some("rloo"),
+    ///     sets: &sets,
+    ///     ..Default::default()
+    /// })?;
+    /// let yaml = config.to_yaml();
+    /// assert!(yaml.contains("\n  adv_estimator: rloo\n"), "{yaml}");
+    ///
+    /// // the YAML loads back to the same configuration
+    /// let mut file = tempfile::NamedTempFile::new().unwrap();
+    /// file.write_all(yaml.as_bytes()).unwrap();
+    /// let again = Config::load(&ConfigSources { file: Some(file.path()), ..Default::default() })?;
+    /// assert_eq!(again.algorithm, config.algorithm);
+    /// # Ok::<(), advcalc::Error>(())
+    /// ```
     pub fn to_yaml(&self) -> String {
         to_yaml::to_yaml(self)
     }

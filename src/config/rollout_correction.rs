@@ -20,7 +20,10 @@ pub enum RolloutCorrection {
     Decoupled(Correction),
     /// `bypass_mode: true`: `old_log_probs` are replaced by `rollout_log_probs` and nothing is
     /// corrected here (`loss_type`, the policy loss verl then uses, is recorded only).
-    Bypass { loss_type: String },
+    Bypass {
+        /// `loss_type` (verl's default `ppo_clip`).
+        loss_type: String,
+    },
 }
 
 impl Default for RolloutCorrection {

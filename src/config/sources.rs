@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 /// Where the configuration comes from, in increasing priority.
 #[derive(Debug, Default, Clone)]
 pub struct ConfigSources<'a> {
+    /// `--config FILE`: a verl trainer YAML (its `algorithm:` section and
+    /// `actor_rollout_ref.rollout.n`); `None`: verl's defaults.
     pub file: Option<&'a Path>,
     /// `--set key=value`, in command-line order.
     pub sets: &'a [String],

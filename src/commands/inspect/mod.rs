@@ -48,11 +48,17 @@ use tally::StepTally;
 /// How to inspect, beyond the algorithm configuration.
 #[derive(Debug, Clone)]
 pub struct InspectOptions {
+    /// The dump: Parquet, an Arrow IPC file or stream, or `-` for an Arrow IPC stream on
+    /// stdin.
     pub input: PathBuf,
+    /// `--input-format`; `None`: by extension (`-` is an Arrow stream).
     pub input_format: Option<Format>,
+    /// How token lists are laid out (`--layout`): where a scalar `score` goes, and whether a
+    /// trailing mask-0 token is a tool token (ragged) or padding (padded, not checked).
     pub layout: Layout,
     /// Worker threads; `None` means one per core.
     pub threads: Option<usize>,
+    /// Draw a progress bar on stderr (only when stderr is a terminal).
     pub progress: bool,
     /// An estimator was asked for (`-e`, or a config naming one): check its advantages too.
     pub estimator_given: bool,
@@ -61,6 +67,37 @@ pub struct InspectOptions {
 /// The prefix of the key-value metadata `advcalc run` writes into its output (provenance).
 pub const PROVENANCE_PREFIX: &str = "advcalc.";
 
+/// Check a dump and report the findings per step, with their warnings (docs/inspect.md).
+/// `config` supplies the checks' settings (`rollout.n`, KL in the reward, rejection); a
+/// check whose columns are missing is skipped with a note, and NaN, ±inf and positive
+/// log-probabilities are counted, not refused. An error means the dump could not be read,
+/// or lacks `response_mask` or a score column; warnings are part of the report.
+///
+/// ```
+/// use std::path::Path;
+/// use advcalc::{Config, ConfigSources, Layout};
+/// use advcalc::commands::inspect::{InspectOptions, inspect};
+///
+/// let sets = ["actor_rollout_ref.rollout.n=8".to_string()];
+/// let config = Config::load(&ConfigSources { sets: &sets, ..Default::default() })?;
+/// let opts = InspectOptions {
+///     input: Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet"),
+///     input_format: None,
+///     layout: Layout::Ragged,
+///     threads: Some(1),
+///     progress: false,
+///     estimator_given: false,
+/// };
+/// let report = inspect(&config, &opts)?;
+/// // no `step` column: one section for the whole file
+/// let all = &report.steps[0];
+/// assert_eq!((report.steps.len(), all.step, all.rows), (1, None, 256));
+/// // 32 prompts, 8 samples each
+/// let groups = all.groups.as_ref().unwrap();
+/// assert_eq!((groups.count, groups.expected_size), (32, Some(8)));
+/// assert_eq!(report.to_json()["steps"][0]["groups"]["count"], 32);
+/// # Ok::<(), advcalc::Error>(())
+/// ```
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     let opened = Input::open(&opts.input, opts.input_format)?;
     let input = &opened.parquet;

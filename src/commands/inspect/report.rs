@@ -14,7 +14,9 @@ use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
 /// A finding that is likely a mistake: a stable snake_case code and a one-line explanation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Warning {
+    /// Stable across releases (docs/inspect.md lists them), e.g. `masked_reward`.
     pub code: &'static str,
+    /// What was found, why it matters and what to do; may be reworded.
     pub message: String,
 }
 
@@ -23,6 +25,7 @@ pub struct Warning {
 pub struct Report {
     /// The input's name (`<stdin>` for `-`).
     pub file: String,
+    /// The `--layout` the dump was read with.
     pub layout: Layout,
     /// What was not checked and why, and configuration notes.
     pub notes: Vec<String>,
@@ -36,19 +39,30 @@ pub struct Report {
 /// One step's findings.
 #[derive(Debug, Clone, Default)]
 pub struct StepReport {
+    /// The `step` value; `None` without a step column (the whole file).
     pub step: Option<i64>,
+    /// Rows in the step.
     pub rows: u64,
+    /// Positions: every element of the token lists, mask 0 included.
     pub tokens: u64,
+    /// Mask-1 tokens of the input mask (policy tokens).
     pub valid_tokens: u64,
+    /// Rows with no mask-1 token, empty responses and V1 padding rows included.
     pub rows_without_valid_token: u64,
+    /// verl V1 padding rows (a `pad…` uid, one token, mask and score 0): expected, and left
+    /// out of the group and score checks.
     pub v1_padding_rows: u64,
     /// `None` under `--layout padded`, where trailing mask-0 tokens are padding.
     pub rows_ending_in_tool_token: Option<u64>,
+    /// Rows with a non-zero, non-NaN score on a mask-0 position.
     pub masked_reward_rows: u64,
+    /// Mask-0 positions with a non-zero, non-NaN score.
     pub masked_reward_tokens: u64,
+    /// Tool spans (runs of mask-0 tokens followed by a mask-1 token) per row.
     pub tool_spans: ToolSpans,
     /// `None` without a `uid` column.
     pub groups: Option<Groups>,
+    /// Per-row score sums (over every position), V1 padding rows left out.
     pub score_sum: ScoreSums,
     /// `None` without `old_log_probs` and `ref_log_prob`.
     pub kl: Option<Kl>,
@@ -61,20 +75,25 @@ pub struct StepReport {
     /// Advantage statistics of the configured estimator (`-e`), rendered as a section of
     /// its own when present.
     pub advantages: Option<Value>,
+    /// The step's warnings, in report order.
     pub warnings: Vec<Warning>,
 }
 
 /// Tool spans per row: rows with 0, 1, 2, 3 or more spans, the mean and the maximum.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolSpans {
+    /// Rows with 0, 1, 2, and 3 or more spans.
     pub rows: [u64; 4],
+    /// Mean spans per row; `None` for a step without rows.
     pub mean: Option<f64>,
+    /// Most spans in one row.
     pub max: u64,
 }
 
 /// uid groups of one step (V1 padding rows left out).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Groups {
+    /// Distinct `uid`s.
     pub count: u64,
     /// size → number of groups.
     pub sizes: BTreeMap<usize, u64>,
@@ -87,48 +106,70 @@ pub struct Groups {
 /// The distribution of per-row score sums (finite sums of non-padding rows).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ScoreSums {
+    /// Quantiles and mean of the finite sums; `None` when no row has one.
     pub distribution: Option<Distribution>,
+    /// Rows whose score sum is NaN or ±inf (left out of the distribution).
     pub non_finite_rows: u64,
 }
 
 /// KL magnitude, k1 = old_log_probs − ref_log_prob over valid tokens.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Kl {
+    /// Valid tokens where both log-probs are finite: the per-token means' denominator.
     pub tokens: u64,
+    /// Mean k1 per token; `None` when `tokens` is 0.
     pub mean_k1: Option<f64>,
+    /// Mean |k1| per token; `None` when `tokens` is 0.
     pub mean_abs_k1: Option<f64>,
+    /// Mean over the step's rows of each row's Σ k1; `None` for a step without rows.
     pub mean_row_sum_k1: Option<f64>,
     /// With `algorithm.use_kl_in_reward`: what the configured penalty does to the rewards.
     pub shaping: Option<KlShaping>,
 }
 
+/// What the configured KL penalty does to the rewards (rows shaped as `run` shapes them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KlShaping {
     /// `algorithm.kl_penalty`.
     pub estimator: String,
     /// β (`algorithm.kl_ctrl.kl_coef`).
+    /// With an adaptive controller this is the initial β (a note says so).
     pub coef: f64,
+    /// Rows whose score sum and shaped reward sum are both non-zero and of opposite signs.
     pub rows_sign_flipped: u64,
+    /// Mean |β·Σ kld·m| per row, over rows where penalty and score sum are finite; `None`
+    /// when there is none.
     pub mean_abs_penalty: Option<f64>,
+    /// Mean |score sum| per row, over the same rows as `mean_abs_penalty`.
     pub mean_abs_score_sum: Option<f64>,
 }
 
 /// Train/rollout mismatch over valid tokens with finite old and rollout log-probs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Mismatch {
+    /// Valid tokens where both log-probs are finite.
     pub tokens: u64,
+    /// Mean |old − rollout| per token; `None` when `tokens` is 0.
     pub mean_abs_diff: Option<f64>,
+    /// Tokens whose ratio exp(old − rollout) is outside [`RATIO_LOW`, `RATIO_HIGH`] ([0.5, 2]):
+    /// those truncated IS or rejection at verl's default threshold would act on.
     pub ratio_outside: u64,
+    /// Tokens whose ratio is above `RATIO_EXTREME` (10).
     pub ratio_extreme: u64,
 }
 
 /// What the configured rejection sampling removes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rejection {
+    /// Valid tokens before rejection.
     pub valid_tokens: u64,
+    /// Valid tokens whose mask rejection sets from 1 to 0.
     pub rejected_tokens: u64,
+    /// Rows with a valid token before rejection.
     pub rows_with_valid_token: u64,
+    /// Of those, rows left with no valid token.
     pub rows_fully_rejected: u64,
+    /// Mask-0 positions the rejected mask sets to 1: always 0 unless advcalc has a bug.
     pub outside_mask: u64,
 }
 
@@ -207,6 +248,7 @@ fn layout_name(layout: Layout) -> &'static str {
 }
 
 impl StepReport {
+    /// The step as one element of the report's `steps` (keys in docs/inspect.md).
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         let mut put = |k: &str, v: Value| {

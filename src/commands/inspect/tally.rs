@@ -25,11 +25,15 @@ pub struct RowFacts {
 /// NaN, ±inf and positive values of one column.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ColumnCounts {
+    /// The column's name in the input.
     pub name: String,
     /// A log-probability column, whose positive values are counted.
     pub log_prob: bool,
+    /// NaN values, at any position (mask 0 included).
     pub nan: u64,
+    /// +inf and −inf values, at any position.
     pub inf: u64,
+    /// Finite values above 0 (log π ≤ 0); always 0 unless `log_prob`.
     pub positive: u64,
 }
 
