@@ -15,6 +15,8 @@
 //! The maths (estimators, shaping) works on plain slices; `docs/architecture.md` has the code
 //! map and the rules.
 
+#![warn(missing_docs)]
+
 pub mod commands;
 pub mod config;
 mod engine;

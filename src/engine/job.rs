@@ -43,13 +43,17 @@ pub enum StatsPass {
 
 /// Everything pass 2 needs, worked out from the merged pass-1 statistics.
 pub struct Prepared {
+    /// The merged pass-1 statistics of every row, in input order.
     pub stats: RowStats,
+    /// The estimator's batch work for every row and step.
     pub plan: Plan,
+    /// Per step: the KL coefficient used and the IS normalisation factor.
     pub constants: Constants,
     /// Per step: the KL controller's (current KL, β) for the metrics.
     pub kl_metrics: BTreeMap<Option<i64>, (f64, f64)>,
     /// `--metrics` parts of pass 1 (rollout correction).
     pub metric_parts: metrics::Parts,
+    /// The number of training batches (steps).
     pub batches: usize,
     /// Things the user should know about the data.
     pub warnings: Vec<String>,

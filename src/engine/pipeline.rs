@@ -47,11 +47,14 @@ pub struct Pipeline {
 /// Constants per training batch, with a default for steps not (yet) known.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Constants {
+    /// For a step not listed (the configured β, no normalisation).
     pub default: StepConstants,
+    /// The steps' own constants.
     pub per_step: BTreeMap<Option<i64>, StepConstants>,
 }
 
 impl Constants {
+    /// The same constants for every step.
     pub fn uniform(default: StepConstants) -> Self {
         Constants {
             default,
@@ -59,6 +62,7 @@ impl Constants {
         }
     }
 
+    /// The constants of `step`.
     pub fn get(&self, step: Option<i64>) -> StepConstants {
         self.per_step.get(&step).copied().unwrap_or(self.default)
     }

@@ -14,7 +14,9 @@ use crate::estimators::Plan;
 pub struct PlanShard {
     /// The steps covered (`None`: the input has no step column).
     pub steps: Vec<Option<i64>>,
+    /// The steps' constants (KL coefficient, IS normalisation).
     pub constants: Constants,
+    /// The estimator's plan, restricted to the steps' rows.
     pub plan: Plan,
 }
 
