@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
 use crate::error::Result;
-use crate::estimators::{Batch, Plan, RowStats};
+use crate::estimators::{Plan, RowStats, TrainingBatch};
 
 /// The training batches: global row indices of each step, steps ascending, rows in file
 /// order. Without a `step` column the whole input is one batch.
@@ -73,7 +73,7 @@ pub fn plan(pipeline: &Pipeline, stats: &RowStats, file: &str) -> Result<Plan> {
     let settings = pipeline.settings();
     let mut plan = Plan::new(stats.rows());
     for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
-        let batch = Batch {
+        let batch = TrainingBatch {
             settings: &settings,
             stats,
             step,

@@ -251,7 +251,7 @@ impl Plan {
 }
 
 /// One training batch between the passes: the per-row statistics of its rows.
-pub struct Batch<'a> {
+pub struct TrainingBatch<'a> {
     pub settings: &'a Settings<'a>,
     pub stats: &'a RowStats,
     pub step: Option<i64>,
@@ -260,7 +260,7 @@ pub struct Batch<'a> {
     pub file: &'a str,
 }
 
-impl Batch<'_> {
+impl TrainingBatch<'_> {
     /// The rows' outcome scores.
     pub fn scores(&self) -> Vec<f64> {
         self.rows.iter().map(|&r| self.stats.score[r]).collect()

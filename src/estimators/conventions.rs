@@ -21,7 +21,7 @@
 use crate::data::GroupKey;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
-use crate::estimators::{Batch, Plan};
+use crate::estimators::{Plan, TrainingBatch};
 
 use super::Estimator;
 use super::grpo_batch_std::{self, grpo_batch_std};
@@ -320,7 +320,7 @@ pub fn family_scalars(
 /// The batch work of a family member under a convention other than verl's exact rule (and
 /// of grpo_batch_std and maxrl under every convention): the convention's groups, then
 /// [`family_scalars`].
-pub fn family_batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<(), Error> {
+pub fn family_batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<(), Error> {
     let s = batch.settings;
     let g = batch.family_grouping(plan, s.family.convention.consecutive())?;
     let scalars = family_scalars(s.estimator, &s.family, s.norm_by_std, &batch.scores(), &g)

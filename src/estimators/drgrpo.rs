@@ -13,7 +13,7 @@
 
 use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan};
 use crate::estimators::conventions::{self, Convention};
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
@@ -33,7 +33,7 @@ impl Estimate for Drgrpo {
         settings: &["convention"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         if batch.settings.family.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }

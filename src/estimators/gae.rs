@@ -25,7 +25,7 @@
 use crate::data::TokenRole;
 use crate::error::Result;
 use crate::estimators::moments::Moments;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
 
 /// A_raw of one row.
 pub fn gae_row(
@@ -87,7 +87,7 @@ impl Estimate for Gae {
         Ok(())
     }
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         if batch.settings.whiten_advantages {
             let w = batch.whiten(&batch.merged_moments())?;
             plan.whitening.insert(batch.step, w);

@@ -13,7 +13,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::grpo;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 use crate::estimators::reinforce_plus_plus_baseline::whitened;
 
 /// The per-row weighted sum of per-component GRPO advantages, before whitening.
@@ -43,7 +43,7 @@ impl Estimate for Gdpo {
         settings: &["gdpo_reward_keys", "gdpo_reward_weights"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let components: Vec<Vec<f64>> = batch
             .stats
             .components

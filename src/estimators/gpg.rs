@@ -8,7 +8,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 
 pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     let nonzero = scores.iter().filter(|&&s| s != 0.0).count().max(1);
@@ -33,7 +33,7 @@ impl Estimate for Gpg {
         settings: &[],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(plan, gpg(&batch.scores(), &batch.grouping()));
         Ok(())
     }

@@ -26,7 +26,7 @@
 
 use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 use crate::estimators::conventions::{self, Convention};
 
 /// verl's default `epsilon` for the GRPO family.
@@ -123,7 +123,7 @@ impl Estimate for Grpo {
         settings: &["norm_adv_by_std_in_grpo", "convention"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         if batch.settings.family.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }

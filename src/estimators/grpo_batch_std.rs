@@ -19,7 +19,7 @@
 
 use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, conventions};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, conventions};
 
 /// How a framework defines the batch-std advantage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,7 +99,7 @@ impl Estimate for GrpoBatchStd {
         settings: &["convention", "group_size"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         conventions::family_batch(batch, plan)
     }
 }

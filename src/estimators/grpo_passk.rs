@@ -10,7 +10,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::{EPSILON, group_mean_std};
 use crate::error::{Error, Result};
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// `Err(group)` names a group with a single row.
 pub fn grpo_passk(
@@ -58,7 +58,7 @@ impl Estimate for GrpoPassk {
         settings: &["norm_adv_by_std_in_grpo"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let g = batch.grouping();
         let scalars =
             grpo_passk(&batch.scores(), &g, batch.settings.norm_by_std).map_err(|group| {

@@ -22,7 +22,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo;
 use crate::error::{Error, Result};
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// Group rows the way `as_torch_index` does. `Err(row)` names a row whose label would be a
 /// negative group index, which verl cannot handle.
@@ -92,7 +92,7 @@ impl Estimate for GrpoVectorized {
         settings: &[],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let labels = batch.labels();
         let g = canonical_grouping(&labels).map_err(|i| {
             Error::data(format!(

@@ -16,7 +16,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, conventions};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, conventions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxrlRule {
@@ -48,7 +48,7 @@ impl Estimate for Maxrl {
         settings: &["convention"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         conventions::family_batch(batch, plan)
     }
 }

@@ -15,7 +15,7 @@ pub mod sessions;
 
 use crate::error::{Error, Result};
 
-pub use context::{Batch, Plan, RowStats, Rows, Settings, Tokens};
+pub use context::{Plan, RowStats, Rows, Settings, Tokens, TrainingBatch};
 
 /// Where an estimator comes from (verl 0.9.1's own names first).
 pub const VERL: &str = "verl 0.9.1";
@@ -86,7 +86,7 @@ pub trait Estimate {
     }
 
     /// Between the passes, once per training batch: group and batch statistics into `plan`.
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()>;
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()>;
 
     /// Pass 2: the token outputs of one row group. The default broadcasts each row's scalar
     /// onto its mask ([`Kind::Outcome`]).
@@ -145,7 +145,7 @@ macro_rules! registry {
                 }
             }
 
-            pub(crate) fn batch(self, batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+            pub(crate) fn batch(self, batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
                 match self {
                     $(Estimator::$variant => <$module::$ty as Estimate>::batch(batch, plan),)*
                 }

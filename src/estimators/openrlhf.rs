@@ -24,7 +24,7 @@
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, Whitening};
-use crate::estimators::{Batch, Plan, Rows, Tokens};
+use crate::estimators::{Plan, Rows, Tokens, TrainingBatch};
 
 use super::grpo::group_sums;
 
@@ -34,7 +34,7 @@ pub const SOURCE: &str = "OpenRLHF";
 /// Steps 1–3 and 5's statistics for one batch: each row's clipped scalar, and with `whiten`
 /// (`openrlhf_reinforce_baseline`) the batch whitening over the valid tokens.
 pub fn batch(
-    batch: &Batch<'_>,
+    batch: &TrainingBatch<'_>,
     plan: &mut Plan,
     shaping: fn(&[f64], &Grouping) -> Result<Vec<f64>, usize>,
     whiten: bool,

@@ -13,7 +13,7 @@ use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
 
 pub fn openrlhf_dr_grpo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
     group_scalar(scores, grouping, Shaping::Mean)
@@ -31,7 +31,7 @@ impl Estimate for OpenrlhfDrGrpo {
         settings: &["group_size", "openrlhf.reward_clip"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         openrlhf::batch(batch, plan, openrlhf_dr_grpo, false)
     }
 

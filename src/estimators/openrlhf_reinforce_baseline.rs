@@ -17,7 +17,7 @@ use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
 
 pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
     group_scalar(scores, grouping, Shaping::Mean)
@@ -35,7 +35,7 @@ impl Estimate for OpenrlhfReinforceBaseline {
         settings: &["group_size", "openrlhf.reward_clip", "openrlhf.no_std_norm"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         openrlhf::batch(batch, plan, openrlhf_reinforce_baseline, true)
     }
 

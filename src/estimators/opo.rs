@@ -7,7 +7,7 @@
 
 use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// Returns the per-row scalars and the number of rows whose group had no valid token.
 pub fn opo(scores: &[f64], lengths: &[f64], grouping: &Grouping) -> (Vec<f64>, usize) {
@@ -50,7 +50,7 @@ impl Estimate for Opo {
         settings: &[],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let (scalars, nan_rows) = opo(&batch.scores(), &batch.valid(), &batch.grouping());
         plan.nan_rows += nan_rows;
         batch.set_scalars(plan, scalars);

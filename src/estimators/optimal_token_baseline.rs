@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use crate::data::{GroupKey, TokenRole};
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
 
 /// G and W of one row.
 pub fn row_terms(
@@ -140,7 +140,7 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<(
 /// Between the passes: which rows have no baseline (singletons; with `tir`, rows without a
 /// valid token, left out of their group), the zero-tail column of each group, and the
 /// batch's group column sums for pass 2.
-pub fn baselines(batch: &Batch<'_>, plan: &mut Plan, tir: bool) {
+pub fn baselines(batch: &TrainingBatch<'_>, plan: &mut Plan, tir: bool) {
     let stats = batch.stats;
     let mut members: HashMap<&GroupKey, Vec<usize>> = HashMap::new();
     for &r in batch.rows {
@@ -231,7 +231,7 @@ impl Estimate for OptimalTokenBaseline {
         column_sums(rows, stats, false)
     }
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         baselines(batch, plan, false);
         Ok(())
     }

@@ -18,7 +18,7 @@
 //! §5.11) without the whitening.
 
 use crate::error::Result;
-use crate::estimators::{Batch, Estimate, Info, Kind, Plan, Rows, Tokens};
+use crate::estimators::{TrainingBatch, Estimate, Info, Kind, Plan, Rows, Tokens};
 
 /// The masked discounted return-to-go of one row.
 pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {
@@ -46,7 +46,7 @@ impl Estimate for Reinforce {
         settings: &["gamma"],
     };
 
-    fn batch(_: &Batch<'_>, _: &mut Plan) -> Result<()> {
+    fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
         Ok(())
     }
 

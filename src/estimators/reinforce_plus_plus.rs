@@ -23,7 +23,7 @@
 
 use crate::error::Result;
 use crate::estimators::moments::Moments;
-use crate::estimators::{Batch, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::{TrainingBatch, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
 
 /// How the return treats mask-0 (tool/observation) positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,7 +101,7 @@ impl Estimate for ReinforcePlusPlus {
         Ok(())
     }
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let w = batch.whiten(&batch.merged_moments())?;
         plan.whitening.insert(batch.step, w);
         Ok(())

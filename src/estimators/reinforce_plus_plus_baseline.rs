@@ -11,7 +11,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 
 /// The per-row centred scores, before whitening.
 pub fn reinforce_plus_plus_baseline(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -35,7 +35,7 @@ impl Estimate for ReinforcePlusPlusBaseline {
         settings: &[],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let centred = reinforce_plus_plus_baseline(&batch.scores(), &batch.grouping());
         batch.set_scalars(plan, whitened(batch, &centred)?);
         Ok(())
@@ -44,7 +44,7 @@ impl Estimate for ReinforcePlusPlusBaseline {
 
 /// Whiten one centred scalar per row over the batch's valid tokens (each row's value counts
 /// once per valid token, as verl's tiled tensor does).
-pub fn whitened(batch: &Batch<'_>, centred: &[f64]) -> Result<Vec<f64>> {
+pub fn whitened(batch: &TrainingBatch<'_>, centred: &[f64]) -> Result<Vec<f64>> {
     let w = batch.whiten(&batch.token_moments(centred))?;
     Ok(centred
         .iter()

@@ -9,7 +9,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 use crate::estimators::conventions::{self, Convention};
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -37,7 +37,7 @@ impl Estimate for Rloo {
         settings: &["convention"],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         if batch.settings.family.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }

@@ -25,7 +25,7 @@
 
 use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan};
 
 /// NeMo-RL's `grpo.*` switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl Estimate for RlooLooStd {
         settings: &[],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(plan, rloo_loo_std(&batch.scores(), &batch.grouping(), NemoOptions::default()));
         Ok(())
     }

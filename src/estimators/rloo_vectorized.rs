@@ -9,7 +9,7 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 
 pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     per_row_from_group(scores, grouping, |s, count, sum| {
@@ -34,7 +34,7 @@ impl Estimate for RlooVectorized {
         settings: &[],
     };
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(plan, rloo_vectorized(&batch.scores(), &batch.grouping()));
         Ok(())
     }

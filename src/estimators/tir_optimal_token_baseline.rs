@@ -10,7 +10,7 @@
 //! holes in the mask this equals `optimal_token_baseline`.
 
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
 use crate::estimators::optimal_token_baseline;
 
 /// Compacted index of each valid position of a row (`None` for mask-0 positions).
@@ -42,7 +42,7 @@ impl Estimate for TirOptimalTokenBaseline {
         optimal_token_baseline::column_sums(rows, stats, true)
     }
 
-    fn batch(batch: &Batch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         optimal_token_baseline::baselines(batch, plan, true);
         Ok(())
     }

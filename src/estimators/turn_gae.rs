@@ -22,7 +22,7 @@
 
 use crate::data::TokenRole;
 use crate::error::Result;
-use crate::estimators::{Batch, Column, Estimate, Info, Kind, Plan, Rows, Tokens};
+use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, Rows, Tokens};
 
 /// Advantages and returns of one row.
 pub fn turn_gae(
@@ -75,7 +75,7 @@ impl Estimate for TurnGae {
         settings: &["gamma", "lam"],
     };
 
-    fn batch(_: &Batch<'_>, _: &mut Plan) -> Result<()> {
+    fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
         Ok(())
     }
 
