@@ -34,8 +34,11 @@ pub struct RowGroup {
     pub first_row: usize,
     /// `response_mask` as 0.0/1.0, with the row offsets every token column shares.
     pub mask: TokenColumn,
-    /// `token_level_scores`, aligned with `mask.offsets`.
+    /// `token_level_scores`, aligned with `mask.offsets` (empty until stage 1 places
+    /// `scalar_scores`).
     pub scores: ScalarBuffer<f32>,
+    /// A scalar `score` per row, when the input has no token scores: stage 1 places it.
+    pub scalar_scores: Option<Vec<f32>>,
     /// Optional token columns (flat, aligned with `mask.offsets`).
     pub tokens: Vec<(TokenRole, ScalarBuffer<f32>)>,
     pub reward_baselines: Option<Vec<f32>>,

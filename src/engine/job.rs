@@ -18,7 +18,7 @@ use crate::estimators::{Plan, RowStats};
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::schema::InputColumns;
 use crate::shaping::kl::KlController;
-use crate::shaping::scores::Layout;
+use crate::shaping::scores::{self, Layout};
 
 /// A pipeline bound to the columns of one input.
 pub struct Job<'a> {
@@ -115,18 +115,20 @@ impl Job<'_> {
         step_constants(self.pipeline, pre).0
     }
 
+    /// Decode one row group and run stage 1 (scalar scores placed on the tokens).
     pub fn decode(&self, batch: &RecordBatch, first_row: usize, check: bool) -> Result<RowGroup> {
-        decode(
+        let mut group = decode(
             batch,
             self.columns,
             &DecodeOptions {
-                layout: self.layout,
                 check_values: check,
                 allow_nonfinite: self.allow_nonfinite,
             },
             self.file,
             first_row,
-        )
+        )?;
+        scores::place(&mut group, self.layout);
+        Ok(group)
     }
 
     /// A statistics pass over one row group: its per-row scalars (and metric parts).

@@ -567,6 +567,7 @@ mod tests {
                 values: flat(mask),
             },
             scores: ScalarBuffer::from(vec![0.0f32; tokens]),
+            scalar_scores: None,
             tokens: vec![
                 (TokenRole::OldLogProbs, flat(old)),
                 (TokenRole::RolloutLogProbs, flat(rollout)),

@@ -7,12 +7,10 @@ use crate::data::{PositiveLogProbs, RowGroup, TokenColumn};
 use crate::error::{Error, Result};
 use crate::io::columns::{self, ColumnRef, TokenKind};
 use crate::io::schema::{InputColumns, ScoreSource};
-use crate::shaping::scores::{Layout, place_scalar_scores};
 
-/// How to decode: the layout (scalar score placement) and which value checks run.
+/// Which value checks decoding runs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DecodeOptions {
-    pub layout: Layout,
     /// Check values (refuse NaN/±inf, count positive log-probs). The output pass decodes
     /// what the statistics pass already checked, so it turns this off.
     pub check_values: bool,
@@ -110,14 +108,14 @@ pub fn decode(
             Ok(values)
         })
         .collect::<Result<Vec<_>>>()?;
-    let (scores, dropped_scores) = match &columns.scores {
+    let (scores, scalar_scores) = match &columns.scores {
         ScoreSource::Tokens { index, .. } => {
             let (array, col) = get(*index)?;
             let scores = columns::token_column(array, TokenKind::Values, &col)?;
             if options.refuse_nonfinite() {
                 columns::check_finite_tokens(&scores.values, &scores.offsets, &col)?;
             }
-            (same_lengths(scores, &col)?, 0)
+            (same_lengths(scores, &col)?, None)
         }
         ScoreSource::Scalar { index } => {
             let (array, col) = get(*index)?;
@@ -125,9 +123,8 @@ pub fn decode(
             if options.refuse_nonfinite() {
                 columns::check_finite_scalars(&scalars, &col)?;
             }
-            let (placed, dropped) =
-                place_scalar_scores(&scalars, &mask.offsets, &mask.values, options.layout);
-            (placed.into(), dropped)
+            // placed on the tokens by stage 1 (`shaping::scores::place`)
+            (Default::default(), Some(scalars))
         }
     };
     let mut group = RowGroup {
@@ -140,7 +137,8 @@ pub fn decode(
         uid: None,
         step: None,
         session: None,
-        dropped_scores,
+        scalar_scores,
+        dropped_scores: 0,
         positive_log_probs,
     };
     {

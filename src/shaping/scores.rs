@@ -1,6 +1,8 @@
 //! Pipeline stage 1: `token_level_scores`. A token list (`rm_scores`) is taken as is; a scalar
 //! `score` is placed on one position of the row, as verl's reward managers do (reference §7.1).
 
+use crate::data::RowGroup;
+
 /// How token lists are laid out, which decides where a scalar score goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Layout {
@@ -11,6 +13,17 @@ pub enum Layout {
     /// All lists have one length T with trailing padding: the score goes on the last
     /// mask-1 position, since padding and trailing tool tokens cannot be told apart.
     Padded,
+}
+
+/// Stage 1 on a decoded row group: place its scalar scores, if it has them, on its tokens
+/// (`scores`), counting the rows whose score had no position (`dropped_scores`).
+pub fn place(group: &mut RowGroup, layout: Layout) {
+    if let Some(scalars) = group.scalar_scores.take() {
+        let (placed, dropped) =
+            place_scalar_scores(&scalars, &group.mask.offsets, &group.mask.values, layout);
+        group.scores = placed.into();
+        group.dropped_scores = dropped;
+    }
 }
 
 /// Place one scalar score per row; returns flat token scores aligned with `offsets`, and the

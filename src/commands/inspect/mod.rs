@@ -38,7 +38,7 @@ use crate::io::format::Format;
 use crate::io::input::Input;
 use crate::io::read::ParquetInput;
 use crate::io::schema::{InputColumns, Needs};
-use crate::shaping::scores::Layout;
+use crate::shaping::scores::{self, Layout};
 
 use checks::Checks;
 use findings::step_report;
@@ -121,7 +121,6 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     });
     // Values are counted, not refused.
     let decode_options = DecodeOptions {
-        layout: opts.layout,
         check_values: false,
         allow_nonfinite: true,
     };
@@ -136,7 +135,8 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
             .into_par_iter()
             .map(|rg| {
                 let batch = input.read_row_group(rg, Some(&projection))?;
-                let group = decode(&batch, &columns, &decode_options, file, starts[rg])?;
+                let mut group = decode(&batch, &columns, &decode_options, file, starts[rg])?;
+                scores::place(&mut group, opts.layout);
                 let shaped = match &checks.shaper {
                     Some(p) => Some(pipeline::shape(p, &group, &constants, file)?),
                     None => None,
