@@ -13,11 +13,11 @@ use std::path::PathBuf;
 
 use crate::commands::inspect::PROVENANCE_PREFIX;
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::engine::job::{GroupOutputs, Job, Prepared};
 use crate::engine::metrics;
 use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs, thread_pool};
-use crate::engine::pipeline::Pipeline;
 use crate::engine::plan::training_batches;
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
@@ -26,7 +26,6 @@ use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
-use crate::io::schema::InputColumns;
 use crate::io::write::{ParquetOutput, check_destination, same_file};
 use crate::shaping::scores::Layout;
 
@@ -111,13 +110,15 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
         ))
         .with_hint("write to another file"));
     }
-    let pipeline = Pipeline::new(&config.algorithm);
     if !is_stdio(&opts.output) {
         check_destination(&opts.output, opts.force)?;
     }
     let opened = Input::open(&opts.input, opts.input_format)?;
     let input = &opened.parquet;
-    let columns = InputColumns::resolve(input.schema(), &pipeline.needs(), input.name())?;
+    let engine = Engine::new(config, input.schema(), input.name())?
+        .with_layout(opts.layout)
+        .allow_nonfinite(opts.allow_nonfinite)
+        .with_metrics(opts.metrics.is_some());
     // Arrow IPC output is written from a finished Parquet result.
     let result = match out_format {
         Format::Parquet => None,
@@ -132,14 +133,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
     let summary = thread_pool(opts.threads)?.install(|| {
         Passes {
             opts,
-            job: Job {
-                pipeline: &pipeline,
-                columns: &columns,
-                file: input.name(),
-                layout: opts.layout,
-                allow_nonfinite: opts.allow_nonfinite,
-                metrics: opts.metrics.is_some(),
-            },
+            job: engine.job(),
             input,
             output: result.as_ref().map_or(opts.output.as_path(), |r| r.path()),
             force: opts.force || result.is_some(),
@@ -194,7 +188,6 @@ impl Passes<'_> {
         let row_groups = self.input.num_row_groups();
         let rows = starts[row_groups];
         let progress = Progress::new(rows as u64, self.opts.progress);
-        job.check_columns()?;
         // Only what the maths needs is decoded; every other column is copied unchanged.
         let projection = job.columns.projection(job.metrics);
         let mut prepared = prepare_jobs(

@@ -76,6 +76,8 @@ pub struct Engine {
     name: String,
     layout: Layout,
     allow_nonfinite: bool,
+    /// Collect the `--metrics` parts in the passes (the CLI's `run`).
+    metrics: bool,
 }
 
 /// What [`Engine::compute`] returns.
@@ -98,6 +100,7 @@ impl Engine {
             name: name.to_string(),
             layout: Layout::default(),
             allow_nonfinite: false,
+            metrics: false,
         };
         engine.job().check_columns()?;
         Ok(engine)
@@ -115,14 +118,21 @@ impl Engine {
         self
     }
 
-    fn job(&self) -> Job<'_> {
+    /// Collect the rollout-correction and advantage metrics parts in the passes.
+    pub(crate) fn with_metrics(mut self, metrics: bool) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The engine's work per row group, for the commands' parallel passes over a file.
+    pub(crate) fn job(&self) -> Job<'_> {
         Job {
             pipeline: &self.pipeline,
             columns: &self.columns,
             file: &self.name,
             layout: self.layout,
             allow_nonfinite: self.allow_nonfinite,
-            metrics: false,
+            metrics: self.metrics,
         }
     }
 

@@ -30,16 +30,15 @@ pub use report::Comparison;
 pub use summary::{PairSummary, TokenStats, VariantSummary};
 
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::engine::job::{Job, Prepared};
 use crate::engine::passes::{prepare_jobs, thread_pool};
-use crate::engine::pipeline::Pipeline;
 use crate::engine::plan::training_batches;
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::format::Format;
 use crate::io::input::Input;
 use crate::io::read::ParquetInput;
-use crate::io::schema::InputColumns;
 use crate::shaping::scores::Layout;
 
 use summary::summarise;
@@ -131,30 +130,19 @@ fn collect(variants: &[Variant], input: &ParquetInput, opts: &CompareOptions) ->
     if variants.is_empty() {
         return Err(Error::usage("compare needs at least one estimator"));
     }
-    let pipelines: Vec<Pipeline> = variants
+    let engines = variants
         .iter()
-        .map(|v| Pipeline::new(&v.config.algorithm))
-        .collect();
-    let columns = pipelines
-        .iter()
-        .map(|p| InputColumns::resolve(input.schema(), &p.needs(), input.name()))
-        .collect::<Result<Vec<_>>>()?;
-    let jobs: Vec<Job<'_>> = pipelines
-        .iter()
-        .zip(&columns)
-        .map(|(pipeline, columns)| Job {
-            pipeline,
-            columns,
-            file: input.name(),
-            layout: opts.layout,
-            allow_nonfinite: opts.allow_nonfinite,
-            metrics: false,
+        .map(|v| {
+            Ok(Engine::new(&v.config, input.schema(), input.name())?
+                .with_layout(opts.layout)
+                .allow_nonfinite(opts.allow_nonfinite))
         })
+        .collect::<Result<Vec<_>>>()?;
+    let jobs: Vec<Job<'_>> = engines.iter().map(Engine::job).collect();
+    let mut projection: Vec<usize> = jobs
+        .iter()
+        .flat_map(|j| j.columns.projection(false))
         .collect();
-    for job in &jobs {
-        job.check_columns()?;
-    }
-    let mut projection: Vec<usize> = columns.iter().flat_map(|c| c.projection(false)).collect();
     projection.sort_unstable();
     projection.dedup();
     let starts = input.row_group_starts();
