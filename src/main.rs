@@ -122,9 +122,15 @@ fn run(cli: Cli) -> Result<(), Error> {
 /// `hint: ...` on its own line when the error suggests a fix.
 fn report(e: &Error) -> String {
     let mut text = format!("error: {e}\n");
+    let mut last = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
-        text += &format!("caused by: {cause}\n");
+        // Wrappers often repeat their cause (`Io error: X`, then `X`): say each thing once.
+        let line = cause.to_string();
+        if !last.contains(&line) {
+            text += &format!("caused by: {line}\n");
+            last = line;
+        }
         source = cause.source();
     }
     if let Some(hint) = e.hint() {
@@ -159,6 +165,28 @@ fn print_stdout(text: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_repeated_by_its_wrapper_is_printed_once() {
+        #[derive(Debug)]
+        struct Wrapper(std::io::Error);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "Io error: {}", self.0)
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::other("failed to fill whole buffer");
+        let e = Error::data("x.parquet: cannot decode row group 0").with_source(Wrapper(io));
+        assert_eq!(
+            report(&e),
+            "error: x.parquet: cannot decode row group 0\ncaused by: Io error: failed to fill whole buffer\n"
+        );
+    }
 
     #[test]
     fn the_hint_comes_last_on_its_own_line() {

@@ -595,3 +595,38 @@ fn estimators_lists_every_variant() {
     );
     assert!(table.stderr.is_empty());
 }
+
+/// A consumer that closes the pipe early is the normal end of a pipeline (SIGPIPE
+/// convention): no error, exit 0. `run`'s output (an Arrow stream of the whole demo) is far
+/// larger than a pipe's buffer, so it meets the closed pipe mid-write; `inspect` and
+/// `compare` are run the same way.
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
+    let runs: [&[&str]; 3] = [
+        &["run", "-e", "grpo", "--quiet"],
+        &["inspect", "-e", "grpo", "--json"],
+        &["compare", "-e", "grpo,rloo,gpg", "--json"],
+    ];
+    for args in runs {
+        let mut cmd = advcalc();
+        cmd.args(args).arg(&demo);
+        if args[0] == "run" {
+            cmd.arg("-");
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 100];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        // the read end is closed here, with the rest of the output unread
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}

@@ -120,10 +120,14 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
             ));
         }
         let stdout = std::io::stdout().lock();
-        return write_stream(BufWriter::new(stdout), &schema, batches).map_err(|e| match e {
-            Some(e) => e,
-            None => fail("cannot write to standard output"),
-        });
+        return match write_stream(BufWriter::new(stdout), &schema, batches) {
+            Ok(()) => Ok(()),
+            // the consumer closed the pipe (`advcalc run ... - | head`): the normal end of a
+            // pipeline, as the SIGPIPE convention has it, not an error
+            Err(WriteError::Sink(e)) if is_broken_pipe(&e) => Ok(()),
+            Err(WriteError::Sink(e)) => Err(fail("cannot write to standard output").with_source(e)),
+            Err(WriteError::Input(e)) => Err(e),
+        };
     }
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -148,7 +152,10 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
         Format::ArrowStream => write_stream(BufWriter::new(handle), &schema, batches),
         _ => write_file(BufWriter::new(handle), &schema, batches),
     };
-    written.map_err(|e| e.unwrap_or_else(|| fail("write failed")))?;
+    written.map_err(|e| match e {
+        WriteError::Sink(e) => fail("write failed").with_source(e),
+        WriteError::Input(e) => e,
+    })?;
     tmp.as_file()
         .sync_all()
         .map_err(|e| fail("write failed").with_source(e))?;
@@ -162,27 +169,40 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
     Ok(())
 }
 
-/// `Err(None)` is a write failure on the sink (for stdout, most often a closed pipe).
+/// Why writing IPC stopped: the batches to write failed, or the sink did.
+enum WriteError {
+    Input(Error),
+    Sink(arrow::error::ArrowError),
+}
+
+fn is_broken_pipe(e: &arrow::error::ArrowError) -> bool {
+    matches!(e, arrow::error::ArrowError::IoError(_, io) if io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 fn write_stream<W: Write>(
     sink: W,
     schema: &arrow::datatypes::SchemaRef,
     batches: impl Iterator<Item = Result<RecordBatch>>,
-) -> std::result::Result<(), Option<Error>> {
-    let mut writer = StreamWriter::try_new(sink, schema).map_err(|_| None)?;
+) -> std::result::Result<(), WriteError> {
+    let mut writer = StreamWriter::try_new(sink, schema).map_err(WriteError::Sink)?;
     for batch in batches {
-        writer.write(&batch.map_err(Some)?).map_err(|_| None)?;
+        writer
+            .write(&batch.map_err(WriteError::Input)?)
+            .map_err(WriteError::Sink)?;
     }
-    writer.finish().map_err(|_| None)
+    writer.finish().map_err(WriteError::Sink)
 }
 
 fn write_file<W: Write>(
     sink: W,
     schema: &arrow::datatypes::SchemaRef,
     batches: impl Iterator<Item = Result<RecordBatch>>,
-) -> std::result::Result<(), Option<Error>> {
-    let mut writer = FileWriter::try_new(sink, schema).map_err(|_| None)?;
+) -> std::result::Result<(), WriteError> {
+    let mut writer = FileWriter::try_new(sink, schema).map_err(WriteError::Sink)?;
     for batch in batches {
-        writer.write(&batch.map_err(Some)?).map_err(|_| None)?;
+        writer
+            .write(&batch.map_err(WriteError::Input)?)
+            .map_err(WriteError::Sink)?;
     }
-    writer.finish().map_err(|_| None)
+    writer.finish().map_err(WriteError::Sink)
 }
