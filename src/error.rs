@@ -11,6 +11,9 @@ pub enum ErrorKind {
     Data,
     /// Bad arguments or configuration: exit 2.
     Usage,
+    /// Stopped on request by this signal (`interrupt::request_stop`): exit 128 + signal, as
+    /// shells report a process a signal ended (130 for SIGINT, 143 for SIGTERM).
+    Interrupted(i32),
 }
 
 /// An error with context. `message` is one line saying what is wrong; `source` is the
@@ -43,6 +46,16 @@ impl Error {
         Self {
             kind: ErrorKind::Usage,
             message: message.into(),
+            source: None,
+            hint: None,
+        }
+    }
+
+    /// The work stopped because `signal` asked it to (see `interrupt`).
+    pub fn interrupted(signal: i32) -> Self {
+        Self {
+            kind: ErrorKind::Interrupted(signal),
+            message: format!("interrupted by signal {signal}"),
             source: None,
             hint: None,
         }
@@ -110,6 +123,7 @@ impl Error {
         match self.kind {
             ErrorKind::Data => 1,
             ErrorKind::Usage => 2,
+            ErrorKind::Interrupted(signal) => 128 + signal,
         }
     }
 }

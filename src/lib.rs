@@ -21,6 +21,7 @@ pub mod commands;
 pub mod config;
 mod engine;
 pub mod error;
+pub mod interrupt;
 
 // Not API: the kernels and plain types, public only for the benchmarks (`benches/`), the
 // property tests and the fuzz targets.

@@ -19,6 +19,7 @@ use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     no_huge_pages();
+    stop_on_signals();
     // Panics inside the Parquet decoder are caught and reported as data errors; keep the
     // default report for any other panic (a bug of ours).
     let default_hook = std::panic::take_hook();
@@ -137,6 +138,33 @@ fn report(e: &Error) -> String {
         text += &format!("hint: {hint}\n");
     }
     text
+}
+
+/// SIGINT (Ctrl-C) and SIGTERM (`timeout`, Ray, Kubernetes, Slurm) ask the run to stop: it
+/// unwinds through the error path, which removes its temporary files, and exits 130 / 143. A
+/// second signal ends the process at once, as the default action would.
+fn stop_on_signals() {
+    #[cfg(target_os = "linux")]
+    {
+        extern "C" fn on_signal(signal: libc::c_int) {
+            if advcalc::interrupt::requested().is_some() {
+                // SAFETY: signal and raise are async-signal-safe; restoring the default action
+                // and raising again ends the process as an unhandled signal would.
+                unsafe {
+                    libc::signal(signal, libc::SIG_DFL);
+                    libc::raise(signal);
+                }
+            }
+            advcalc::interrupt::request_stop(signal);
+        }
+        for signal in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: the handler only stores an integer (and re-raises on a second signal),
+            // which is async-signal-safe.
+            unsafe {
+                libc::signal(signal, on_signal as *const () as libc::sighandler_t);
+            }
+        }
+    }
 }
 
 /// Opt out of transparent huge pages. mimalloc asks for them on its arenas; each fault then

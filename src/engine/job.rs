@@ -15,6 +15,7 @@ use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
 use crate::estimators::{Plan, RowStats};
+use crate::interrupt;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::schema::InputColumns;
 use crate::shaping::kl::KlController;
@@ -140,6 +141,7 @@ impl Job<'_> {
         pass: StatsPass,
     ) -> Result<(RowStats, metrics::Parts)> {
         let group = self.decode(batch, first_row, true)?;
+        interrupt::check()?;
         let shaped = pipeline::shape(self.pipeline, &group, constants, self.file)?;
         let parts = match self.pipeline.correction_runs(self.has_rollout()) {
             Some(c) if pass == StatsPass::Statistics && self.metrics => {
@@ -233,7 +235,9 @@ impl Job<'_> {
             ))
             .with_hint("pass the shard of every step the record batch holds"));
         }
+        interrupt::check()?;
         let shaped = pipeline::shape(self.pipeline, &group, constants, self.file)?;
+        interrupt::check()?;
         let mask = shaped.mask.clone();
         let outputs = token_outputs(self.pipeline, &group, shaped, plan, self.file)?;
         Ok(GroupOutputs {

@@ -83,6 +83,7 @@ pub fn spool_to_parquet(
     let mut writer = ArrowWriter::try_new(BufWriter::new(handle), reader.schema(), Some(props))
         .map_err(|e| fail("cannot spool").with_source(e))?;
     for batch in reader {
+        crate::interrupt::check()?;
         let batch = batch.map_err(|e| fail("cannot read a record batch").with_source(e))?;
         writer
             .write(&batch)
@@ -110,6 +111,7 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
         .build()
         .map_err(|e| fail("cannot read the result").with_source(e))?;
     let batches = reader.map(|b| {
+        crate::interrupt::check()?;
         b.and_then(|b| b.with_schema(schema.clone()))
             .map_err(|e| fail("cannot read the result").with_source(e))
     });

@@ -108,6 +108,8 @@ impl ParquetInput {
 
     /// Decode one row group, keeping only the given root columns (all when `None`).
     pub fn read_row_group(&self, index: usize, columns: Option<&[usize]>) -> Result<RecordBatch> {
+        // every pass starts each row group here: the place to stop when asked to
+        crate::interrupt::check()?;
         let decoded = self.decode_caught(index, columns);
         // Which column is damaged: found by decoding the columns one at a time, which costs
         // nothing unless decoding has already failed.

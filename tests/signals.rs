@@ -1,0 +1,159 @@
+//! Faults as well as bad input: SIGINT (Ctrl-C) and SIGTERM (`timeout`, Ray, Kubernetes,
+//! Slurm) delivered to a run that is writing stop it promptly, leave no temporary file
+//! (beside OUT, or the stream spool in $TMPDIR), leave the previous OUT untouched, and exit
+//! 130 / 143 as shells expect.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use common::*;
+
+/// ~1.6M tokens in 16 row groups: long enough to be caught while writing.
+fn large_batch() -> RecordBatch {
+    let (rows, len) = (16_000, 100);
+    let uids: Vec<String> = (0..rows).map(|i| format!("u{}", i / 8)).collect();
+    let uid_refs: Vec<&str> = uids.iter().map(String::as_str).collect();
+    let masks: Vec<Vec<i8>> = (0..rows).map(|_| vec![1; len]).collect();
+    let scores: Vec<Vec<f32>> = (0..rows)
+        .map(|i| {
+            let mut r = vec![0.0; len];
+            r[len - 1] = (i % 3) as f32;
+            r
+        })
+        .collect();
+    RecordBatch::try_from_iter(vec![
+        ("uid", strings(&uid_refs)),
+        ("response_mask", i8_lists(&masks)),
+        ("rm_scores", f32_lists(&scores)),
+        ("values", f32_lists(&scores)),
+    ])
+    .unwrap()
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".advcalc-"))
+        .collect()
+}
+
+/// Wait until the run writes its temporary OUT, then deliver `signal`; returns the exit code,
+/// stderr and how long the run took to stop.
+fn interrupt_mid_write(
+    mut child: Child,
+    dir: &Path,
+    signal: libc::c_int,
+) -> (Option<i32>, String, Duration) {
+    let start = Instant::now();
+    while leftovers(dir).is_empty() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "advcalc finished before the signal"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no temporary file appeared"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "advcalc finished before the signal"
+    );
+    let sent = Instant::now();
+    // SAFETY: kill sends a signal to our own child process; no memory is involved.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        sent.elapsed(),
+    )
+}
+
+#[test]
+fn sigint_and_sigterm_mid_write_leave_nothing_behind() {
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        write_parquet(&dir.join("in.parquet"), &large_batch(), 1000);
+        std::fs::write(dir.join("out.parquet"), b"previous result").unwrap();
+        let child = advcalc()
+            .current_dir(dir)
+            .args(["run", "-q", "-f", "-e", "gae", "--threads", "1"])
+            .args(["in.parquet", "out.parquet"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (exit, err, took) = interrupt_mid_write(child, dir, signal);
+        assert_eq!(exit, Some(code), "signal {signal}: {err}");
+        assert_eq!(
+            err.trim(),
+            format!("error: interrupted by signal {}", code - 128)
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "{signal}: stopped after {took:?}"
+        );
+        assert_eq!(
+            std::fs::read(dir.join("out.parquet")).unwrap(),
+            b"previous result"
+        );
+        assert!(
+            leftovers(dir).is_empty(),
+            "signal {signal}: {:?}",
+            leftovers(dir)
+        );
+    }
+}
+
+/// An Arrow stream on stdin is spooled into $TMPDIR for the two passes; a SIGTERM removes the
+/// spool too.
+#[test]
+fn sigterm_removes_the_stream_spool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spool_dir = dir.join("tmp");
+    std::fs::create_dir(&spool_dir).unwrap();
+    let batch = large_batch();
+    let mut stream = arrow::ipc::writer::StreamWriter::try_new(
+        std::fs::File::create(dir.join("in.arrows")).unwrap(),
+        &batch.schema(),
+    )
+    .unwrap();
+    for start in (0..batch.num_rows()).step_by(1000) {
+        stream.write(&batch.slice(start, 1000)).unwrap();
+    }
+    stream.finish().unwrap();
+    let child = advcalc()
+        .current_dir(dir)
+        .env("TMPDIR", &spool_dir)
+        .args([
+            "run",
+            "-q",
+            "-e",
+            "gae",
+            "--threads",
+            "1",
+            "-",
+            "out.parquet",
+        ])
+        .stdin(std::fs::File::open(dir.join("in.arrows")).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (exit, err, _) = interrupt_mid_write(child, dir, libc::SIGTERM);
+    assert_eq!(exit, Some(143), "{err}");
+    assert!(!dir.join("out.parquet").exists());
+    assert!(leftovers(dir).is_empty(), "{:?}", leftovers(dir));
+    let spooled: Vec<_> = std::fs::read_dir(&spool_dir).unwrap().flatten().collect();
+    assert!(spooled.is_empty(), "{spooled:?}");
+}
