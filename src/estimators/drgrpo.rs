@@ -11,10 +11,12 @@
 //! **Source**: verl `verl/trainer/ppo/core_algos.py` `compute_grpo_outcome_advantage`
 //! (`norm_adv_by_std_in_grpo=False`).
 
-use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan};
 use crate::estimators::conventions::{self, Convention};
+use crate::estimators::groups::Grouping;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars,
+};
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
 pub fn drgrpo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -43,6 +45,10 @@ impl Estimate for Drgrpo {
         };
         batch.set_scalars(plan, scalars);
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -25,7 +25,9 @@
 use crate::data::TokenRole;
 use crate::error::Result;
 use crate::estimators::moments::Moments;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+};
 
 /// A_raw of one row.
 pub fn gae_row(
@@ -81,7 +83,14 @@ impl Estimate for Gae {
             let span = rows.span(i);
             a_raw.resize(span.len(), 0.0f32);
             let m = &rows.mask[span.clone()];
-            gae_row(&rows.rewards[span.clone()], &values[span], m, s.gamma, s.lam, &mut a_raw);
+            gae_row(
+                &rows.rewards[span.clone()],
+                &values[span],
+                m,
+                s.gamma,
+                s.lam,
+                &mut a_raw,
+            );
             stats.moments.push(Moments::of_valid(&a_raw, m));
         }
         Ok(())
@@ -105,7 +114,14 @@ impl Estimate for Gae {
             let span = rows.span(i);
             a_raw.resize(span.len(), 0.0f32);
             let m = &rows.mask[span.clone()];
-            gae_row(&rows.rewards[span.clone()], &values[span.clone()], m, s.gamma, s.lam, &mut a_raw);
+            gae_row(
+                &rows.rewards[span.clone()],
+                &values[span.clone()],
+                m,
+                s.gamma,
+                s.lam,
+                &mut a_raw,
+            );
             for (j, t) in span.clone().enumerate() {
                 returns[t] = a_raw[j] + values[t];
             }

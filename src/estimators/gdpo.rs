@@ -13,8 +13,10 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::grpo;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 use crate::estimators::reinforce_plus_plus_baseline::whitened;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 /// The per-row weighted sum of per-component GRPO advantages, before whitening.
 /// `components[k][i]` is component k of row i.
@@ -53,6 +55,10 @@ impl Estimate for Gdpo {
         let centred = gdpo(&components, batch.settings.gdpo_weights, &batch.grouping());
         batch.set_scalars(plan, whitened(batch, &centred)?);
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -8,7 +8,9 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     let nonzero = scores.iter().filter(|&&s| s != 0.0).count().max(1);
@@ -36,6 +38,10 @@ impl Estimate for Gpg {
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(plan, gpg(&batch.scores(), &batch.grouping()));
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

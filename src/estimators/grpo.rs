@@ -24,10 +24,12 @@
 //! all equal gets exactly 0. verl's f32 mean can be 1 ulp off for non-dyadic values and give
 //! ≈ 0.029 instead (reference §4.2, §9.6); advcalc returns the exact answer.
 
-use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 use crate::estimators::conventions::{self, Convention};
+use crate::estimators::groups::Grouping;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 /// verl's default `epsilon` for the GRPO family.
 pub const EPSILON: f64 = 1e-6;
@@ -134,6 +136,10 @@ impl Estimate for Grpo {
         };
         batch.set_scalars(plan, scalars);
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -17,9 +17,11 @@
 //!
 //! **Edge cases**: see above; other conventions refuse the name.
 
-use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, conventions};
+use crate::estimators::groups::Grouping;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars, conventions,
+};
 
 /// How a framework defines the batch-std advantage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,6 +103,10 @@ impl Estimate for GrpoBatchStd {
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         conventions::family_batch(batch, plan)
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

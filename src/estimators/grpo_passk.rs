@@ -10,7 +10,9 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::{EPSILON, group_mean_std};
 use crate::error::{Error, Result};
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 /// `Err(group)` names a group with a single row.
 pub fn grpo_passk(
@@ -70,6 +72,10 @@ impl Estimate for GrpoPassk {
             })?;
         batch.set_scalars(plan, scalars);
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -22,7 +22,9 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo;
 use crate::error::{Error, Result};
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 /// Group rows the way `as_torch_index` does. `Err(row)` names a row whose label would be a
 /// negative group index, which verl cannot handle.
@@ -103,6 +105,10 @@ impl Estimate for GrpoVectorized {
         })?;
         batch.set_scalars(plan, grpo_vectorized(&batch.scores(), &g));
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -16,7 +16,9 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, conventions};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars, conventions,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxrlRule {
@@ -50,6 +52,10 @@ impl Estimate for Maxrl {
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         conventions::family_batch(batch, plan)
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -3,8 +3,9 @@
 //! lists them once, and every dispatch over estimators is generated from that list.
 //!
 //! Adding an estimator: write `estimators/NAME.rs` with a unit struct implementing
-//! [`Estimate`] (its [`Info`], its batch work and, for token-level estimators, its pass-1
-//! statistics and token outputs), then add one line `Variant => NAME::Struct` to the list.
+//! [`Estimate`] (its [`Info`], its batch work, its token outputs and, where it needs them, its
+//! pass-1 statistics), then declare `pub mod NAME;` and add `Variant => NAME::Struct,` to the
+//! list below.
 
 pub mod context;
 pub mod conventions;
@@ -88,32 +89,16 @@ pub trait Estimate {
     /// Between the passes, once per training batch: group and batch statistics into `plan`.
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()>;
 
-    /// Pass 2: the token outputs of one row group. The default broadcasts each row's scalar
-    /// onto its mask ([`Kind::Outcome`]).
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        let mut advantages = vec![0.0f32; rows.mask.len()];
-        let first = rows.group.first_row;
-        for i in 0..rows.rows() {
-            let s = rows.span(i);
-            broadcast_outcome(
-                plan.scalar(first + i),
-                &rows.mask[s.clone()],
-                &mut advantages[s],
-            );
-        }
-        Ok(Tokens {
-            advantages,
-            returns: None,
-        })
-    }
+    /// Pass 2: the token outputs of one row group. Outcome estimators ([`Kind::Outcome`])
+    /// broadcast their row scalars with [`broadcast_scalars`]; there is no default, so a
+    /// token-level estimator cannot forget its own.
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens>;
 }
 
-/// Declares the estimator modules and generates [`Estimator`] and its dispatch from one list:
-/// `Variant => module::Type`, where `module` is the estimator's name.
+/// Generates [`Estimator`] and its dispatch from one list: `Variant => module::Type`, where
+/// `module` is the estimator's name (its file, declared just above the list).
 macro_rules! registry {
     ($($variant:ident => $module:ident :: $ty:ident,)*) => {
-        $(pub mod $module;)*
-
         /// Every estimator advcalc knows: verl 0.9.1's names (reference §5) in its registry's
         /// order, then advcalc's additions from the agent-RL tutorials and other trainers.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,6 +144,32 @@ macro_rules! registry {
         }
     };
 }
+
+// The estimators, one file each (declared here so that rustfmt sees them), then the list.
+pub mod drgrpo;
+pub mod gae;
+pub mod gdpo;
+pub mod gpg;
+pub mod grpo;
+pub mod grpo_batch_std;
+pub mod grpo_passk;
+pub mod grpo_vectorized;
+pub mod maxrl;
+pub mod openrlhf_dr_grpo;
+pub mod openrlhf_group_norm;
+pub mod openrlhf_reinforce_baseline;
+pub mod openrlhf_rloo;
+pub mod opo;
+pub mod optimal_token_baseline;
+pub mod reinforce;
+pub mod reinforce_plus_plus;
+pub mod reinforce_plus_plus_baseline;
+pub mod remax;
+pub mod rloo;
+pub mod rloo_loo_std;
+pub mod rloo_vectorized;
+pub mod tir_optimal_token_baseline;
+pub mod turn_gae;
 
 registry! {
     // verl 0.9.1, in its registry's order
@@ -229,6 +240,25 @@ impl Estimator {
     /// The OpenRLHF token-pipeline estimators (`estimators::openrlhf`).
     pub fn is_openrlhf(self) -> bool {
         self.info().source == openrlhf::SOURCE
+    }
+}
+
+/// Pass 2 of an outcome estimator: each row's scalar broadcast onto its mask; returns equal
+/// advantages.
+pub fn broadcast_scalars(rows: &Rows<'_>, plan: &Plan) -> Tokens {
+    let mut advantages = vec![0.0f32; rows.mask.len()];
+    let first = rows.group.first_row;
+    for i in 0..rows.rows() {
+        let s = rows.span(i);
+        broadcast_outcome(
+            plan.scalar(first + i),
+            &rows.mask[s.clone()],
+            &mut advantages[s],
+        );
+    }
+    Tokens {
+        advantages,
+        returns: None,
     }
 }
 

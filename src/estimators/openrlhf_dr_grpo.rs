@@ -13,7 +13,9 @@ use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, openrlhf};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
+};
 
 pub fn openrlhf_dr_grpo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
     group_scalar(scores, grouping, Shaping::Mean)

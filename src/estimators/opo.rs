@@ -5,9 +5,11 @@
 //! **Edge case / deviation**: when every row of a group has ℓ = 0, verl divides 0 by 0 and
 //! writes NaN over the whole rows (quirk §9.9); advcalc writes 0 there and counts the rows.
 
-use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::groups::Grouping;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 /// Returns the per-row scalars and the number of rows whose group had no valid token.
 pub fn opo(scores: &[f64], lengths: &[f64], grouping: &Grouping) -> (Vec<f64>, usize) {
@@ -55,6 +57,10 @@ impl Estimate for Opo {
         plan.nan_rows += nan_rows;
         batch.set_scalars(plan, scalars);
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -18,9 +18,11 @@
 use std::collections::HashMap;
 
 use crate::data::{GroupKey, TokenRole};
-use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::tir_optimal_token_baseline::compact_index;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+};
 
 /// G and W of one row.
 pub fn row_terms(

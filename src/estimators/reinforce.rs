@@ -18,7 +18,7 @@
 //! §5.11) without the whitening.
 
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Estimate, Info, Kind, Plan, Rows, Tokens};
+use crate::estimators::{Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
 
 /// The masked discounted return-to-go of one row.
 pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {

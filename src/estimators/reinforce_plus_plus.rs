@@ -23,7 +23,7 @@
 
 use crate::error::Result;
 use crate::estimators::moments::Moments;
-use crate::estimators::{TrainingBatch, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
+use crate::estimators::{Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL};
 
 /// How the return treats mask-0 (tool/observation) positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -11,7 +11,9 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::group_means;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 /// The per-row centred scores, before whitening.
 pub fn reinforce_plus_plus_baseline(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -39,6 +41,10 @@ impl Estimate for ReinforcePlusPlusBaseline {
         let centred = reinforce_plus_plus_baseline(&batch.scores(), &batch.grouping());
         batch.set_scalars(plan, whitened(batch, &centred)?);
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

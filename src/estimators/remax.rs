@@ -7,7 +7,7 @@
 //! the last valid reward hold G (quirk §9.3); rewards on masked positions are dropped.
 
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, Rows, Tokens, VERL};
+use crate::estimators::{Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL};
 
 /// Reward-to-go over valid tokens, as `flip(cumsum(flip(r·m)))`.
 pub fn reward_to_go(rewards: &[f32], mask: &[f32], out: &mut [f32]) {

@@ -9,8 +9,10 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
 use crate::estimators::conventions::{self, Convention};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     per_row_from_group(scores, grouping, |s, count, sum| {
@@ -43,6 +45,10 @@ impl Estimate for Rloo {
         }
         batch.set_scalars(plan, rloo(&batch.scores(), &batch.grouping()));
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

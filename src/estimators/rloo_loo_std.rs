@@ -23,9 +23,11 @@
 //! (`GRPOAdvantageEstimator`), `nemo_rl/algorithms/utils.py`
 //! `calculate_baseline_and_std_per_prompt` (line 104), defaults in `nemo_rl/algorithms/grpo.py`.
 
-use crate::estimators::groups::Grouping;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan};
+use crate::estimators::groups::Grouping;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars,
+};
 
 /// NeMo-RL's `grpo.*` switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +105,15 @@ impl Estimate for RlooLooStd {
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
-        batch.set_scalars(plan, rloo_loo_std(&batch.scores(), &batch.grouping(), NemoOptions::default()));
+        batch.set_scalars(
+            plan,
+            rloo_loo_std(&batch.scores(), &batch.grouping(), NemoOptions::default()),
+        );
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

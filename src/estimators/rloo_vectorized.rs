@@ -9,7 +9,9 @@ use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, VERL};
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+};
 
 pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     per_row_from_group(scores, grouping, |s, count, sum| {
@@ -37,6 +39,10 @@ impl Estimate for RlooVectorized {
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(plan, rloo_vectorized(&batch.scores(), &batch.grouping()));
         Ok(())
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+        Ok(broadcast_scalars(rows, plan))
     }
 }
 

@@ -10,8 +10,10 @@
 //! holes in the mask this equals `optimal_token_baseline`.
 
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, VERL};
 use crate::estimators::optimal_token_baseline;
+use crate::estimators::{
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+};
 
 /// Compacted index of each valid position of a row (`None` for mask-0 positions).
 pub fn compact_index(mask: &[f32]) -> Vec<Option<usize>> {

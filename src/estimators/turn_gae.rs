@@ -22,7 +22,7 @@
 
 use crate::data::TokenRole;
 use crate::error::Result;
-use crate::estimators::{TrainingBatch, Column, Estimate, Info, Kind, Plan, Rows, Tokens};
+use crate::estimators::{Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
 
 /// Advantages and returns of one row.
 pub fn turn_gae(
