@@ -176,7 +176,7 @@ fn sharded_serialised_passes_equal_compute() {
                     .unwrap();
                 pre.append(RowStats::from_bytes(&bytes).unwrap());
             }
-            engine.constants(&pre)
+            engine.constants(&pre).unwrap()
         } else {
             engine.start()
         };
@@ -228,12 +228,67 @@ fn sharded_serialised_passes_equal_compute() {
 
 #[test]
 fn bytes_of_another_kind_are_refused() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases/chain_grpo");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases/grpo_steps");
     let input = read(&dir.join("input.parquet"), 1 << 20);
-    let engine = engine(&dir, Some("config.yaml"), None, &input);
+    let engine = case_engine(&dir, &input);
     let stats = engine.row_stats(&input[0], 0, &engine.start()).unwrap();
     let bytes = engine.plan(stats).unwrap().whole().to_bytes().unwrap();
     let err = RowStats::from_bytes(&bytes).unwrap_err();
     assert_eq!(err.message(), "not advcalc row_stats bytes");
     assert!(PlanShard::from_bytes(b"not arrow").is_err());
+}
+
+/// The pass API refuses the pieces of another pass or configuration instead of computing
+/// with them: pass 1 without the pre-pass a configuration needs, pre-pass statistics given
+/// to the plan, statistics or a shard of another configuration.
+#[test]
+fn the_passes_refuse_pieces_that_do_not_fit() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases/steps_adaptive_gae");
+    let input = read(&dir.join("input.parquet"), 1 << 20);
+    let engine = case_engine(&dir, &input);
+    assert!(engine.needs_prepass());
+    let message = |e: advcalc::Error| format!("{} | {}", e.message(), e.hint().unwrap_or(""));
+
+    // pass 1 with the start constants where the adaptive controller needs the pre-pass's
+    let stats = engine.row_stats(&input[0], 0, &engine.start()).unwrap();
+    let err = message(engine.plan(stats).unwrap_err());
+    assert!(err.contains("without the pre-pass's constants"), "{err}");
+
+    // pre-pass statistics given to the plan, and pass-1 statistics to `constants`
+    let pre = engine.prepass_stats(&input[0], 0).unwrap();
+    let err = message(engine.plan(pre.clone()).unwrap_err());
+    assert!(err.contains("come from the pre-pass"), "{err}");
+    let constants = engine.constants(&pre).unwrap();
+    let stats = engine.row_stats(&input[0], 0, &constants).unwrap();
+    let err = message(engine.constants(&stats).unwrap_err());
+    assert!(err.contains("come from pass 1"), "{err}");
+
+    // the right order works; its shard and statistics do not fit another configuration
+    let prepared = engine.plan(stats.clone()).unwrap();
+    let other = {
+        let config = Config::load(&ConfigSources {
+            file: Some(&dir.join("config.yaml")),
+            sets: &["algorithm.lam=0.5".to_string()],
+            ..Default::default()
+        })
+        .unwrap();
+        Engine::new(&config, input[0].schema(), "input").unwrap()
+    };
+    let err = message(other.plan(stats).unwrap_err());
+    assert!(err.contains("another configuration"), "{err}");
+    let err = message(
+        other
+            .token_outputs(&input[0], 0, &prepared.whole())
+            .unwrap_err(),
+    );
+    assert!(err.contains("another configuration"), "{err}");
+
+    // statistics of two configurations appended together
+    let mut mixed = engine.row_stats(&input[0], 0, &constants).unwrap();
+    let other_constants = other
+        .constants(&other.prepass_stats(&input[0], 0).unwrap())
+        .unwrap();
+    mixed.append(other.row_stats(&input[0], 0, &other_constants).unwrap());
+    let err = message(engine.plan(mixed).unwrap_err());
+    assert!(err.contains("different passes or configurations"), "{err}");
 }

@@ -21,7 +21,7 @@ use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
 use crate::estimators::moments::{Moments, Whitening};
 use crate::estimators::optimal_token_baseline::ColumnSums;
-use crate::estimators::{Plan, RowStats};
+use crate::estimators::{Plan, RowStats, Stamp};
 
 const KEY: &str = "advcalc.exchange";
 const VERSION: u64 = 1;
@@ -66,6 +66,10 @@ impl RowStats {
             "components": self.components.len(),
             "columns": sums_json(&self.columns),
             "dropped_scores": self.dropped_scores,
+            "stamp": self.stamp.map(|s| json!({
+                "config": s.config, "constants": s.constants,
+                "with_estimator": s.with_estimator, "mixed": s.mixed,
+            })),
             "positive_log_probs": self.positive_log_probs.as_ref().map(|p| json!({
                 "count": p.count, "column": p.column, "row": p.row, "token": p.token
             })),
@@ -130,6 +134,17 @@ impl RowStats {
             columns: sums_from_json(&meta["columns"])?,
             dropped_scores: uint(&meta, "dropped_scores")? as usize,
             positive_log_probs,
+            stamp: match &meta["stamp"] {
+                Value::Null => None,
+                s => Some(Stamp {
+                    config: uint(s, "config")?,
+                    constants: uint(s, "constants")?,
+                    with_estimator: s["with_estimator"]
+                        .as_bool()
+                        .ok_or_else(|| malformed("stamp"))?,
+                    mixed: s["mixed"].as_bool().ok_or_else(|| malformed("stamp"))?,
+                }),
+            },
         })
     }
 }
@@ -166,6 +181,7 @@ pub fn shard_to_bytes(shard: &PlanShard) -> Result<Vec<u8>> {
         "kind": "plan_shard",
         "version": VERSION,
         "indexed": plan.rows.is_some(),
+        "config": shard.config,
         "steps": shard.steps,
         "constants": {
             "default": step_constants(&shard.constants.default),
@@ -212,6 +228,9 @@ pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
         .into_iter()
         .map(|r| r as usize)
         .collect();
+    if !rows.windows(2).all(|w| w[0] < w[1]) {
+        return Err(malformed("rows not ascending"));
+    }
     let scalars = batch
         .column_by_name("row_scalar")
         .and_then(|c| c.as_any().downcast_ref::<Float32Array>())
@@ -238,6 +257,7 @@ pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
             .collect(),
     };
     Ok(PlanShard {
+        config: uint(&meta, "config")?,
         steps: array(&meta["steps"])?
             .iter()
             .map(step)

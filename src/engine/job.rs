@@ -43,6 +43,7 @@ pub enum StatsPass {
 }
 
 /// Everything pass 2 needs, worked out from the merged pass-1 statistics.
+#[derive(Debug, Clone)]
 pub struct Prepared {
     /// The merged pass-1 statistics of every row, in input order.
     pub stats: RowStats,
@@ -58,6 +59,9 @@ pub struct Prepared {
     pub batches: usize,
     /// Things the user should know about the data.
     pub warnings: Vec<String>,
+    /// Fingerprint of the configuration the plan was made for (0 inside the commands, which
+    /// never mix them up); its shards carry it.
+    pub config: u64,
 }
 
 /// One row group's token outputs, with the mask they apply to.
@@ -195,6 +199,7 @@ impl Job<'_> {
             ));
         }
         Ok(Prepared {
+            config: 0,
             batches: batches.len(),
             stats,
             plan,
@@ -212,7 +217,7 @@ impl Job<'_> {
         first_row: usize,
         prepared: &Prepared,
     ) -> Result<GroupOutputs> {
-        self.row_group_outputs_with(batch, first_row, &prepared.constants, &prepared.plan)
+        self.row_group_outputs_with(batch, first_row, &prepared.constants, &prepared.plan, None)
     }
 
     /// Pass 2 over one row group with a plan (the whole one, or a shard covering its rows).
@@ -222,9 +227,14 @@ impl Job<'_> {
         first_row: usize,
         constants: &Constants,
         plan: &Plan,
+        steps: Option<&[Option<i64>]>,
     ) -> Result<GroupOutputs> {
         let group = self.decode(batch, first_row, false)?;
-        if let Some(i) = (0..group.rows()).find(|&i| plan.position(first_row + i).is_none()) {
+        let held = |i: usize| {
+            plan.position(first_row + i).is_some()
+                && steps.is_none_or(|s| s.contains(&group.step_of(i)))
+        };
+        if let Some(i) = (0..group.rows()).find(|&i| !held(i)) {
             let step = group
                 .step_of(i)
                 .map_or("no step".to_string(), |s| format!("step {s}"));

@@ -20,8 +20,8 @@ use crate::config::Config;
 use crate::engine::job::{GroupOutputs, Job, Prepared, StatsPass};
 use crate::engine::pipeline::{Constants, Pipeline};
 use crate::engine::shard::PlanShard;
-use crate::error::Result;
-use crate::estimators::RowStats;
+use crate::error::{Error, Result};
+use crate::estimators::{RowStats, Stamp};
 use crate::io::assemble::assemble;
 use crate::io::schema::InputColumns;
 use crate::shaping::scores::Layout;
@@ -35,7 +35,10 @@ use crate::shaping::scores::Layout;
 /// record batch, appended in input order, make the [`Prepared`] plan, which shards by step
 /// ([`Prepared::for_step`]) for pass 2. [`RowStats`] and [`PlanShard`] serialise to bytes
 /// (`to_bytes`, `from_bytes`), so either pass can run in another process or on another
-/// machine. Results do not depend on how the input is cut into record batches.
+/// machine. Results do not depend on how the input is cut into record batches (except the
+/// OTB estimators' column sums, added per record batch: last-bit f64 differences at most).
+/// Statistics and shards carry a stamp of the configuration and pass that made them, and a
+/// piece that does not fit (another configuration, the pre-pass skipped) is refused.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -78,6 +81,20 @@ pub struct Engine {
     allow_nonfinite: bool,
     /// Collect the `--metrics` parts in the passes (the CLI's `run`).
     metrics: bool,
+    /// Fingerprint of the resolved configuration, stamped on what the passes produce so that
+    /// statistics or shards of another configuration are refused.
+    config: u64,
+}
+
+fn fingerprint(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+fn constants_fingerprint(c: &Constants) -> u64 {
+    fingerprint(&format!("{c:?}"))
 }
 
 /// What [`Engine::compute`] returns.
@@ -101,6 +118,7 @@ impl Engine {
             layout: Layout::default(),
             allow_nonfinite: false,
             metrics: false,
+            config: fingerprint(&config.to_yaml()),
         };
         engine.job().check_columns()?;
         Ok(engine)
@@ -147,10 +165,86 @@ impl Engine {
         self.job().needs_prepass()
     }
 
-    /// The per-step constants from a pre-pass: the statistics of every record batch under
-    /// [`Engine::start`], appended in input order.
-    pub fn constants(&self, prepass: &RowStats) -> Constants {
-        self.job().prepass_constants(prepass)
+    /// The per-step constants from a pre-pass: the statistics of every record batch from
+    /// [`Engine::prepass_stats`], appended in input order.
+    pub fn constants(&self, prepass: &RowStats) -> Result<Constants> {
+        self.check_stamp(prepass, false, None)?;
+        Ok(self.job().prepass_constants(prepass))
+    }
+
+    fn stamp(&self, constants: &Constants, with_estimator: bool) -> Stamp {
+        Stamp {
+            config: self.config,
+            constants: constants_fingerprint(constants),
+            with_estimator,
+            mixed: false,
+        }
+    }
+
+    /// Refuse statistics this engine's pass did not make as `plan` / `constants` expect.
+    fn check_stamp(
+        &self,
+        stats: &RowStats,
+        with_estimator: bool,
+        constants: Option<&Constants>,
+    ) -> Result<()> {
+        let wrong = |what: &str, hint: &str| {
+            Err(
+                Error::usage(format!("{}: these statistics {what}", self.name))
+                    .with_hint(hint.to_string()),
+            )
+        };
+        let Some(stamp) = stats.stamp else {
+            return if stats.rows() == 0 {
+                Ok(())
+            } else {
+                wrong(
+                    "come from no pass of an Engine",
+                    "make them with Engine::row_stats",
+                )
+            };
+        };
+        if stamp.mixed {
+            return wrong(
+                "were appended from different passes or configurations",
+                "append the statistics of one pass of one engine",
+            );
+        }
+        if stamp.config != self.config {
+            return wrong(
+                "were made with another configuration",
+                "use the engine (configuration) that made them",
+            );
+        }
+        if stamp.with_estimator != with_estimator {
+            return if with_estimator {
+                wrong(
+                    "come from the pre-pass",
+                    "run pass 1 (Engine::row_stats) with Engine::constants of the pre-pass",
+                )
+            } else {
+                wrong(
+                    "come from pass 1, not the pre-pass",
+                    "make the pre-pass statistics with Engine::prepass_stats",
+                )
+            };
+        }
+        if let Some(c) = constants
+            && stamp.constants != constants_fingerprint(c)
+        {
+            return if self.needs_prepass() {
+                wrong(
+                    "were made without the pre-pass's constants this configuration needs",
+                    "run Engine::prepass_stats over the input, then pass 1 with Engine::constants",
+                )
+            } else {
+                wrong(
+                    "were made with other step constants than Engine::start",
+                    "run pass 1 with Engine::start()",
+                )
+            };
+        }
+        Ok(())
     }
 
     /// Pass 1 on one record batch whose first row is row `first_row` of the input.
@@ -161,26 +255,41 @@ impl Engine {
         constants: &Constants,
     ) -> Result<RowStats> {
         let pass = StatsPass::Statistics;
-        Ok(self
+        let mut stats = self
             .job()
             .row_group_stats(batch, first_row, constants, pass)?
-            .0)
+            .0;
+        stats.stamp = Some(self.stamp(constants, true));
+        Ok(stats)
     }
 
     /// Pre-pass on one record batch (only the common per-row scalars).
     pub fn prepass_stats(&self, batch: &RecordBatch, first_row: usize) -> Result<RowStats> {
         let pass = StatsPass::Constants;
-        Ok(self
+        let start = self.start();
+        let mut stats = self
             .job()
-            .row_group_stats(batch, first_row, &self.start(), pass)?
-            .0)
+            .row_group_stats(batch, first_row, &start, pass)?
+            .0;
+        stats.stamp = Some(self.stamp(&start, false));
+        Ok(stats)
     }
 
     /// Between the passes: the merged statistics of the whole input (appended in input order)
     /// to the plan of pass 2 — KL controller over the steps, IS normalisation, and per
     /// training batch the estimator's group and batch statistics.
     pub fn plan(&self, stats: RowStats) -> Result<Prepared> {
-        self.job().prepare(stats, Default::default())
+        // pass 1 must have run with the constants its configuration calls for: the pre-pass's
+        // (which the pass-1 statistics reproduce) or the start
+        let expected = if self.needs_prepass() {
+            self.job().prepass_constants(&stats)
+        } else {
+            self.start()
+        };
+        self.check_stamp(&stats, true, Some(&expected))?;
+        let mut prepared = self.job().prepare(stats, Default::default())?;
+        prepared.config = self.config;
+        Ok(prepared)
     }
 
     /// Pass 2 on one record batch: the batch with the computed columns (the output schema:
@@ -193,9 +302,20 @@ impl Engine {
         first_row: usize,
         shard: &PlanShard,
     ) -> Result<RecordBatch> {
-        let GroupOutputs { group, outputs, .. } =
-            self.job()
-                .row_group_outputs_with(batch, first_row, &shard.constants, &shard.plan)?;
+        if shard.config != self.config {
+            return Err(Error::usage(format!(
+                "{}: the plan shard was made with another configuration",
+                self.name
+            ))
+            .with_hint("use the shard of this engine's plan"));
+        }
+        let GroupOutputs { group, outputs, .. } = self.job().row_group_outputs_with(
+            batch,
+            first_row,
+            &shard.constants,
+            &shard.plan,
+            Some(&shard.steps),
+        )?;
         assemble(
             batch,
             &self.columns,
@@ -231,7 +351,7 @@ impl Engine {
             for (batch, &first) in batches.iter().zip(&starts) {
                 pre.append(self.prepass_stats(batch, first)?);
             }
-            self.constants(&pre)
+            self.constants(&pre)?
         } else {
             self.start()
         };

@@ -14,6 +14,8 @@ use crate::estimators::Plan;
 pub struct PlanShard {
     /// The steps covered (`None`: the input has no step column).
     pub steps: Vec<Option<i64>>,
+    /// Fingerprint of the configuration the plan was made for.
+    pub config: u64,
     /// The steps' constants (KL coefficient, IS normalisation).
     pub constants: Constants,
     /// The estimator's plan, restricted to the steps' rows.
@@ -48,15 +50,17 @@ impl Prepared {
         }
         PlanShard {
             steps: steps.to_vec(),
+            config: self.config,
             constants,
             plan: self.plan.restrict(&rows, steps),
         }
     }
 
-    /// The whole plan as one shard (every step, no copy of the row index).
+    /// The whole plan as one shard (every step; a copy of the plan).
     pub fn whole(&self) -> PlanShard {
         PlanShard {
             steps: self.steps(),
+            config: self.config,
             constants: self.constants.clone(),
             plan: self.plan.clone(),
         }

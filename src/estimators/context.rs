@@ -112,6 +112,24 @@ pub struct RowStats {
     pub dropped_scores: usize,
     /// Positive values in log-probability columns (a warning).
     pub positive_log_probs: Option<PositiveLogProbs>,
+    /// Which pass made these statistics, so the plan can refuse the wrong ones; `None` for
+    /// an empty value that nothing was appended to yet.
+    pub stamp: Option<Stamp>,
+}
+
+/// What made a [`RowStats`] (or a plan shard): fingerprints of the resolved configuration
+/// and of the step constants used, and whether the estimator's own statistics are in it.
+/// Appending statistics of different stamps marks the result `mixed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Fingerprint of the resolved configuration.
+    pub config: u64,
+    /// Fingerprint of the step constants pass 1 ran with.
+    pub constants: u64,
+    /// Pass 1 proper (the estimator's statistics kept), not the constants pre-pass.
+    pub with_estimator: bool,
+    /// Appended from statistics of different stamps.
+    pub mixed: bool,
 }
 
 impl RowStats {
@@ -149,6 +167,13 @@ impl RowStats {
         self.dropped_scores += other.dropped_scores;
         self.positive_log_probs =
             PositiveLogProbs::merge(self.positive_log_probs.take(), other.positive_log_probs);
+        self.stamp = match (self.stamp, other.stamp) {
+            (Some(mut a), Some(b)) if a != b => {
+                a.mixed = true;
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
     }
 }
 

@@ -16,7 +16,7 @@ pub mod sessions;
 
 use crate::error::{Error, Result};
 
-pub use context::{Plan, RowStats, Rows, Settings, Tokens, TrainingBatch};
+pub use context::{Plan, RowStats, Rows, Settings, Stamp, Tokens, TrainingBatch};
 
 /// Where an estimator comes from (verl 0.9.1's own names first).
 pub const VERL: &str = "verl 0.9.1";
