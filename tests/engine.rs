@@ -207,7 +207,7 @@ fn sharded_serialised_passes_equal_compute() {
             let shard = &shards[steps.iter().position(|&s| s == step_of(batch)).unwrap()];
             out.push(engine.token_outputs(batch, row, shard).unwrap());
             // another step's shard does not hold this row
-            if let Some(other) = shards.iter().find(|s| s.steps != shard.steps) {
+            if let Some(other) = shards.iter().find(|s| s.steps() != shard.steps()) {
                 let err = engine.token_outputs(batch, row, other).unwrap_err();
                 assert!(err.message().contains("is not in the plan shard"), "{err}");
             }

@@ -46,22 +46,22 @@ pub enum StatsPass {
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The merged pass-1 statistics of every row, in input order.
-    pub stats: RowStats,
+    pub(crate) stats: RowStats,
     /// The estimator's batch work for every row and step.
-    pub plan: Plan,
+    pub(crate) plan: Plan,
     /// Per step: the KL coefficient used and the IS normalisation factor.
-    pub constants: Constants,
+    pub(crate) constants: Constants,
     /// Per step: the KL controller's (current KL, β) for the metrics.
-    pub kl_metrics: BTreeMap<Option<i64>, (f64, f64)>,
+    pub(crate) kl_metrics: BTreeMap<Option<i64>, (f64, f64)>,
     /// `--metrics` parts of pass 1 (rollout correction).
-    pub metric_parts: metrics::Parts,
+    pub(crate) metric_parts: metrics::Parts,
     /// The number of training batches (steps).
-    pub batches: usize,
+    pub(crate) batches: usize,
     /// Things the user should know about the data.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Fingerprint of the configuration the plan was made for (0 inside the commands, which
     /// never mix them up); its shards carry it.
-    pub config: u64,
+    pub(crate) config: u64,
 }
 
 /// One row group's token outputs, with the mask they apply to.

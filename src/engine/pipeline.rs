@@ -48,9 +48,9 @@ pub struct Pipeline {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Constants {
     /// For a step not listed (the configured β, no normalisation).
-    pub default: StepConstants,
+    pub(crate) default: StepConstants,
     /// The steps' own constants.
-    pub per_step: BTreeMap<Option<i64>, StepConstants>,
+    pub(crate) per_step: BTreeMap<Option<i64>, StepConstants>,
 }
 
 impl Constants {

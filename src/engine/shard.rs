@@ -13,13 +13,13 @@ use crate::estimators::Plan;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanShard {
     /// The steps covered (`None`: the input has no step column).
-    pub steps: Vec<Option<i64>>,
+    pub(crate) steps: Vec<Option<i64>>,
     /// Fingerprint of the configuration the plan was made for.
-    pub config: u64,
+    pub(crate) config: u64,
     /// The steps' constants (KL coefficient, IS normalisation).
-    pub constants: Constants,
+    pub(crate) constants: Constants,
     /// The estimator's plan, restricted to the steps' rows.
-    pub plan: Plan,
+    pub(crate) plan: Plan,
 }
 
 impl Prepared {
@@ -68,6 +68,11 @@ impl Prepared {
 }
 
 impl PlanShard {
+    /// The steps the shard covers (`None`: the input has no step column).
+    pub fn steps(&self) -> &[Option<i64>] {
+        &self.steps
+    }
+
     /// The shard as bytes (an Arrow IPC stream), for another process or machine.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         super::exchange::shard_to_bytes(self)

@@ -88,33 +88,33 @@ impl Rows<'_> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowStats {
     /// Group label per row (empty when the estimator does not group).
-    pub uid: Vec<GroupKey>,
-    pub step: Option<Vec<i64>>,
+    pub(crate) uid: Vec<GroupKey>,
+    pub(crate) step: Option<Vec<i64>>,
     /// `(session_id, output_index)` per row, for multi-output sessions.
-    pub session: Option<(Vec<GroupKey>, Vec<i64>)>,
+    pub(crate) session: Option<(Vec<GroupKey>, Vec<i64>)>,
     /// Outcome score: Σ of `token_level_rewards` over all positions of the row.
-    pub score: Vec<f64>,
+    pub(crate) score: Vec<f64>,
     /// Valid tokens after rejection.
-    pub valid: Vec<f64>,
+    pub(crate) valid: Vec<f64>,
     /// Valid tokens before rejection.
-    pub orig_valid: Vec<f64>,
+    pub(crate) orig_valid: Vec<f64>,
     /// Σ_t kld·m (KL in reward).
-    pub kl_sum: Vec<f64>,
+    pub(crate) kl_sum: Vec<f64>,
     /// Partial sums of the IS batch-normalisation mean.
-    pub is_norm_parts: Vec<(f64, f64)>,
+    pub(crate) is_norm_parts: Vec<(f64, f64)>,
     /// Per-row moments of the values gae / reinforce_plus_plus whiten.
-    pub moments: Vec<Moments>,
+    pub(crate) moments: Vec<Moments>,
     /// gdpo reward components, `components[k][row]`.
-    pub components: Vec<Vec<f64>>,
+    pub(crate) components: Vec<Vec<f64>>,
     /// OTB column sums per (step, uid), merged in row-group order.
-    pub columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
+    pub(crate) columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
     /// Rows whose scalar score had no position.
-    pub dropped_scores: usize,
+    pub(crate) dropped_scores: usize,
     /// Positive values in log-probability columns (a warning).
-    pub positive_log_probs: Option<PositiveLogProbs>,
+    pub(crate) positive_log_probs: Option<PositiveLogProbs>,
     /// Which pass made these statistics, so the plan can refuse the wrong ones; `None` for
     /// an empty value that nothing was appended to yet.
-    pub stamp: Option<Stamp>,
+    pub(crate) stamp: Option<Stamp>,
 }
 
 /// What made a [`RowStats`] (or a plan shard): fingerprints of the resolved configuration
@@ -133,6 +133,7 @@ pub struct Stamp {
 }
 
 impl RowStats {
+    /// The rows these statistics describe.
     pub fn rows(&self) -> usize {
         self.score.len()
     }
