@@ -13,7 +13,6 @@ use crate::engine::plan::{self, step_constants, training_batches};
 use crate::engine::row_stats::{Scope, row_stats};
 use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
-use crate::estimators::Estimator;
 use crate::estimators::{Plan, RowStats};
 use crate::interrupt;
 use crate::io::decode::{DecodeOptions, decode};
@@ -101,10 +100,7 @@ impl Job<'_> {
                 .as_ref()
                 .and_then(|c| c.is.as_ref())
                 .is_some_and(|s| s.batch_normalize)
-                && matches!(
-                    p.estimator,
-                    Estimator::OptimalTokenBaseline | Estimator::TirOptimalTokenBaseline
-                ))
+                && p.estimator.info().weights_in_pass1)
     }
 
     /// The constants before any pass: the configured β, no IS normalisation.

@@ -76,14 +76,8 @@ impl Convention {
 
 /// The estimators whose numbers depend on the convention.
 pub fn in_family(e: Estimator) -> bool {
-    matches!(
-        e,
-        Estimator::Grpo
-            | Estimator::Drgrpo
-            | Estimator::GrpoBatchStd
-            | Estimator::Rloo
-            | Estimator::Maxrl
-    )
+    // the family members are the estimators that declare the setting
+    e.info().settings.contains(&"convention")
 }
 
 /// Whether the framework defines the estimator (C5); `Err` says why not.

@@ -69,6 +69,7 @@ impl Estimate for Gae {
         kind: Kind::Token,
         columns: &[Column::Values],
         settings: &["gamma", "lam", "whiten_advantages"],
+        weights_in_pass1: false,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

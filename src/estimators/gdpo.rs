@@ -43,6 +43,7 @@ impl Estimate for Gdpo {
         kind: Kind::Outcome,
         columns: &[Column::Uid, Column::RewardComponents],
         settings: &["gdpo_reward_keys", "gdpo_reward_weights"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -33,6 +33,7 @@ impl Estimate for Gpg {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &[],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

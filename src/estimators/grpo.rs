@@ -123,6 +123,7 @@ impl Estimate for Grpo {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &["norm_adv_by_std_in_grpo", "convention"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

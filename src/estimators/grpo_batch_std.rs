@@ -99,6 +99,7 @@ impl Estimate for GrpoBatchStd {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &["convention", "group_size"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

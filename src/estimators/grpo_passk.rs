@@ -58,6 +58,7 @@ impl Estimate for GrpoPassk {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &["norm_adv_by_std_in_grpo"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

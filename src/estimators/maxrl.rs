@@ -48,6 +48,7 @@ impl Estimate for Maxrl {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &["convention"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

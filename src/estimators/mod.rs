@@ -73,6 +73,9 @@ pub struct Info {
     pub columns: &'static [Column],
     /// The `algorithm.*` keys (and their flags) it reads.
     pub settings: &'static [&'static str],
+    /// Its pass-1 statistics use the rollout-correction IS weights, so batch-normalised
+    /// weights need their normalisation (a constants pre-pass) before pass 1.
+    pub weights_in_pass1: bool,
 }
 
 /// One estimator: its declaration and its work in each pass. The engine calls these through
@@ -230,11 +233,6 @@ impl Estimator {
     /// Whether the estimator reads `column`.
     pub fn reads(self, column: Column) -> bool {
         self.info().columns.contains(&column)
-    }
-
-    /// Whether the estimator groups rows by `uid`.
-    pub fn needs_uid(self) -> bool {
-        self.reads(Column::Uid)
     }
 
     /// The OpenRLHF token-pipeline estimators (`estimators::openrlhf`).

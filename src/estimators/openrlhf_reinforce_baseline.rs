@@ -35,6 +35,7 @@ impl Estimate for OpenrlhfReinforceBaseline {
         kind: Kind::Token,
         columns: &[Column::Uid],
         settings: &["group_size", "openrlhf.reward_clip", "openrlhf.no_std_norm"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -31,6 +31,7 @@ impl Estimate for OpenrlhfRloo {
         kind: Kind::Token,
         columns: &[Column::Uid],
         settings: &["group_size", "openrlhf.reward_clip"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -50,6 +50,7 @@ impl Estimate for Opo {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &[],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

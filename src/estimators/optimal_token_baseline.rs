@@ -227,6 +227,7 @@ impl Estimate for OptimalTokenBaseline {
         kind: Kind::Token,
         columns: &[Column::Uid, Column::OldLogProbs, Column::SumPiSquared],
         settings: &[],
+        weights_in_pass1: true,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

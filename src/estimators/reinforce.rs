@@ -44,6 +44,7 @@ impl Estimate for Reinforce {
         kind: Kind::Token,
         columns: &[],
         settings: &["gamma"],
+        weights_in_pass1: false,
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {

@@ -86,6 +86,7 @@ impl Estimate for ReinforcePlusPlus {
         kind: Kind::Token,
         columns: &[],
         settings: &["gamma", "mask_mode"],
+        weights_in_pass1: false,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

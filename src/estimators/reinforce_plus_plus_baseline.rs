@@ -35,6 +35,7 @@ impl Estimate for ReinforcePlusPlusBaseline {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &[],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -36,6 +36,7 @@ impl Estimate for Remax {
         kind: Kind::Token,
         columns: &[Column::RewardBaselines],
         settings: &[],
+        weights_in_pass1: false,
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {

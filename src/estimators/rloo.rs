@@ -37,6 +37,7 @@ impl Estimate for Rloo {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &["convention"],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -102,6 +102,7 @@ impl Estimate for RlooLooStd {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &[],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

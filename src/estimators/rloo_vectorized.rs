@@ -34,6 +34,7 @@ impl Estimate for RlooVectorized {
         kind: Kind::Outcome,
         columns: &[Column::Uid],
         settings: &[],
+        weights_in_pass1: false,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

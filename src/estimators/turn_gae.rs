@@ -73,6 +73,7 @@ impl Estimate for TurnGae {
         kind: Kind::Token,
         columns: &[Column::Values],
         settings: &["gamma", "lam"],
+        weights_in_pass1: false,
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
