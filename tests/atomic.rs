@@ -6,42 +6,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use arrow::array::RecordBatch;
 use common::*;
-
-fn temporaries(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".advcalc-"))
-        .collect()
-}
 
 #[test]
 fn sigkill_mid_write_keeps_the_previous_output() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    // ~1.6M tokens in 16 row groups: long enough to be caught while writing.
-    let rows = 16_000;
-    let len = 100;
-    let uids: Vec<String> = (0..rows).map(|i| format!("u{}", i / 8)).collect();
-    let uid_refs: Vec<&str> = uids.iter().map(String::as_str).collect();
-    let masks: Vec<Vec<i8>> = (0..rows).map(|_| vec![1; len]).collect();
-    let scores: Vec<Vec<f32>> = (0..rows)
-        .map(|i| {
-            let mut r = vec![0.0; len];
-            r[len - 1] = (i % 3) as f32;
-            r
-        })
-        .collect();
-    let batch = RecordBatch::try_from_iter(vec![
-        ("uid", strings(&uid_refs)),
-        ("response_mask", i8_lists(&masks)),
-        ("rm_scores", f32_lists(&scores)),
-        ("values", f32_lists(&scores)),
-    ])
-    .unwrap();
+    let batch = large_batch();
+    let rows = batch.num_rows();
     write_parquet(&dir.join("in.parquet"), &batch, 1000);
     std::fs::write(dir.join("out.parquet"), b"previous result").unwrap();
 
@@ -61,7 +33,7 @@ fn sigkill_mid_write_keeps_the_previous_output() {
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while temporaries(dir).is_empty() {
+    while leftovers(dir).is_empty() {
         assert!(
             child.try_wait().unwrap().is_none(),
             "advcalc finished before it could be killed"
@@ -84,7 +56,7 @@ fn sigkill_mid_write_keeps_the_previous_output() {
         std::fs::read(dir.join("out.parquet")).unwrap(),
         b"previous result"
     );
-    assert_eq!(temporaries(dir).len(), 1, "the killed run's temporary file");
+    assert_eq!(leftovers(dir).len(), 1, "the killed run's temporary file");
 
     // The next run in the directory removes the dead run's leftover and completes.
     let out = run_in(
@@ -92,7 +64,7 @@ fn sigkill_mid_write_keeps_the_previous_output() {
         &["run", "-q", "-f", "-e", "grpo", "in.parquet", "out.parquet"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(temporaries(dir).is_empty(), "{:?}", temporaries(dir));
+    assert!(leftovers(dir).is_empty(), "{:?}", leftovers(dir));
     assert_eq!(read_parquet(&dir.join("out.parquet")).num_rows(), rows);
 }
 
@@ -154,7 +126,7 @@ fn only_this_hosts_dead_runs_leftovers_are_removed() {
     }
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
-    let mut left = temporaries(dir);
+    let mut left = leftovers(dir);
     left.sort();
     let mut expected = kept.to_vec();
     expected.sort();

@@ -119,3 +119,36 @@ pub fn grpo_batch() -> RecordBatch {
     ])
     .unwrap()
 }
+
+/// ~1.6M tokens in 16 000 rows (16 row groups when written 1000 rows a group): a run on it
+/// lasts long enough to be caught while writing.
+pub fn large_batch() -> RecordBatch {
+    let (rows, len) = (16_000, 100);
+    let uids: Vec<String> = (0..rows).map(|i| format!("u{}", i / 8)).collect();
+    let uid_refs: Vec<&str> = uids.iter().map(String::as_str).collect();
+    let masks: Vec<Vec<i8>> = (0..rows).map(|_| vec![1; len]).collect();
+    let scores: Vec<Vec<f32>> = (0..rows)
+        .map(|i| {
+            let mut r = vec![0.0; len];
+            r[len - 1] = (i % 3) as f32;
+            r
+        })
+        .collect();
+    RecordBatch::try_from_iter(vec![
+        ("uid", strings(&uid_refs)),
+        ("response_mask", i8_lists(&masks)),
+        ("rm_scores", f32_lists(&scores)),
+        ("values", f32_lists(&scores)),
+    ])
+    .unwrap()
+}
+
+/// advcalc's temporary files in `dir` (`.advcalc-*`).
+pub fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".advcalc-"))
+        .collect()
+}
