@@ -200,7 +200,7 @@ impl Passes<'_> {
         let summary = RunSummary {
             rows,
             row_groups,
-            batches: prepared.batches,
+            batches: prepared.batches.len(),
             warnings: prepared.warnings.clone(),
         };
         let mut metric_parts = prepared.metric_parts.clone();

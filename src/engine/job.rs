@@ -54,8 +54,8 @@ pub struct Prepared {
     pub(crate) kl_metrics: BTreeMap<Option<i64>, (f64, f64)>,
     /// `--metrics` parts of pass 1 (rollout correction).
     pub(crate) metric_parts: metrics::Parts,
-    /// The number of training batches (steps).
-    pub(crate) batches: usize,
+    /// The training batches: each step's global row indices (steps ascending).
+    pub(crate) batches: Vec<(Option<i64>, Vec<usize>)>,
     /// Things the user should know about the data.
     pub(crate) warnings: Vec<String>,
     /// Fingerprint of the configuration the plan was made for (0 inside the commands, which
@@ -186,7 +186,10 @@ impl Job<'_> {
             }
         }
         let (constants, kl_metrics) = step_constants(self.pipeline, &stats);
-        let plan = plan::plan(self.pipeline, &stats, self.file)?;
+        let mut stats = stats;
+        let mut plan = plan::plan(self.pipeline, &stats, self.file)?;
+        // pass 2 reads the OTB group column sums from the plan; moved, not copied
+        plan.columns = std::mem::take(&mut stats.columns);
         warnings.extend(plan.warnings.iter().cloned());
         if plan.nan_rows > 0 {
             warnings.push(format!(
@@ -196,7 +199,7 @@ impl Job<'_> {
         }
         Ok(Prepared {
             config: 0,
-            batches: batches.len(),
+            batches,
             stats,
             plan,
             constants,

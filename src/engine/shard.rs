@@ -4,7 +4,6 @@
 
 use crate::engine::job::Prepared;
 use crate::engine::pipeline::Constants;
-use crate::engine::plan::training_batches;
 use crate::error::Result;
 use crate::estimators::Plan;
 
@@ -25,10 +24,7 @@ pub struct PlanShard {
 impl Prepared {
     /// The steps of the input, ascending (`[None]` without a step column).
     pub fn steps(&self) -> Vec<Option<i64>> {
-        training_batches(self.stats.step.as_deref(), self.stats.rows())
-            .into_iter()
-            .map(|(step, _)| step)
-            .collect()
+        self.batches.iter().map(|(step, _)| *step).collect()
     }
 
     /// The shard of one step.
@@ -38,10 +34,11 @@ impl Prepared {
 
     /// The shard of several steps (the steps a record batch holds).
     pub fn for_steps(&self, steps: &[Option<i64>]) -> PlanShard {
-        let mut rows: Vec<usize> = training_batches(self.stats.step.as_deref(), self.stats.rows())
-            .into_iter()
+        let mut rows: Vec<usize> = self
+            .batches
+            .iter()
             .filter(|(step, _)| steps.contains(step))
-            .flat_map(|(_, rows)| rows)
+            .flat_map(|(_, rows)| rows.iter().copied())
             .collect();
         rows.sort_unstable();
         let mut constants = Constants::uniform(self.constants.default);

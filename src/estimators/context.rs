@@ -194,7 +194,7 @@ pub struct Plan {
     /// position from which the zero-tail rule zeroes it.
     pub otb_singleton: Vec<bool>,
     pub otb_zero_tail: Vec<Option<usize>>,
-    /// OTB: the group column sums per (step, uid).
+    /// OTB: the group column sums per (step, uid), moved here from pass 1's statistics.
     pub columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
     /// OPO rows set to 0 where verl writes NaN.
     pub nan_rows: usize,

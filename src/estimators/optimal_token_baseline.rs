@@ -140,8 +140,8 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<(
 }
 
 /// Between the passes: which rows have no baseline (singletons; with `tir`, rows without a
-/// valid token, left out of their group), the zero-tail column of each group, and the
-/// batch's group column sums for pass 2.
+/// valid token, left out of their group) and the zero-tail column of each group. Pass 2
+/// reads the group column sums from the plan, where the engine moves pass 1's.
 pub fn baselines(batch: &TrainingBatch<'_>, plan: &mut Plan, tir: bool) {
     let stats = batch.stats;
     let mut members: HashMap<&GroupKey, Vec<usize>> = HashMap::new();
@@ -152,11 +152,7 @@ pub fn baselines(batch: &TrainingBatch<'_>, plan: &mut Plan, tir: bool) {
             plan.otb_singleton[r] = true;
         }
     }
-    for (&label, rows) in &members {
-        if let Some(sums) = stats.columns.get(&(batch.step, label.clone())) {
-            plan.columns
-                .insert((batch.step, label.clone()), sums.clone());
-        }
+    for rows in members.values() {
         if rows.len() == 1 {
             plan.otb_singleton[rows[0]] = true;
             continue;
