@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 
 #[test]
@@ -32,23 +30,7 @@ fn sigkill_mid_write_keeps_the_previous_output() {
         ])
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while leftovers(dir).is_empty() {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "advcalc finished before it could be killed"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no temporary file appeared"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    std::thread::sleep(Duration::from_millis(20));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "advcalc finished before it could be killed"
-    );
+    wait_until_writing(&mut child, dir);
     child.kill().unwrap(); // SIGKILL on unix
     child.wait().unwrap();
 

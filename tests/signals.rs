@@ -19,23 +19,7 @@ fn interrupt_mid_write(
     dir: &Path,
     signal: libc::c_int,
 ) -> (Option<i32>, String, Duration) {
-    let start = Instant::now();
-    while leftovers(dir).is_empty() {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "advcalc finished before the signal"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no temporary file appeared"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    std::thread::sleep(Duration::from_millis(20));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "advcalc finished before the signal"
-    );
+    wait_until_writing(&mut child, dir);
     let sent = Instant::now();
     // SAFETY: kill sends a signal to our own child process; no memory is involved.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);

@@ -152,3 +152,26 @@ pub fn leftovers(dir: &Path) -> Vec<String> {
         .filter(|n| n.starts_with(".advcalc-"))
         .collect()
 }
+
+/// Wait until a spawned run has its temporary OUT in `dir` (it is writing), and a little more,
+/// so that a fault delivered next catches it mid-write; fails if the run ends first.
+pub fn wait_until_writing(child: &mut std::process::Child, dir: &Path) {
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    while leftovers(dir).is_empty() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "advcalc finished before it was caught writing"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no temporary file appeared"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "advcalc finished before it was caught writing"
+    );
+}
