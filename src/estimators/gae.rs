@@ -59,6 +59,21 @@ pub fn unwhitened(a_raw: &[f32], mask: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Row `i`'s A_raw into `out` (both passes compute it: pass 1 for the batch moments).
+fn a_raw_of_row(rows: &Rows<'_>, values: &[f32], i: usize, out: &mut Vec<f32>) {
+    let s = rows.settings;
+    let span = rows.span(i);
+    out.resize(span.len(), 0.0f32);
+    gae_row(
+        &rows.rewards[span.clone()],
+        &values[span.clone()],
+        &rows.mask[span],
+        s.gamma,
+        s.lam,
+        out,
+    );
+}
+
 /// `-e gae` ([`Kind::Token`]).
 pub struct Gae;
 
@@ -81,18 +96,10 @@ impl Estimate for Gae {
         let values = rows.token(TokenRole::Values)?;
         let mut a_raw = Vec::new();
         for i in 0..rows.rows() {
-            let span = rows.span(i);
-            a_raw.resize(span.len(), 0.0f32);
-            let m = &rows.mask[span.clone()];
-            gae_row(
-                &rows.rewards[span.clone()],
-                &values[span],
-                m,
-                s.gamma,
-                s.lam,
-                &mut a_raw,
-            );
-            stats.moments.push(Moments::of_valid(&a_raw, m));
+            a_raw_of_row(rows, values, i, &mut a_raw);
+            stats
+                .moments
+                .push(Moments::of_valid(&a_raw, &rows.mask[rows.span(i)]));
         }
         Ok(())
     }
@@ -113,16 +120,8 @@ impl Estimate for Gae {
         let mut a_raw = Vec::new();
         for i in 0..rows.rows() {
             let span = rows.span(i);
-            a_raw.resize(span.len(), 0.0f32);
             let m = &rows.mask[span.clone()];
-            gae_row(
-                &rows.rewards[span.clone()],
-                &values[span.clone()],
-                m,
-                s.gamma,
-                s.lam,
-                &mut a_raw,
-            );
+            a_raw_of_row(rows, values, i, &mut a_raw);
             for (j, t) in span.clone().enumerate() {
                 returns[t] = a_raw[j] + values[t];
             }

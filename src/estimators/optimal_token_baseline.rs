@@ -104,6 +104,28 @@ pub fn zero_tail(lengths: &[usize]) -> Option<(usize, usize)> {
     (holders.len() == 1 && max > second).then(|| (holders[0], second))
 }
 
+/// Row `i`'s G (into `g`, the row's length) and W (into `w`), for both passes, from the
+/// run's `old_log_probs` and `sum_pi_squared`.
+fn row_terms_of(
+    rows: &Rows<'_>,
+    (old, spi): (&[f32], &[f32]),
+    i: usize,
+    g: &mut [f32],
+    w: &mut Vec<f32>,
+) {
+    let s = rows.span(i);
+    w.resize(s.len(), 0.0f32);
+    row_terms(
+        &rows.rewards[s.clone()],
+        &rows.mask[s.clone()],
+        &old[s.clone()],
+        &spi[s.clone()],
+        rows.is_weights.map(|x| &x[s]),
+        g,
+        w,
+    );
+}
+
 /// Pass 1 of both OTB estimators: each row's G·W and W added into its (step, uid) group's
 /// column sums, by absolute position or (`tir`) by the k-th valid token.
 pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<()> {
@@ -114,17 +136,8 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<(
     for (i, label) in uid.iter().enumerate() {
         let s = rows.span(i);
         g.resize(s.len(), 0.0f32);
-        w.resize(s.len(), 0.0f32);
-        let m = &rows.mask[s.clone()];
-        row_terms(
-            &rows.rewards[s.clone()],
-            m,
-            &old[s.clone()],
-            &spi[s.clone()],
-            rows.is_weights.map(|w| &w[s.clone()]),
-            &mut g,
-            &mut w,
-        );
+        row_terms_of(rows, (old, spi), i, &mut g, &mut w);
+        let m = &rows.mask[s];
         let sums = stats
             .columns
             .entry((rows.group.step_of(i), label.clone()))
@@ -176,17 +189,8 @@ pub fn advantages(rows: &Rows<'_>, plan: &Plan, tir: bool) -> Result<Tokens> {
     let first = rows.group.first_row;
     for (i, label) in uid.iter().enumerate() {
         let s = rows.span(i);
-        w.resize(s.len(), 0.0f32);
+        row_terms_of(rows, (old, spi), i, &mut returns[s.clone()], &mut w);
         let m = &rows.mask[s.clone()];
-        row_terms(
-            &rows.rewards[s.clone()],
-            m,
-            &old[s.clone()],
-            &spi[s.clone()],
-            rows.is_weights.map(|x| &x[s.clone()]),
-            &mut returns[s.clone()],
-            &mut w,
-        );
         let row = first + i;
         let sums = if plan.otb_singleton(row) {
             &empty
