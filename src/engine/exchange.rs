@@ -10,7 +10,8 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, RecordBatch,
     StringArray, UInt64Array,
 };
-use arrow::datatypes::{Field, Schema};
+use arrow::array::{ArrowPrimitiveType, PrimitiveArray};
+use arrow::datatypes::{Field, Float64Type, Int64Type, Schema, UInt64Type};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 use serde_json::{Value, json};
@@ -80,7 +81,7 @@ impl RowStats {
     /// Statistics from [`RowStats::to_bytes`]'s bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let (batch, meta) = read(bytes, "row_stats")?;
-        let f = |name: &str| f64_column(&batch, name);
+        let f = |name: &str| primitive::<Float64Type>(&batch, name);
         let pairs = |a: Vec<f64>, b: Vec<f64>| a.into_iter().zip(b).collect::<Vec<_>>();
         let components = (0..uint(&meta, "components")? as usize)
             .map(|k| f(&format!("component_{k}")))
@@ -102,7 +103,7 @@ impl RowStats {
             None => None,
             Some(_) => Some((
                 key_column(&batch, "session_id")?,
-                i64_column(&batch, "output_index")?,
+                primitive::<Int64Type>(&batch, "output_index")?,
             )),
         };
         let positive_log_probs = match &meta["positive_log_probs"] {
@@ -121,7 +122,7 @@ impl RowStats {
             },
             step: match batch.column_by_name("step") {
                 None => None,
-                Some(_) => Some(i64_column(&batch, "step")?),
+                Some(_) => Some(primitive::<Int64Type>(&batch, "step")?),
             },
             session,
             score: f("score")?,
@@ -224,7 +225,7 @@ pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
             },
         );
     }
-    let rows: Vec<usize> = u64_column(&batch, "row")?
+    let rows: Vec<usize> = primitive::<UInt64Type>(&batch, "row")?
         .into_iter()
         .map(|r| r as usize)
         .collect();
@@ -345,26 +346,11 @@ fn key_from_text(t: &str) -> Result<GroupKey> {
     }
 }
 
-fn f64_column(batch: &RecordBatch, name: &str) -> Result<Vec<f64>> {
+/// The values of a primitive column, or a malformed-bytes error naming it.
+fn primitive<T: ArrowPrimitiveType>(batch: &RecordBatch, name: &str) -> Result<Vec<T::Native>> {
     batch
         .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<Float64Array>())
-        .map(|a| a.values().to_vec())
-        .ok_or_else(|| malformed(name))
-}
-
-fn i64_column(batch: &RecordBatch, name: &str) -> Result<Vec<i64>> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-        .map(|a| a.values().to_vec())
-        .ok_or_else(|| malformed(name))
-}
-
-fn u64_column(batch: &RecordBatch, name: &str) -> Result<Vec<u64>> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .and_then(|c| c.as_any().downcast_ref::<PrimitiveArray<T>>())
         .map(|a| a.values().to_vec())
         .ok_or_else(|| malformed(name))
 }
