@@ -17,6 +17,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
 use crate::config::Config;
+use crate::data::TokenRole;
 use crate::engine::job::{GroupOutputs, Job, Prepared, StatsPass};
 use crate::engine::pipeline::{Constants, Pipeline};
 use crate::engine::shard::PlanShard;
@@ -84,6 +85,8 @@ pub struct Engine {
     /// Fingerprint of the resolved configuration, stamped on what the passes produce so that
     /// statistics or shards of another configuration are refused.
     config: u64,
+    /// The schema of pass 2's record batches, worked out once.
+    output_schema: SchemaRef,
 }
 
 fn fingerprint(text: &str) -> u64 {
@@ -111,6 +114,9 @@ impl Engine {
     pub fn new(config: &Config, schema: SchemaRef, name: &str) -> Result<Self> {
         let pipeline = Pipeline::new(&config.algorithm);
         let columns = InputColumns::resolve(schema, &pipeline.needs(), name)?;
+        let has_rollout = columns.token(TokenRole::RolloutLogProbs).is_some();
+        let output_schema =
+            columns.output_schema(pipeline.is_weights(has_rollout), pipeline.kl.is_none());
         let engine = Engine {
             pipeline,
             columns,
@@ -119,6 +125,7 @@ impl Engine {
             allow_nonfinite: false,
             metrics: false,
             config: fingerprint(&config.to_yaml()),
+            output_schema,
         };
         engine.job().check_columns()?;
         Ok(engine)
@@ -319,7 +326,7 @@ impl Engine {
         assemble(
             batch,
             &self.columns,
-            &self.output_schema(),
+            &self.output_schema,
             &group.mask.offsets,
             outputs,
             &self.name,
@@ -328,11 +335,7 @@ impl Engine {
 
     /// The schema of [`Engine::token_outputs`]'s batches.
     pub fn output_schema(&self) -> SchemaRef {
-        let has_rollout = self.job().has_rollout();
-        self.columns.output_schema(
-            self.pipeline.is_weights(has_rollout),
-            self.pipeline.kl.is_none(),
-        )
+        self.output_schema.clone()
     }
 
     /// The whole pipeline on an input held in memory, in one call (small data; files go
