@@ -230,11 +230,6 @@ impl Estimator {
         self.info().source == VERL
     }
 
-    /// Whether the estimator reads `column`.
-    pub fn reads(self, column: Column) -> bool {
-        self.info().columns.contains(&column)
-    }
-
     /// The OpenRLHF token-pipeline estimators (`estimators::openrlhf`).
     pub fn is_openrlhf(self) -> bool {
         self.info().source == openrlhf::SOURCE
