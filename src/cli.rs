@@ -149,6 +149,7 @@ impl AlgoArgs {
     pub fn load(&self, file: Option<&std::path::Path>, estimator: Option<&str>) -> Result<Config> {
         Config::load(&ConfigSources {
             file,
+            text: None,
             sets: &self.sets,
             estimator,
             gamma: self.gamma,

@@ -33,3 +33,9 @@ pub fn check() -> Result<()> {
         Some(signal) => Err(Error::interrupted(signal)),
     }
 }
+
+/// Forget a stop request once the interrupted work has unwound, so that the next call of a
+/// long-lived front end (the Python package in a notebook) runs. The CLI never clears it.
+pub fn clear() {
+    REQUESTED.store(0, Ordering::Relaxed);
+}

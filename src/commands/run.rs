@@ -14,11 +14,10 @@ use std::path::PathBuf;
 use crate::commands::inspect::PROVENANCE_PREFIX;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::engine::job::{GroupOutputs, Job, Prepared};
+use crate::engine::job::{GroupOutputs, Job};
 use crate::engine::metrics;
 use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs, thread_pool};
-use crate::engine::plan::training_batches;
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::assemble::assemble;
@@ -266,7 +265,7 @@ impl Passes<'_> {
             },
         )?;
         if let Some(path) = &self.opts.metrics {
-            let json = self.metrics_json(&prepared, &metric_parts);
+            let json = metrics::to_json(job, &prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();
             std::fs::write(path, text + "\n").map_err(|e| {
                 Error::data(format!("{}: cannot write the metrics", path.display())).with_source(e)
@@ -275,80 +274,5 @@ impl Passes<'_> {
         output.finish()?;
         progress.finish();
         Ok(summary)
-    }
-
-    /// One JSON object of metrics per training batch (a single object without a step column).
-    fn metrics_json(&self, prepared: &Prepared, parts: &metrics::Parts) -> serde_json::Value {
-        use serde_json::{Map, Value};
-        let (stats, kl_metrics, constants, plan) = (
-            &prepared.stats,
-            &prepared.kl_metrics,
-            &prepared.constants,
-            &prepared.plan,
-        );
-        let has_rollout = self.job.has_rollout();
-        let pipeline = self.job.pipeline;
-        let empty = metrics::StepParts::default();
-        let mut steps = Vec::new();
-        for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
-            let mut m = Map::new();
-            if let Some(s) = step {
-                m.insert("step".into(), Value::from(s));
-            }
-            if let Some(&(current, beta)) = kl_metrics.get(&step) {
-                m.insert("actor/reward_kl_penalty".into(), Value::from(current));
-                m.insert("actor/reward_kl_penalty_coeff".into(), Value::from(beta));
-            }
-            let p = parts.get(&step).unwrap_or(&empty);
-            if let Some(c) = pipeline.correction_runs(has_rollout) {
-                metrics::correction_metrics(c, p, constants.get(step).is_norm, &mut m);
-            }
-            m.insert("advcalc/rows".into(), Value::from(rows.len()));
-            let valid: f64 = rows.iter().map(|&r| stats.valid[r]).sum();
-            m.insert("advcalc/valid_tokens".into(), Value::from(valid));
-            m.insert(
-                "advcalc/rows_without_valid_token".into(),
-                Value::from(rows.iter().filter(|&&r| stats.valid[r] == 0.0).count()),
-            );
-            if !stats.uid.is_empty() {
-                let grouping = crate::estimators::groups::Grouping::by_key(
-                    rows.iter().map(|&r| &stats.uid[r]),
-                );
-                let members = grouping.members();
-                let mut histogram = std::collections::BTreeMap::new();
-                for g in &members {
-                    *histogram.entry(g.len()).or_insert(0usize) += 1;
-                }
-                let flat = members
-                    .iter()
-                    .filter(|g| {
-                        g.iter()
-                            .all(|&i| stats.score[rows[i]] == stats.score[rows[g[0]]])
-                    })
-                    .count();
-                m.insert("advcalc/groups".into(), Value::from(members.len()));
-                m.insert(
-                    "advcalc/group_size_histogram".into(),
-                    Value::Object(
-                        histogram
-                            .into_iter()
-                            .map(|(k, v)| (k.to_string(), Value::from(v)))
-                            .collect(),
-                    ),
-                );
-                m.insert(
-                    "advcalc/zero_variance_group_fraction".into(),
-                    Value::from(flat as f64 / members.len().max(1) as f64),
-                );
-            }
-            m.insert("advcalc/nan_rows_zeroed".into(), Value::from(plan.nan_rows));
-            metrics::advantage_metrics(p, &mut m);
-            steps.push(Value::Object(m));
-        }
-        if stats.step.is_some() {
-            Value::Array(steps)
-        } else {
-            steps.pop().unwrap_or(Value::Object(Map::new()))
-        }
     }
 }

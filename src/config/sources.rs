@@ -14,6 +14,9 @@ pub struct ConfigSources<'a> {
     /// `--config FILE`: a verl trainer YAML (its `algorithm:` section and
     /// `actor_rollout_ref.rollout.n`); `None`: verl's defaults.
     pub file: Option<&'a Path>,
+    /// The same as `file`, given as text, with the name messages call it by (the Python
+    /// package's `config=` as a YAML string or a dict). Only one of `file` and `text`.
+    pub text: Option<(&'a str, &'a str)>,
     /// `--set key=value`, in command-line order.
     pub sets: &'a [String],
     /// `-e NAME` (`algorithm.adv_estimator`).
@@ -82,10 +85,18 @@ pub(crate) fn merge(sources: &ConfigSources<'_>) -> Result<Merged> {
     let mut algorithm = Value::Mapping(Mapping::new());
     let mut rollout_n = None;
     let mut origins = Origins::default();
-    if let Some(path) = sources.file {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::usage(format!("cannot read config file {name}")).with_source(e))?;
+    let file = match (sources.file, sources.text) {
+        (Some(path), _) => {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Error::usage(format!("cannot read config file {name}")).with_source(e)
+            })?;
+            Some((name, text))
+        }
+        (None, Some((name, text))) => Some((name.to_string(), text.to_string())),
+        (None, None) => None,
+    };
+    if let Some((name, text)) = file {
         let doc: Value = serde_yaml::from_str(&text)
             .map_err(|e| Error::usage(format!("{name}: not valid YAML")).with_source(e))?;
         let (section, n) = split_trainer_yaml(doc, &name)?;

@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 
 use crate::data::RowGroup;
 use crate::data::TokenRole;
+use crate::engine::job::{Job, Prepared};
 use crate::engine::pipeline::Pipeline;
+use crate::engine::plan::training_batches;
 use crate::shaping::correction::{
     self, Correction, IsLevel, RsAggregate, RsOption, RsStatistic, SAFETY_BOUND,
 };
@@ -515,6 +517,80 @@ pub fn advantage_metrics(p: &StepParts, out: &mut Map<String, Value>) {
         "advcalc/advantage_max".into(),
         Value::from(p.adv_max.unwrap_or(0.0)),
     );
+}
+
+/// The `--metrics` JSON: one object per training batch (a single object without a step
+/// column), verl's metric names where verl has them.
+pub fn to_json(job: &Job<'_>, prepared: &Prepared, parts: &Parts) -> Value {
+    let (stats, kl_metrics, constants, plan) = (
+        &prepared.stats,
+        &prepared.kl_metrics,
+        &prepared.constants,
+        &prepared.plan,
+    );
+    let has_rollout = job.has_rollout();
+    let pipeline = job.pipeline;
+    let empty = StepParts::default();
+    let mut steps = Vec::new();
+    for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
+        let mut m = Map::new();
+        if let Some(s) = step {
+            m.insert("step".into(), Value::from(s));
+        }
+        if let Some(&(current, beta)) = kl_metrics.get(&step) {
+            m.insert("actor/reward_kl_penalty".into(), Value::from(current));
+            m.insert("actor/reward_kl_penalty_coeff".into(), Value::from(beta));
+        }
+        let p = parts.get(&step).unwrap_or(&empty);
+        if let Some(c) = pipeline.correction_runs(has_rollout) {
+            correction_metrics(c, p, constants.get(step).is_norm, &mut m);
+        }
+        m.insert("advcalc/rows".into(), Value::from(rows.len()));
+        let valid: f64 = rows.iter().map(|&r| stats.valid[r]).sum();
+        m.insert("advcalc/valid_tokens".into(), Value::from(valid));
+        m.insert(
+            "advcalc/rows_without_valid_token".into(),
+            Value::from(rows.iter().filter(|&&r| stats.valid[r] == 0.0).count()),
+        );
+        if !stats.uid.is_empty() {
+            let grouping =
+                crate::estimators::groups::Grouping::by_key(rows.iter().map(|&r| &stats.uid[r]));
+            let members = grouping.members();
+            let mut histogram = std::collections::BTreeMap::new();
+            for g in &members {
+                *histogram.entry(g.len()).or_insert(0usize) += 1;
+            }
+            let flat = members
+                .iter()
+                .filter(|g| {
+                    g.iter()
+                        .all(|&i| stats.score[rows[i]] == stats.score[rows[g[0]]])
+                })
+                .count();
+            m.insert("advcalc/groups".into(), Value::from(members.len()));
+            m.insert(
+                "advcalc/group_size_histogram".into(),
+                Value::Object(
+                    histogram
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), Value::from(v)))
+                        .collect(),
+                ),
+            );
+            m.insert(
+                "advcalc/zero_variance_group_fraction".into(),
+                Value::from(flat as f64 / members.len().max(1) as f64),
+            );
+        }
+        m.insert("advcalc/nan_rows_zeroed".into(), Value::from(plan.nan_rows));
+        advantage_metrics(p, &mut m);
+        steps.push(Value::Object(m));
+    }
+    if stats.step.is_some() {
+        Value::Array(steps)
+    } else {
+        steps.pop().unwrap_or(Value::Object(Map::new()))
+    }
 }
 
 #[cfg(test)]

@@ -106,6 +106,8 @@ pub struct Computed {
     pub batches: Vec<RecordBatch>,
     /// Things the user should know about the data.
     pub warnings: Vec<String>,
+    /// With [`Engine::with_metrics`]: what `run --metrics` writes (one object per step).
+    pub metrics: Option<serde_json::Value>,
 }
 
 impl Engine {
@@ -143,8 +145,8 @@ impl Engine {
         self
     }
 
-    /// Collect the rollout-correction and advantage metrics parts in the passes.
-    pub(crate) fn with_metrics(mut self, metrics: bool) -> Self {
+    /// Collect the metrics in the passes: [`Computed::metrics`] (the CLI's `--metrics`).
+    pub fn with_metrics(mut self, metrics: bool) -> Self {
         self.metrics = metrics;
         self
     }
@@ -338,9 +340,12 @@ impl Engine {
         self.output_schema.clone()
     }
 
-    /// The whole pipeline on an input held in memory, in one call (small data; files go
-    /// through [`crate::run`], which streams row groups from disk).
+    /// The whole pipeline on an input held in memory, in one call (files go through
+    /// [`crate::run`], which streams row groups from disk). Record batches are processed in
+    /// parallel on the current rayon pool; results do not depend on the thread count. With
+    /// [`Engine::with_metrics`], [`Computed::metrics`] holds what `run --metrics` writes.
     pub fn compute(&self, batches: &[RecordBatch]) -> Result<Computed> {
+        use rayon::prelude::*;
         let starts: Vec<usize> = batches
             .iter()
             .scan(0, |row, b| {
@@ -349,28 +354,68 @@ impl Engine {
                 Some(first)
             })
             .collect();
+        let job = self.job();
         let constants = if self.needs_prepass() {
-            let mut pre = RowStats::default();
-            for (batch, &first) in batches.iter().zip(&starts) {
-                pre.append(self.prepass_stats(batch, first)?);
-            }
-            self.constants(&pre)?
+            let pre = batches
+                .par_iter()
+                .zip(&starts)
+                .map(|(batch, &first)| self.prepass_stats(batch, first))
+                .collect::<Result<Vec<_>>>()?;
+            let mut merged = RowStats::default();
+            pre.into_iter().for_each(|s| merged.append(s));
+            self.constants(&merged)?
         } else {
             self.start()
         };
-        let mut stats = RowStats::default();
-        for (batch, &first) in batches.iter().zip(&starts) {
-            stats.append(self.row_stats(batch, first, &constants)?);
-        }
-        let prepared = self.plan(stats)?;
-        let whole = prepared.whole();
-        let batches = batches
-            .iter()
+        let pass1 = batches
+            .par_iter()
             .zip(&starts)
-            .map(|(batch, &first)| self.token_outputs(batch, first, &whole))
+            .map(|(batch, &first)| {
+                job.row_group_stats(batch, first, &constants, StatsPass::Statistics)
+            })
             .collect::<Result<Vec<_>>>()?;
+        let (mut stats, mut parts) = (RowStats::default(), metrics::Parts::new());
+        for (s, p) in pass1 {
+            stats.append(s);
+            metrics::merge(&mut parts, p);
+        }
+        let prepared = job.prepare(stats, parts)?;
+        let pass2 = batches
+            .par_iter()
+            .zip(&starts)
+            .map(|(batch, &first)| {
+                let GroupOutputs {
+                    group,
+                    mask,
+                    outputs,
+                } = job.row_group_outputs(batch, first, &prepared)?;
+                let parts = if self.metrics {
+                    metrics::advantage_parts(&group, &mask, &outputs.advantages)
+                } else {
+                    metrics::Parts::new()
+                };
+                let out = assemble(
+                    batch,
+                    &self.columns,
+                    &self.output_schema,
+                    &group.mask.offsets,
+                    outputs,
+                    &self.name,
+                )?;
+                Ok((out, parts))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut parts = prepared.metric_parts.clone();
+        let mut out = Vec::with_capacity(pass2.len());
+        for (batch, p) in pass2 {
+            out.push(batch);
+            metrics::merge(&mut parts, p);
+        }
         Ok(Computed {
-            batches,
+            batches: out,
+            metrics: self
+                .metrics
+                .then(|| metrics::to_json(&job, &prepared, &parts)),
             warnings: prepared.warnings,
         })
     }

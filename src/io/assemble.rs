@@ -80,6 +80,17 @@ pub fn assemble(
                 name
             };
             match computed {
+                // `token_level_rewards` copied from the scores keeps their list type (a
+                // large list from polars, say): the values are the same, only offsets widen
+                Some(array) if array.data_type() != field.data_type() => {
+                    arrow::compute::cast(array, field.data_type()).map_err(|e| {
+                        Error::data(format!(
+                            "{file}: cannot write `{name}` as {}",
+                            field.data_type()
+                        ))
+                        .with_source(e)
+                    })
+                }
                 Some(array) => Ok(array.clone()),
                 None => input.column_by_name(source).cloned().ok_or_else(|| {
                     Error::data(format!("{file}: `{source}` missing from a row group"))

@@ -620,9 +620,8 @@ pub fn check_destination(dest: &Path, force: bool) -> Result<()> {
         return Err(Error::usage(format!("{name}: is a directory")));
     }
     if dest.exists() && !force {
-        return Err(Error::usage(format!(
-            "{name}: already exists (pass --force to overwrite it)"
-        )));
+        return Err(Error::usage(format!("{name}: already exists"))
+            .with_hint("pass --force (force=True from Python) to overwrite it"));
     }
     Ok(())
 }

@@ -1,0 +1,346 @@
+"""advcalc: advantages and returns for logged LLM RL rollouts, with verl 0.9.1's numbers.
+
+The same engine as the ``advcalc`` command line, from Python::
+
+    import advcalc, pyarrow.parquet as pq
+
+    table = advcalc.compute(pq.read_table("dump.parquet"), estimator="grpo")
+    table, metrics = advcalc.compute("dump.parquet", config="trainer.yaml", metrics=True)
+    advcalc.run("dump.parquet", "out.parquet", estimator="gae", set={"algorithm.lam": 0.95})
+    report = advcalc.inspect("dump.parquet")           # the dict `inspect --json` prints
+    table = advcalc.compare("dump.parquet", estimators=["grpo", "rloo"])
+
+Inputs are paths (Parquet, Arrow IPC; see the CLI's README) or, for :func:`compute`, any
+object with ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars
+DataFrame, a DuckDB relation). Results are pyarrow Tables (``polars.DataFrame(table)`` for
+polars users). Errors raise :class:`DataError` (bad data, the CLI's exit 1) or
+:class:`UsageError` (bad arguments, exit 2), both :class:`Error`, with the CLI's message and
+hint; data warnings and configuration notes are issued as :class:`DataWarning` and
+:class:`ConfigNote` (``warnings`` module). The GIL is released while the engine works, and
+Ctrl-C stops it promptly with ``KeyboardInterrupt``.
+
+Configuration, as the CLI's: ``config`` is a verl trainer YAML (a path), its ``algorithm:``
+section or the whole trainer config as YAML text, or the same as a dict; ``set`` holds
+overrides as ``{"algorithm.lam": 0.95}`` (the CLI's ``--set``); ``estimator`` and
+``convention`` are ``-e`` and ``--convention``. Later sources win: config, then set, then
+estimator and convention.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings as _warnings
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import _native
+from ._errors import ConfigNote, DataError, DataWarning, Error, UsageError
+
+__all__ = [
+    "compute",
+    "run",
+    "inspect",
+    "compare",
+    "estimators",
+    "Error",
+    "DataError",
+    "UsageError",
+    "DataWarning",
+    "ConfigNote",
+    "__version__",
+]
+
+__version__: str = _native.__version__
+
+PathLike = Union[str, "os.PathLike[str]"]
+ConfigLike = Union[PathLike, str, Mapping[str, Any], None]
+Sets = Union[Mapping[str, Any], Sequence[str], None]
+
+
+def compute(
+    data: Any,
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    metrics: bool = False,
+    *,
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Union[pa.Table, Tuple[pa.Table, Any]]:
+    """Compute advantages and returns: the same columns and numbers as ``advcalc run``.
+
+    Args:
+        data: an object with ``__arrow_c_stream__`` (pyarrow Table or RecordBatchReader,
+            polars DataFrame, DuckDB relation; read once), or a path to a dump (Parquet,
+            Arrow IPC file or stream).
+        estimator: ``algorithm.adv_estimator`` (``advcalc.estimators()`` lists them).
+        config: a verl trainer YAML path, YAML text, or a dict (see the module docstring).
+        set: overrides, ``{"algorithm.lam": 0.95}`` or ``["algorithm.lam=0.95"]``.
+        convention: whose numbers the GRPO/RLOO family gives (verl, trl, openrlhf, ...).
+        metrics: also return verl's metrics, as ``run --metrics`` writes them: a dict, or a
+            list of dicts (one per step) when the input has a ``step`` column.
+        layout: ``"ragged"`` or ``"padded"`` token lists (where a scalar ``score`` goes).
+        allow_nonfinite: let NaN and ±inf through instead of refusing them.
+        threads: worker threads (default: one per core).
+        input_format: ``"parquet"``, ``"arrow"`` or ``"arrows"`` for a path whose
+            extension does not say.
+
+    Returns:
+        The input's columns with ``token_level_rewards``, ``advantages``, ``returns`` (and
+        ``rollout_is_weights`` with importance weights), as a pyarrow Table; with
+        ``metrics=True``, a pair ``(table, metrics)``.
+
+    Raises:
+        DataError: the input cannot be read or holds a refused value.
+        UsageError: a bad argument or configuration.
+    """
+    cfg = _config_args(config, set, estimator, convention)
+    read = _read_args(input_format, layout, threads, allow_nonfinite)
+    if hasattr(data, "__arrow_c_stream__"):
+        table, metrics_json, warns, notes = _native.compute_stream(data, cfg, read, metrics)
+        found = json.loads(metrics_json) if metrics_json is not None else None
+    elif isinstance(data, (str, os.PathLike)):
+        # A file goes through the CLI's own streamed job, into a temporary file read back.
+        scratch = tempfile.mkdtemp(prefix="advcalc-compute-")
+        try:
+            out = os.path.join(scratch, "out.parquet")
+            metrics_path = os.path.join(scratch, "metrics.json") if metrics else None
+            summary = _native.run(
+                os.fspath(data), out, cfg, read, "parquet", False, metrics_path
+            )
+            warns, notes = summary[3], summary[4]
+            table = pq.read_table(out)
+            found = None
+            if metrics_path is not None:
+                with open(metrics_path, encoding="utf-8") as f:
+                    found = json.load(f)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        raise UsageError(
+            f"data: expected a path or an object with __arrow_c_stream__, got {type(data).__name__}",
+            "pass a pyarrow Table, a polars DataFrame, a DuckDB relation or a file path",
+        )
+    _say(warns, notes)
+    return (table, found) if metrics else table
+
+
+def run(
+    src: PathLike,
+    dst: PathLike,
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    *,
+    metrics: Optional[PathLike] = None,
+    force: bool = False,
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+    output_format: Optional[str] = None,
+) -> Dict[str, Any]:
+    """``advcalc run SRC DST``: read a dump, write it with the computed columns.
+
+    DST is written to a temporary file beside it and renamed at the end, so it appears only
+    when complete; an existing DST is an error unless ``force``. ``metrics`` is a path for
+    the metrics JSON. Other arguments as in :func:`compute`.
+
+    Returns:
+        ``{"rows", "row_groups", "batches", "warnings"}``.
+    """
+    cfg = _config_args(config, set, estimator, convention)
+    read = _read_args(input_format, layout, threads, allow_nonfinite)
+    if output_format is not None and not isinstance(output_format, str):
+        raise UsageError(f"output_format={output_format!r}: expected a format name")
+    rows, row_groups, batches, warns, notes = _native.run(
+        os.fspath(src),
+        os.fspath(dst),
+        cfg,
+        read,
+        output_format,
+        bool(force),
+        os.fspath(metrics) if metrics is not None else None,
+    )
+    _say(warns, notes)
+    return {"rows": rows, "row_groups": row_groups, "batches": batches, "warnings": warns}
+
+
+def inspect(
+    src: PathLike,
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    *,
+    layout: str = "ragged",
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Dict[str, Any]:
+    """``advcalc inspect --json SRC``: check a dump; the report as a dict.
+
+    Per step: masks and tool spans, group sizes, groups with no learning signal, score
+    sums, the KL term, train/rollout mismatch, non-finite values and, with an estimator,
+    advantage statistics; likely mistakes are listed as warnings in the report (not raised).
+    """
+    cfg = _config_args(config, set, estimator, convention)
+    read = _read_args(input_format, layout, threads, False)
+    return json.loads(_native.inspect(os.fspath(src), cfg, read))
+
+
+def compare(
+    src: PathLike,
+    estimators: Optional[Sequence[str]] = None,
+    configs: Union[Sequence[ConfigLike], Mapping[str, ConfigLike], None] = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    *,
+    correct_above: float = 0.0,
+    allow_nonfinite: bool = False,
+    layout: str = "ragged",
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Dict[str, Any]:
+    """``advcalc compare --json SRC``: several estimators or configs side by side; a dict.
+
+    The variants are every (config, estimator) pair, labelled as the CLI labels them: the
+    estimator's name; a config file's stem when several configs are given (``stem:name``
+    with several estimators too). ``configs`` may also be a dict ``{label: config}``. A row
+    is correct when its score is above ``correct_above``.
+    """
+    if isinstance(estimators, str):
+        estimators = [e for e in estimators.split(",") if e]
+    names: List[Optional[str]] = list(estimators) if estimators else [None]
+    if configs is None:
+        labelled: List[Tuple[Optional[str], ConfigLike]] = [(None, None)]
+    elif isinstance(configs, Mapping):
+        labelled = [(str(k), v) for k, v in configs.items()]
+    else:
+        labelled = [(_stem(c, i), c) for i, c in enumerate(configs)]
+    if len(labelled) * len(names) < 2:
+        raise UsageError(
+            "compare needs at least two variants",
+            "name several estimators (estimators=['grpo', 'rloo']) or give two configs",
+        )
+    variants = []
+    for label, config in labelled:
+        for name in names:
+            cfg = _config_args(config, set, name, convention)
+            variants.append((label, name, cfg))
+    read = _read_args(input_format, layout, threads, allow_nonfinite)
+    resolved = []
+    for label, name, cfg in variants:
+        resolved.append((_variant_label(label, name, cfg, len(labelled), len(names)), cfg))
+    seen = [lab for lab, _ in resolved]
+    for i, lab in enumerate(seen):
+        if lab in seen[:i]:
+            raise UsageError(f"variant `{lab}` is given twice", "name each estimator or config once")
+    return json.loads(_native.compare(os.fspath(src), resolved, read, float(correct_above)))
+
+
+def estimators() -> List[Dict[str, Any]]:
+    """Every estimator (``advcalc estimators --json``): name, source, kind, summary, the
+    columns it reads and the settings it uses."""
+    return json.loads(_native.estimators())
+
+
+# --- argument handling: Python values to the native module's plain arguments -------------
+
+
+def _config_args(
+    config: ConfigLike, sets: Sets, estimator: Optional[str], convention: Optional[str]
+) -> Dict[str, Any]:
+    config_file: Optional[str] = None
+    config_text: Optional[str] = None
+    if config is None:
+        pass
+    elif isinstance(config, Mapping):
+        # JSON is YAML: the dict goes in as the text of a config file
+        config_text = json.dumps(config)
+    elif isinstance(config, os.PathLike):
+        config_file = os.fspath(config)
+    elif isinstance(config, str):
+        if "\n" in config or ": " in config or config.lstrip().startswith("{"):
+            config_text = config
+        else:
+            config_file = config
+    else:
+        raise UsageError(
+            f"config: expected a path, YAML text or a dict, got {type(config).__name__}"
+        )
+    for name, value in (("estimator", estimator), ("convention", convention)):
+        if value is not None and not isinstance(value, str):
+            raise UsageError(f"{name}={value!r}: expected a name")
+    return {
+        "config_file": config_file,
+        "config_text": config_text,
+        "sets": _sets(sets),
+        "estimator": estimator,
+        "convention": convention,
+    }
+
+
+def _sets(sets: Sets) -> List[str]:
+    if sets is None:
+        return []
+    if isinstance(sets, Mapping):
+        out = []
+        for key, value in sets.items():
+            # the CLI reads each value as YAML: JSON spells every non-string value in YAML
+            text = value if isinstance(value, str) else json.dumps(value)
+            out.append(f"{key}={text}")
+        return out
+    if isinstance(sets, str):
+        return [sets]
+    return [str(s) for s in sets]
+
+
+def _read_args(
+    input_format: Optional[str], layout: str, threads: Optional[int], allow_nonfinite: bool
+) -> Dict[str, Any]:
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise UsageError(f"threads={threads!r}: expected a positive integer")
+    return {
+        "input_format": input_format,
+        "layout": layout,
+        "threads": threads,
+        "allow_nonfinite": bool(allow_nonfinite),
+    }
+
+
+def _stem(config: ConfigLike, index: int) -> Optional[str]:
+    if isinstance(config, (os.PathLike, str)) and isinstance(
+        _config_args(config, None, None, None)["config_file"], str
+    ):
+        name = os.path.basename(os.fspath(config))
+        return os.path.splitext(name)[0]
+    return f"config{index + 1}"
+
+
+def _variant_label(
+    label: Optional[str], name: Optional[str], cfg: Dict[str, Any], configs: int, names: int
+) -> str:
+    if label is not None and configs > 1:
+        return f"{label}:{_estimator_name(name, cfg)}" if names > 1 else label
+    return _estimator_name(name, cfg)
+
+
+def _estimator_name(name: Optional[str], cfg: Dict[str, Any]) -> str:
+    # the engine's name for what the configuration selects (a config file, or verl's default)
+    return _native.estimator_name(cfg)
+
+
+def _say(warns: List[str], notes: List[str]) -> None:
+    for note in notes:
+        _warnings.warn(note, ConfigNote, stacklevel=3)
+    for warning in warns:
+        _warnings.warn(warning, DataWarning, stacklevel=3)

@@ -1,0 +1,380 @@
+//! `advcalc._native`: the Python package's bridge to the engine. It converts at the edges
+//! only (Arrow C streams in, a pyarrow RecordBatchReader out, JSON text for reports) and
+//! leaves argument handling to the Python layer (`advcalc/__init__.py`), which documents the
+//! API. Every call runs the engine on a worker thread with the GIL released, checks for
+//! Ctrl-C meanwhile, and turns engine errors and panics into `advcalc.Error` subclasses.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::{Mutex, mpsc};
+use std::time::Duration;
+
+use arrow::datatypes::SchemaRef;
+use arrow::ffi_stream::RecordBatchStreamReader;
+use arrow::pyarrow::{PyArrowType, Table};
+use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use pyo3::prelude::*;
+
+use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dump};
+use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
+use advcalc::{Config, ConfigSources, Engine, ErrorKind, Format, Layout, RunOptions};
+
+/// Where a configuration comes from: a file, or YAML text (a dict arrives as JSON text).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct ConfigArgs {
+    config_file: Option<PathBuf>,
+    config_text: Option<String>,
+    sets: Vec<String>,
+    estimator: Option<String>,
+    convention: Option<String>,
+}
+
+impl ConfigArgs {
+    fn load(&self) -> advcalc::Result<Config> {
+        Config::load(&ConfigSources {
+            file: self.config_file.as_deref(),
+            text: self.config_text.as_deref().map(|t| ("config", t)),
+            sets: &self.sets,
+            estimator: self.estimator.as_deref(),
+            convention: self.convention.as_deref(),
+            ..Default::default()
+        })
+    }
+}
+
+/// How to read IN, shared by every call that reads a dump.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct ReadArgs {
+    input_format: Option<String>,
+    layout: String,
+    threads: Option<usize>,
+    allow_nonfinite: bool,
+}
+
+impl ReadArgs {
+    fn format(&self) -> advcalc::Result<Option<Format>> {
+        self.input_format.as_deref().map(parse_format).transpose()
+    }
+
+    fn layout(&self) -> advcalc::Result<Layout> {
+        match self.layout.as_str() {
+            "ragged" => Ok(Layout::Ragged),
+            "padded" => Ok(Layout::Padded),
+            other => Err(advcalc::Error::usage(format!(
+                "layout={other:?}: expected \"ragged\" or \"padded\""
+            ))),
+        }
+    }
+}
+
+fn parse_format(name: &str) -> advcalc::Result<Format> {
+    match name {
+        "parquet" => Ok(Format::Parquet),
+        "arrow" => Ok(Format::ArrowFile),
+        "arrows" => Ok(Format::ArrowStream),
+        other => Err(advcalc::Error::usage(format!(
+            "format {other:?}: expected \"parquet\", \"arrow\" or \"arrows\""
+        ))),
+    }
+}
+
+/// Run `work` on a worker thread with the GIL released, checking for Ctrl-C meanwhile: on a
+/// pending `KeyboardInterrupt` the engine is asked to stop (it unwinds within a fraction of a
+/// second, removing its temporary files) and the interrupt is raised. A panic becomes
+/// `advcalc.Error`; no Rust panic crosses into the interpreter.
+fn run_engine<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce() -> advcalc::Result<T> + Send,
+) -> PyResult<T> {
+    let (tx, rx) = mpsc::channel();
+    // detach needs what it borrows to be Sync; only this thread receives
+    let rx = Mutex::new(rx);
+    let recv_timeout = |d| {
+        rx.lock()
+            .map_or(Err(mpsc::RecvTimeoutError::Disconnected), |r| {
+                r.recv_timeout(d)
+            })
+    };
+    let outcome = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let _ = tx.send(catch_unwind(AssertUnwindSafe(work)));
+        });
+        loop {
+            match py.detach(|| recv_timeout(Duration::from_millis(50))) {
+                Ok(done) => return Ok(done),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Err(interrupt) = py.check_signals() {
+                        advcalc::interrupt::request_stop(2);
+                        // wait for the work to unwind (its temporary files removed)
+                        let _ = py.detach(|| recv_timeout(Duration::MAX));
+                        advcalc::interrupt::clear();
+                        return Err(interrupt);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Ok(Err(Box::new("the worker thread ended without a result")));
+                }
+            }
+        }
+    })?;
+    match outcome {
+        Ok(result) => result.map_err(|e| to_python(py, &e)),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(raise(
+                py,
+                "Error",
+                format!("internal error (a bug in advcalc, please report it): {what}"),
+                None,
+                Vec::new(),
+            ))
+        }
+    }
+}
+
+/// An engine error as the matching `advcalc` exception, with the CLI's message, causes and
+/// hint.
+fn to_python(py: Python<'_>, e: &advcalc::Error) -> PyErr {
+    let class = match e.kind() {
+        ErrorKind::Data => "DataError",
+        ErrorKind::Usage => "UsageError",
+        ErrorKind::Interrupted(_) => {
+            return pyo3::exceptions::PyKeyboardInterrupt::new_err(e.message().to_string());
+        }
+    };
+    let mut causes: Vec<String> = Vec::new();
+    let mut last = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        // as the CLI prints them: a wrapper that repeats its cause is said once
+        let line = cause.to_string();
+        if !last.contains(&line) {
+            causes.push(line.clone());
+            last = line;
+        }
+        source = cause.source();
+    }
+    raise(
+        py,
+        class,
+        e.to_string(),
+        e.hint().map(str::to_string),
+        causes,
+    )
+}
+
+fn raise(
+    py: Python<'_>,
+    class: &str,
+    message: String,
+    hint: Option<String>,
+    causes: Vec<String>,
+) -> PyErr {
+    let made = py
+        .import("advcalc._errors")
+        .and_then(|m| m.getattr(class))
+        .and_then(|c| c.call1((message.clone(), hint, causes)));
+    match made {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(e) => e,
+    }
+}
+
+fn usage(py: Python<'_>, message: String) -> PyErr {
+    to_python(py, &advcalc::Error::usage(message))
+}
+
+/// The batches of a C stream, read to the end (a stream that fails halfway is an error,
+/// never a partial table).
+fn collect_stream(
+    reader: RecordBatchStreamReader,
+) -> advcalc::Result<(SchemaRef, Vec<RecordBatch>)> {
+    let schema = reader.schema();
+    let mut batches = Vec::new();
+    for batch in reader {
+        // a slow producer must not delay Ctrl-C
+        advcalc::interrupt::check()?;
+        batches.push(batch.map_err(|e| {
+            advcalc::Error::data("<stream>: cannot read the Arrow C stream").with_source(e)
+        })?);
+    }
+    Ok((schema, batches))
+}
+
+/// What `compute` returns to the Python layer: the result as a pyarrow Table (no copy), the
+/// metrics as JSON text, the warnings and notes.
+type Computed = (PyArrowType<Table>, Option<String>, Vec<String>, Vec<String>);
+
+/// `advcalc.compute` on an Arrow C stream: the engine on the batches in memory.
+#[pyfunction]
+fn compute_stream(
+    py: Python<'_>,
+    data: PyArrowType<RecordBatchStreamReader>,
+    config: ConfigArgs,
+    read: ReadArgs,
+    metrics: bool,
+) -> PyResult<Computed> {
+    let reader = data.0;
+    let (schema, result, notes) = run_engine(py, move || {
+        let config = config.load()?;
+        let layout = read.layout()?;
+        let (schema, batches) = collect_stream(reader)?;
+        let engine = Engine::new(&config, schema, "<stream>")?
+            .with_layout(layout)
+            .allow_nonfinite(read.allow_nonfinite)
+            .with_metrics(metrics);
+        let computed = pool(read.threads)?.install(|| engine.compute(&batches))?;
+        Ok((engine.output_schema(), computed, config.notes))
+    })?;
+    let metrics = result.metrics.map(|m| m.to_string());
+    let table = Table::try_new(result.batches, schema).map_err(|e| {
+        to_python(
+            py,
+            &advcalc::Error::data("cannot build the result table").with_source(e),
+        )
+    })?;
+    Ok((PyArrowType(table), metrics, result.warnings, notes))
+}
+
+fn pool(threads: Option<usize>) -> advcalc::Result<rayon::ThreadPool> {
+    let mut builder = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        builder = builder.num_threads(n);
+    }
+    builder
+        .build()
+        .map_err(|e| advcalc::Error::data("cannot start the worker threads").with_source(e))
+}
+
+/// `advcalc.run`: the CLI's file-to-file job. Returns (rows, row_groups, batches, warnings,
+/// notes).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn run(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    config: ConfigArgs,
+    read: ReadArgs,
+    output_format: Option<String>,
+    force: bool,
+    metrics: Option<PathBuf>,
+) -> PyResult<(usize, usize, usize, Vec<String>, Vec<String>)> {
+    run_engine(py, move || {
+        let config = config.load()?;
+        let opts = RunOptions {
+            input: src,
+            output: dst,
+            force,
+            threads: read.threads,
+            progress: false,
+            layout: read.layout()?,
+            allow_nonfinite: read.allow_nonfinite,
+            input_format: read.format()?,
+            output_format: output_format.as_deref().map(parse_format).transpose()?,
+            metrics,
+        };
+        let summary = advcalc::run(&config, &opts)?;
+        Ok((
+            summary.rows,
+            summary.row_groups,
+            summary.batches,
+            summary.warnings,
+            config.notes,
+        ))
+    })
+}
+
+/// `advcalc.inspect`: the report as `inspect --json` prints it (JSON text).
+#[pyfunction]
+fn inspect(py: Python<'_>, src: PathBuf, config: ConfigArgs, read: ReadArgs) -> PyResult<String> {
+    run_engine(py, move || {
+        let config = config.load()?;
+        let opts = InspectOptions {
+            input: src,
+            input_format: read.format()?,
+            layout: read.layout()?,
+            threads: read.threads,
+            progress: false,
+            estimator_given: config.estimator_configured,
+        };
+        Ok(inspect_dump(&config, &opts)?.to_json().to_string())
+    })
+}
+
+/// `advcalc.compare`: the comparison as `compare --json` prints it (JSON text), and each
+/// variant's warnings. `variants` are (label, configuration) pairs.
+#[pyfunction]
+fn compare(
+    py: Python<'_>,
+    src: PathBuf,
+    variants: Vec<(String, ConfigArgs)>,
+    read: ReadArgs,
+    correct_above: f64,
+) -> PyResult<String> {
+    if variants.len() < 2 {
+        return Err(usage(py, "compare needs at least two variants".into()));
+    }
+    run_engine(py, move || {
+        let variants = variants
+            .iter()
+            .map(|(label, c)| {
+                Ok(Variant {
+                    label: label.clone(),
+                    config: c
+                        .load()
+                        .map_err(|e| e.context(format!("variant {label}")))?,
+                })
+            })
+            .collect::<advcalc::Result<Vec<_>>>()?;
+        let opts = CompareOptions {
+            input: src,
+            input_format: read.format()?,
+            layout: read.layout()?,
+            threads: read.threads,
+            progress: false,
+            allow_nonfinite: read.allow_nonfinite,
+            correct_above,
+        };
+        Ok(compare_dump(&variants, &opts)?.to_json().to_string())
+    })
+}
+
+/// The name of the estimator a configuration selects (compare's variant labels).
+#[pyfunction]
+fn estimator_name(py: Python<'_>, config: ConfigArgs) -> PyResult<String> {
+    let config = config.load().map_err(|e| to_python(py, &e))?;
+    Ok(config.algorithm.adv_estimator.name().to_string())
+}
+
+/// `advcalc.estimators`: `advcalc estimators --json` (JSON text).
+#[pyfunction]
+fn estimators() -> String {
+    advcalc::commands::estimators::to_json().to_string()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Panics inside the Parquet decoder are caught and reported as data errors; keep
+    // Python's stderr free of their default report, as the CLI does.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !advcalc::io::read::decoding() {
+            default_hook(info);
+        }
+    }));
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(compute_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(estimators, m)?)?;
+    m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
+    Ok(())
+}
