@@ -201,7 +201,7 @@ def _to_numpy(value: Any) -> np.ndarray | None:
 
 def _batch_size(arrays: Mapping[str, np.ndarray], non_tensors: Mapping[str, Any]) -> int:
     sizes = {name: a.shape[0] for name, a in arrays.items() if a.ndim >= 1}
-    sizes.update({name: len(v) for name, v in non_tensors.items() if hasattr(v, "__len__")})
+    sizes.update({name: len(v) for name, v in non_tensors.items() if np.ndim(v) >= 1})
     distinct = set(sizes.values())
     if not distinct:
         raise ValueError("empty batch: no tensor and no non-tensor entry")
