@@ -318,21 +318,42 @@ impl Engine {
             ))
             .with_hint("use the shard of this engine's plan"));
         }
-        let GroupOutputs { group, outputs, .. } = self.job().row_group_outputs_with(
+        let done = self.job().row_group_outputs_with(
             batch,
             first_row,
             &shard.constants,
             &shard.plan,
             Some(&shard.steps),
         )?;
-        assemble(
+        Ok(self.finish(batch, done)?.0)
+    }
+
+    /// Pass 2's record batch from a row group's outputs, and its metric parts when collected.
+    fn finish(
+        &self,
+        batch: &RecordBatch,
+        done: GroupOutputs,
+    ) -> Result<(RecordBatch, metrics::Parts)> {
+        let GroupOutputs {
+            group,
+            mask,
+            outputs,
+        } = done;
+        let parts = if self.metrics {
+            metrics::advantage_parts(&group, &mask, &outputs.advantages)
+        } else {
+            metrics::Parts::new()
+        };
+        drop(mask);
+        let out = assemble(
             batch,
             &self.columns,
             &self.output_schema,
             &group.mask.offsets,
             outputs,
             &self.name,
-        )
+        )?;
+        Ok((out, parts))
     }
 
     /// The schema of [`Engine::token_outputs`]'s batches.
@@ -384,25 +405,7 @@ impl Engine {
             .par_iter()
             .zip(&starts)
             .map(|(batch, &first)| {
-                let GroupOutputs {
-                    group,
-                    mask,
-                    outputs,
-                } = job.row_group_outputs(batch, first, &prepared)?;
-                let parts = if self.metrics {
-                    metrics::advantage_parts(&group, &mask, &outputs.advantages)
-                } else {
-                    metrics::Parts::new()
-                };
-                let out = assemble(
-                    batch,
-                    &self.columns,
-                    &self.output_schema,
-                    &group.mask.offsets,
-                    outputs,
-                    &self.name,
-                )?;
-                Ok((out, parts))
+                self.finish(batch, job.row_group_outputs(batch, first, &prepared)?)
             })
             .collect::<Result<Vec<_>>>()?;
         let mut parts = prepared.metric_parts.clone();
