@@ -569,6 +569,7 @@ pub fn field_batches(
 mod tests {
     use super::*;
     use crate::io::read::ParquetInput;
+    use arrow::array::Array;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(name);
@@ -675,7 +676,10 @@ mod tests {
                 r#"{"input": "q", "step": 3}"#,
                 "D/3.jsonl line 2: no `score`",
             ),
-            (r#"{"score": 1, "step": 3}"#, "D/3.jsonl line 2: no `input`"),
+            (
+                r#"{"score": 1, "step": 3}"#,
+                "D/3.jsonl line 2: no `input` (the prompt text, which groups the rows)",
+            ),
             (
                 r#"{"input": "q", "score": "1.0"}"#,
                 "D/3.jsonl line 2: `score` is \"1.0\", not a number",
