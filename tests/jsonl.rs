@@ -523,7 +523,7 @@ fn every_fault_is_one_line_naming_the_file_and_line_exit_1_nothing_written() {
         ),
         (
             "null score",
-            format!("{{\"input\": \"q\", \"score\": null, \"step\": 3}}\n"),
+            "{\"input\": \"q\", \"score\": null, \"step\": 3}\n".to_string(),
             "error: 3.jsonl line 1: `score` is null, not a number\n",
         ),
         (
