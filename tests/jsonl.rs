@@ -564,7 +564,7 @@ fn faults_in_a_directory_name_the_file_inside_it() {
     let (code, err) = fails(tmp.path(), "dump", &[]);
     assert_eq!(code, Some(1));
     assert!(
-        err.starts_with("error: dump: no .jsonl files in the directory\n"),
+        err.starts_with("error: dump: is a directory with no .jsonl files in it\n"),
         "{err}"
     );
     // a bad line in the second file

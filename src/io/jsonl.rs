@@ -158,8 +158,9 @@ pub fn directory_is_jsonl(dir: &Path, name: &str) -> Result<bool> {
 }
 
 fn empty_directory(name: &str) -> Error {
-    Error::data(format!("{name}: no .jsonl files in the directory"))
-        .with_hint("give verl's trainer.rollout_data_dir (or one of its STEP.jsonl files)")
+    Error::data(format!("{name}: is a directory with no .jsonl files in it")).with_hint(
+        "give a Parquet or Arrow file, or verl's rollout_data_dir (its STEP.jsonl files)",
+    )
 }
 
 /// The files of IN: the file itself, or a directory's `.jsonl` files in the order of the
@@ -745,7 +746,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(
             files(dir.path(), "IN").unwrap_err().to_string(),
-            "IN: no .jsonl files in the directory"
+            "IN: is a directory with no .jsonl files in it"
         );
         assert!(directory_is_jsonl(dir.path(), "IN").is_err());
         write(dir.path(), "1.jsonl", VERL_LINE);
