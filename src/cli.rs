@@ -21,7 +21,10 @@ use advcalc::shaping::scores::Layout;
     long_about = "advcalc reads rollout dumps (Parquet or Arrow IPC, one row per response: uid, \
 response_mask, rm_scores, ...), applies KL shaping, rollout correction and the configured \
 advantage estimator exactly as verl 0.9.1's trainer would, and writes token_level_rewards, \
-advantages and returns back out.\n\nExamples:\n  advcalc run -e grpo in.parquet out.parquet\n  \
+advantages and returns back out. It also reads verl's own JSONL dumps (trainer.rollout_data_dir: \
+one score per row), for the sequence-level estimators (GRPO/RLOO family), `inspect` and \
+`compare`.\n\nExamples:\n  advcalc run -e grpo in.parquet out.parquet\n  \
+advcalc inspect rollout_data_dir/\n  advcalc run -e grpo rollout_data_dir/ advantages.parquet\n  \
 advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.parquet\n  \
 cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc inspect in.parquet\n  \
 advcalc compare -e grpo,rloo,drgrpo in.parquet\n  advcalc estimators"
@@ -60,7 +63,8 @@ pub struct RunArgs {
     pub read: ReadArgs,
 
     /// Output, formats as IN (`-`: an Arrow IPC stream on stdout); a file is written to a
-    /// temporary file beside it, then renamed
+    /// temporary file beside it, then renamed. From a JSONL dump: its fields and one
+    /// `advantage` per row, as Parquet or Arrow
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
 
@@ -105,8 +109,9 @@ pub struct RunArgs {
 /// IN and how to read it: what every subcommand takes.
 #[derive(Debug, Args)]
 pub struct ReadArgs {
-    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), or `-`
-    /// for an Arrow IPC stream on stdin
+    /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), `-` for
+    /// an Arrow IPC stream on stdin, or verl's JSONL dumps (a .jsonl file, or the
+    /// rollout_data_dir holding them: one score per row, sequence-level estimators only)
     #[arg(value_name = "IN")]
     pub input: PathBuf,
 
@@ -260,6 +265,8 @@ pub enum FormatArg {
     Arrow,
     /// Arrow IPC stream format (.arrows, pipes)
     Arrows,
+    /// verl's JSONL dumps (.jsonl, or a directory of them; input only)
+    Jsonl,
 }
 
 impl From<FormatArg> for Format {
@@ -268,6 +275,7 @@ impl From<FormatArg> for Format {
             FormatArg::Parquet => Format::Parquet,
             FormatArg::Arrow => Format::ArrowFile,
             FormatArg::Arrows => Format::ArrowStream,
+            FormatArg::Jsonl => Format::Jsonl,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `advcalc estimators`: every estimator's declaration ([`Info`]) — where it comes from, what
-//! it computes in one line, the columns it needs and the settings it reads — as JSON or a
-//! table.
+//! it computes in one line, the columns it needs, the settings it reads and whether it runs
+//! on sequence-level input (verl's JSONL dumps) — as JSON or a table.
 
 use serde_json::{Value, json};
 
@@ -24,6 +24,7 @@ pub fn to_json() -> Value {
                     "kind": kind(i),
                     "columns": columns,
                     "parameters": i.settings,
+                    "sequence_level": i.sequence_level(),
                 })
             })
             .collect(),
@@ -63,9 +64,15 @@ pub fn to_table() -> String {
         if !r.settings.is_empty() {
             out.push_str(&format!("; settings: {}", r.settings.join(", ")));
         }
+        if r.sequence_level() {
+            out.push_str("; sequence-level");
+        }
         out.push('\n');
     }
     out.push_str("\nEvery estimator also reads response_mask and rm_scores (or a scalar score).\n");
+    out.push_str(
+        "Sequence-level estimators give one advantage per row from the rows' scores alone: they\nalso run on verl's JSONL dumps (one score per row, no tokens).\n",
+    );
     out
 }
 
@@ -92,5 +99,40 @@ mod tests {
             );
             assert!(!e.info().summary.is_empty());
         }
+    }
+
+    #[test]
+    fn the_grpo_and_rloo_families_are_sequence_level_and_token_estimators_are_not() {
+        let sequence: Vec<&str> = Estimator::ALL
+            .iter()
+            .filter(|e| e.info().sequence_level())
+            .map(|e| e.name())
+            .collect();
+        assert_eq!(
+            sequence,
+            [
+                "grpo",
+                "grpo_vectorized",
+                "grpo_passk",
+                "rloo",
+                "rloo_vectorized",
+                "gpg",
+                "drgrpo",
+                "grpo_batch_std",
+                "maxrl",
+                "rloo_loo_std",
+                "openrlhf_group_norm",
+                "openrlhf_dr_grpo",
+                "openrlhf_rloo",
+            ]
+        );
+        // every token-level estimator says what it needs
+        for e in Estimator::ALL {
+            if e.info().kind == Kind::Token && !e.is_openrlhf() {
+                assert!(!e.info().sequence_level(), "{}", e.name());
+            }
+        }
+        assert_eq!(to_json()[0]["sequence_level"], false);
+        assert!(to_table().contains("; sequence-level"));
     }
 }

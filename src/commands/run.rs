@@ -25,13 +25,16 @@ use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
+use crate::io::sequence_output;
 use crate::io::write::{ParquetOutput, check_destination, same_file};
 use crate::shaping::scores::Layout;
 
 /// How to run, beyond the algorithm configuration.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// IN: Parquet, an Arrow IPC file or stream, or `-` for an Arrow IPC stream on stdin.
+    /// IN: Parquet, an Arrow IPC file or stream, `-` for an Arrow IPC stream on stdin, or a
+    /// verl JSONL dump (a `.jsonl` file or a directory of them; OUT then holds the dump's
+    /// fields and one `advantage` per row).
     pub input: PathBuf,
     /// OUT: IN with the computed columns, written to a temporary file and renamed onto this
     /// path at the end; `-` writes an Arrow IPC stream to stdout. Never IN itself.
@@ -102,6 +105,13 @@ pub struct RunSummary {
 /// ```
 pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
     let out_format = Format::of(&opts.output, opts.output_format);
+    if out_format == Format::Jsonl {
+        return Err(Error::usage(format!(
+            "{}: advcalc writes Parquet or Arrow IPC, not JSONL",
+            opts.output.display()
+        ))
+        .with_hint("name OUT .parquet or .arrow (or pass --output-format)"));
+    }
     if !is_stdio(&opts.input) && !is_stdio(&opts.output) && same_file(&opts.input, &opts.output) {
         return Err(Error::usage(format!(
             "{}: OUT is the same file as IN",
@@ -112,15 +122,16 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
     if !is_stdio(&opts.output) {
         check_destination(&opts.output, opts.force)?;
     }
-    let opened = Input::open(&opts.input, opts.input_format)?;
+    let opened = Input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
     let input = &opened.parquet;
     let engine = Engine::new(config, input.schema(), input.name())?
         .with_layout(opts.layout)
         .allow_nonfinite(opts.allow_nonfinite)
         .with_metrics(opts.metrics.is_some());
-    // Arrow IPC output is written from a finished Parquet result.
-    let result = match out_format {
-        Format::Parquet => None,
+    // Arrow IPC output is written from a finished Parquet result, and so is the output of a
+    // JSONL dump (its own fields and one advantage per row).
+    let result = match (out_format, &opened.jsonl) {
+        (Format::Parquet, None) => None,
         _ => Some(
             tempfile::Builder::new()
                 .prefix(".advcalc-result-")
@@ -129,6 +140,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
                 .map_err(|e| Error::data("cannot create a temporary result file").with_source(e))?,
         ),
     };
+    let provenance = provenance(config, opts, input);
     let summary = thread_pool(opts.threads)?.install(|| {
         Passes {
             opts,
@@ -136,12 +148,23 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
             input,
             output: result.as_ref().map_or(opts.output.as_path(), |r| r.path()),
             force: opts.force || result.is_some(),
-            provenance: provenance(config, opts, input),
+            provenance: provenance.clone(),
         }
         .run()
     })?;
-    if let Some(result) = &result {
-        ipc::export_parquet(result.path(), &opts.output, out_format, opts.force)?;
+    match (&result, &opened.jsonl) {
+        (Some(result), Some(jsonl)) => sequence_output::write(
+            jsonl,
+            result.path(),
+            &opts.output,
+            out_format,
+            opts.force,
+            provenance,
+        )?,
+        (Some(result), None) => {
+            ipc::export_parquet(result.path(), &opts.output, out_format, opts.force)?
+        }
+        (None, _) => {}
     }
     Ok(summary)
 }

@@ -179,6 +179,23 @@ impl Pipeline {
         tokens.sort();
         tokens.dedup();
         needs.tokens = tokens;
+        if let Some(what) = e.info().needs_tokens {
+            needs
+                .token_data
+                .push(format!("estimator {} needs {what}", e.name()));
+        }
+        if self.kl.is_some() {
+            needs.token_data.push(format!(
+                "KL in reward needs {} and ref_log_prob",
+                old_log_probs.column()
+            ));
+        }
+        if self.correction.as_ref().is_some_and(|c| c.is_some_active()) {
+            needs.token_data.push(
+                "rollout correction (rollout_is / rollout_rs) needs old_log_probs and rollout_log_probs"
+                    .into(),
+            );
+        }
         needs
     }
 

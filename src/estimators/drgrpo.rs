@@ -34,6 +34,7 @@ impl Estimate for Drgrpo {
         columns: &[Column::Uid],
         settings: &["convention"],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

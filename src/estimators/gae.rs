@@ -85,6 +85,7 @@ impl Estimate for Gae {
         columns: &[Column::Values],
         settings: &["gamma", "lam", "whiten_advantages"],
         weights_in_pass1: false,
+        needs_tokens: Some("per-token rewards and the critic's values (values)"),
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

@@ -44,6 +44,9 @@ impl Estimate for Gdpo {
         columns: &[Column::Uid, Column::RewardComponents],
         settings: &["gdpo_reward_keys", "gdpo_reward_weights"],
         weights_in_pass1: false,
+        needs_tokens: Some(
+            "each row's valid-token count (it whitens over the batch's valid tokens)",
+        ),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

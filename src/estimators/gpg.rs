@@ -34,6 +34,7 @@ impl Estimate for Gpg {
         columns: &[Column::Uid],
         settings: &[],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -124,6 +124,7 @@ impl Estimate for Grpo {
         columns: &[Column::Uid],
         settings: &["norm_adv_by_std_in_grpo", "convention"],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -100,6 +100,7 @@ impl Estimate for GrpoBatchStd {
         columns: &[Column::Uid],
         settings: &["convention", "group_size"],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -59,6 +59,7 @@ impl Estimate for GrpoPassk {
         columns: &[Column::Uid],
         settings: &["norm_adv_by_std_in_grpo"],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -93,6 +93,7 @@ impl Estimate for GrpoVectorized {
         columns: &[Column::Uid],
         settings: &[],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

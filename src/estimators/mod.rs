@@ -76,6 +76,22 @@ pub struct Info {
     /// Its pass-1 statistics use the rollout-correction IS weights, so batch-normalised
     /// weights need their normalisation (a constants pre-pass) before pass 1.
     pub weights_in_pass1: bool,
+    /// What it needs of the tokens beyond each row's score sum, said as the refusal on
+    /// sequence-level input names it ("estimator opo needs ..."); `None` when its advantage
+    /// is one number per row computed from the rows' sequence scores alone, whatever their
+    /// token counts and positions, so that it runs on verl's JSONL dumps (one score per row,
+    /// `io::jsonl`). A token-level estimator, or one whose numbers depend on how many valid
+    /// tokens a row has (whitening over tokens, length weights), must say what it needs:
+    /// run on one synthesized token per row it would give other numbers than on the real
+    /// rows.
+    pub needs_tokens: Option<&'static str>,
+}
+
+impl Info {
+    /// Whether it runs on sequence-level input (one score per row, no tokens).
+    pub fn sequence_level(&self) -> bool {
+        self.needs_tokens.is_none()
+    }
 }
 
 /// One estimator: its declaration and its work in each pass. The engine calls these through

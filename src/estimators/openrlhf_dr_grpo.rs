@@ -32,6 +32,7 @@ impl Estimate for OpenrlhfDrGrpo {
         columns: &[Column::Uid],
         settings: &["group_size", "openrlhf.reward_clip"],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

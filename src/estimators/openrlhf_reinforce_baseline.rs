@@ -36,6 +36,9 @@ impl Estimate for OpenrlhfReinforceBaseline {
         columns: &[Column::Uid],
         settings: &["group_size", "openrlhf.reward_clip", "openrlhf.no_std_norm"],
         weights_in_pass1: false,
+        needs_tokens: Some(
+            "each row's valid-token count (it whitens over the batch's valid tokens)",
+        ),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -51,6 +51,7 @@ impl Estimate for Opo {
         columns: &[Column::Uid],
         settings: &[],
         weights_in_pass1: false,
+        needs_tokens: Some("each row's valid-token count (its baseline is length-weighted)"),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -228,6 +228,7 @@ impl Estimate for OptimalTokenBaseline {
         columns: &[Column::Uid, Column::OldLogProbs, Column::SumPiSquared],
         settings: &[],
         weights_in_pass1: true,
+        needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

@@ -45,6 +45,7 @@ impl Estimate for Reinforce {
         columns: &[],
         settings: &["gamma"],
         weights_in_pass1: false,
+        needs_tokens: Some("per-token rewards (a return-to-go over the policy tokens)"),
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {

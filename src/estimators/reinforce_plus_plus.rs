@@ -87,6 +87,9 @@ impl Estimate for ReinforcePlusPlus {
         columns: &[],
         settings: &["gamma", "mask_mode"],
         weights_in_pass1: false,
+        needs_tokens: Some(
+            "per-token rewards and each row's valid tokens (a return-to-go whitened over the batch's valid tokens)",
+        ),
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

@@ -36,6 +36,9 @@ impl Estimate for ReinforcePlusPlusBaseline {
         columns: &[Column::Uid],
         settings: &[],
         weights_in_pass1: false,
+        needs_tokens: Some(
+            "each row's valid-token count (it whitens over the batch's valid tokens)",
+        ),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

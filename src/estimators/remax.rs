@@ -37,6 +37,7 @@ impl Estimate for Remax {
         columns: &[Column::RewardBaselines],
         settings: &[],
         weights_in_pass1: false,
+        needs_tokens: Some("per-token rewards and the greedy response's reward (reward_baselines)"),
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {

@@ -38,6 +38,7 @@ impl Estimate for Rloo {
         columns: &[Column::Uid],
         settings: &["convention"],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

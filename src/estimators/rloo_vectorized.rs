@@ -35,6 +35,7 @@ impl Estimate for RlooVectorized {
         columns: &[Column::Uid],
         settings: &[],
         weights_in_pass1: false,
+        needs_tokens: None,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

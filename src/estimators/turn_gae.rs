@@ -74,6 +74,9 @@ impl Estimate for TurnGae {
         columns: &[Column::Values],
         settings: &["gamma", "lam"],
         weights_in_pass1: false,
+        needs_tokens: Some(
+            "per-token rewards, the calls of the response mask and the critic's values (values)",
+        ),
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {

@@ -1,5 +1,6 @@
-//! File formats: Parquet, Arrow IPC files (`.arrow`, `.feather`, `.ipc`) and Arrow IPC streams
-//! (`.arrows`, and `-` for stdin/stdout), chosen by extension unless overridden.
+//! File formats: Parquet, Arrow IPC files (`.arrow`, `.feather`, `.ipc`), Arrow IPC streams
+//! (`.arrows`, and `-` for stdin/stdout) and, as input only, verl's JSONL dumps (`.jsonl`,
+//! or a directory of them), chosen by extension unless overridden.
 
 use std::path::Path;
 
@@ -13,6 +14,9 @@ pub enum Format {
     ArrowFile,
     /// Arrow IPC stream format (what flows through a pipe).
     ArrowStream,
+    /// verl's text dumps (`rollout_data_dir`): one JSON object per row, one score per row.
+    /// Input only (`io::jsonl`).
+    Jsonl,
 }
 
 impl Format {
@@ -33,6 +37,7 @@ impl Format {
         {
             Some("arrow" | "feather" | "ipc") => Format::ArrowFile,
             Some("arrows") => Format::ArrowStream,
+            Some("jsonl") => Format::Jsonl,
             _ => Format::Parquet,
         }
     }
@@ -58,5 +63,6 @@ mod tests {
             Format::ArrowFile
         );
         assert_eq!(Format::of(Path::new("dump"), None), Format::Parquet);
+        assert_eq!(Format::of(Path::new("3.JSONL"), None), Format::Jsonl);
     }
 }

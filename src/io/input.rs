@@ -1,42 +1,73 @@
-//! IN in any format, as the Parquet file the passes read (an Arrow IPC input is spooled
-//! into a temporary Parquet file first, since every pass reads the input again).
+//! IN in any format, as the Parquet file the passes read (an Arrow IPC input, or a verl JSONL
+//! dump, is spooled into a temporary Parquet file first, since every pass reads the input
+//! again).
 
 use std::path::Path;
 
 use tempfile::NamedTempFile;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::format::{Format, is_stdio};
 use crate::io::ipc;
+use crate::io::jsonl::{self, JsonlInput};
 use crate::io::read::ParquetInput;
 
 pub struct Input {
     pub parquet: ParquetInput,
-    /// The temporary Parquet copy of an Arrow IPC input, removed on drop.
+    /// A verl JSONL dump (sequence-level data): its files and fields, which `run` writes
+    /// back out with the advantages (`io::sequence_output`).
+    pub jsonl: Option<JsonlInput>,
+    /// The temporary Parquet copy of an Arrow IPC or JSONL input, removed on drop.
     _spool: Option<NamedTempFile>,
 }
 
 impl Input {
-    /// Open IN (`-`: stdin), its format from `format` or the extension.
-    pub fn open(path: &Path, format: Option<Format>) -> Result<Self> {
-        let format = Format::of(path, format);
+    /// Open IN (`-`: stdin), its format from `format`, else the extension (a directory holding
+    /// `.jsonl` files is a JSONL dump). `allow_nonfinite` lets a JSONL dump's NaN and ±inf
+    /// scores through (`--allow-nonfinite`); otherwise the reader refuses them, naming the line.
+    pub fn open(path: &Path, format: Option<Format>, allow_nonfinite: bool) -> Result<Self> {
         let name = if is_stdio(path) {
             "<stdin>".to_string()
         } else {
             path.display().to_string()
         };
-        let spool = match format {
-            Format::Parquet => None,
-            format => Some(ipc::spool_to_parquet(
-                path,
-                format,
-                &name,
-                &std::env::temp_dir(),
-            )?),
+        let format = match format {
+            None if !is_stdio(path) && path.is_dir() => {
+                if jsonl::directory_is_jsonl(path, &name)? {
+                    Format::Jsonl
+                } else {
+                    Format::Parquet
+                }
+            }
+            format => Format::of(path, format),
+        };
+        let (spool, jsonl) = match format {
+            Format::Parquet => (None, None),
+            Format::Jsonl => {
+                if is_stdio(path) {
+                    return Err(Error::usage(
+                        "JSONL is read from a file or a directory, not from stdin",
+                    )
+                    .with_hint("give the file (or verl's rollout_data_dir) as IN"));
+                }
+                let (spool, jsonl) =
+                    jsonl::spool(path, &name, allow_nonfinite, &std::env::temp_dir())?;
+                (Some(spool), Some(jsonl))
+            }
+            format => (
+                Some(ipc::spool_to_parquet(
+                    path,
+                    format,
+                    &name,
+                    &std::env::temp_dir(),
+                )?),
+                None,
+            ),
         };
         let parquet = ParquetInput::open_named(spool.as_ref().map_or(path, |s| s.path()), &name)?;
         Ok(Input {
             parquet,
+            jsonl,
             _spool: spool,
         })
     }

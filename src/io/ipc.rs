@@ -55,7 +55,7 @@ pub fn spool_to_parquet(
                     .map_err(|e| fail("not a readable Arrow IPC stream").with_source(e))?,
             )
         }
-        Format::Parquet => return Err(fail("is Parquet, nothing to spool")),
+        Format::Parquet | Format::Jsonl => return Err(fail("is not Arrow IPC, nothing to spool")),
     };
     let spool = tempfile::Builder::new()
         .prefix(".advcalc-spool-")

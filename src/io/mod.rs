@@ -1,4 +1,5 @@
-//! The I/O layer: Parquet row groups in, plain slices to the pipeline, Arrow arrays out.
+//! The I/O layer: Parquet row groups in (Arrow IPC and verl's JSONL dumps spooled into
+//! Parquet first), plain slices to the pipeline, Arrow arrays out.
 
 pub mod assemble;
 pub mod columns;
@@ -6,8 +7,11 @@ pub mod decode;
 pub mod format;
 pub mod input;
 pub mod ipc;
+pub mod json_line;
+pub mod jsonl;
 pub mod positional;
 pub mod read;
 pub mod schema;
+pub mod sequence_output;
 pub mod splice;
 pub mod write;

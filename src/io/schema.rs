@@ -8,6 +8,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use crate::data::TokenRole;
 use crate::error::{Error, Result};
 use crate::io::columns::{ColumnRef, TokenKind, check_token_type};
+use crate::io::jsonl::SEQUENCE_LEVEL_KEY;
 use crate::io::write::ColumnSource;
 
 /// Token-level reward column names, in priority order (verl's name first).
@@ -64,10 +65,23 @@ pub struct Needs {
     pub components: Vec<String>,
     /// e.g. "estimator gae", "KL in reward (kl_penalty low_var_kl)".
     pub purpose: String,
+    /// What the run needs of real token data, one phrase per stage ("estimator opo needs
+    /// ..."): refused on sequence-level input (`io::jsonl::SEQUENCE_LEVEL_KEY`), whose one
+    /// token per row is synthesized. Empty when the rows' scores suffice.
+    pub token_data: Vec<String>,
 }
 
 impl InputColumns {
     pub fn resolve(schema: SchemaRef, needs: &Needs, file: &str) -> Result<Self> {
+        if schema.metadata().contains_key(SEQUENCE_LEVEL_KEY) && !needs.token_data.is_empty() {
+            return Err(Error::data(format!(
+                "{file}: {} — a verl JSONL dump has one score per row and no token columns",
+                needs.token_data.join("; ")
+            ))
+            .with_hint(
+                "use a sequence-level estimator (`advcalc estimators` marks them: grpo, rloo, ...) without KL in the reward or rollout correction, or dump token-level Parquet with the verl hook (docs/verl.md)",
+            ));
+        }
         let find = |name: &str| schema.index_of(name).ok();
         let col = |name: &'static str| ColumnRef {
             file,

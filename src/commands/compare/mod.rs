@@ -74,7 +74,7 @@ pub struct CompareOptions {
 
 /// Run every variant over `opts.input` and summarise their advantages side by side.
 pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
-    let opened = Input::open(&opts.input, opts.input_format)?;
+    let opened = Input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
     let input = &opened.parquet;
     let collected = collect(variants, input, opts)?;
     Ok(summarise(

@@ -42,6 +42,15 @@ impl Checks {
         let mut pipeline = Pipeline::new(&config.algorithm);
         let present = |role| columns.token(role).is_some();
         let mut notes = Vec::new();
+        if columns
+            .schema
+            .metadata()
+            .contains_key(crate::io::jsonl::SEQUENCE_LEVEL_KEY)
+        {
+            notes.push(
+                "IN is a verl JSONL dump (one score per row, no tokens): rows are grouped by their `input` text; each row counts as one valid token, so the mask, tool-span, KL and mismatch checks do not apply".to_string(),
+            );
+        }
         if columns.uid.is_none() {
             notes.push("the file has no `uid` column: group checks are skipped".to_string());
         }

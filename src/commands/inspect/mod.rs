@@ -99,7 +99,7 @@ pub const PROVENANCE_PREFIX: &str = "advcalc.";
 /// # Ok::<(), advcalc::Error>(())
 /// ```
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
-    let opened = Input::open(&opts.input, opts.input_format)?;
+    let opened = Input::open(&opts.input, opts.input_format, true)?;
     let input = &opened.parquet;
     let file = input.name();
     let schema = input.schema();
@@ -112,6 +112,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
         reward_baselines: has("reward_baselines"),
         components: Vec::new(),
         purpose: "advcalc inspect".into(),
+        token_data: Vec::new(),
     };
     let columns = InputColumns::resolve(schema, &needs, file)?;
     let mut checks = Checks::new(config, &columns, opts.layout)?;

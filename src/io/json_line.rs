@@ -1,0 +1,457 @@
+//! One line of a JSONL file as Python's `json.dumps` writes it: a JSON object whose values
+//! may also be the bare tokens `NaN`, `Infinity` and `-Infinity` (Python's default
+//! `allow_nan=True`, which is how verl's dumps carry a NaN score). Standard JSON parsers
+//! refuse those tokens, so this small parser reads the dialect itself.
+//!
+//! A line becomes its top-level fields in order, each value classified (null, bool,
+//! integer, float, string, or anything else kept as its JSON text exactly as written), which
+//! is all a column needs. A key given twice keeps its last value, as Python's `json.loads`.
+
+/// One field value of a line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JsonValue {
+    Null,
+    Bool(bool),
+    /// A number without fraction or exponent that fits an `i64`.
+    Int(i64),
+    /// Any other number, and `NaN`, `Infinity`, `-Infinity`.
+    Float(f64),
+    Str(String),
+    /// An array or object (its text is the field's `raw`).
+    Json,
+}
+
+/// One top-level field of a line: its key, its value, and the value's JSON text exactly as
+/// written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field<'a> {
+    pub key: String,
+    pub value: JsonValue,
+    pub raw: &'a str,
+}
+
+impl JsonValue {
+    /// The value as a number (an integer or a float), if it is one.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            JsonValue::Int(i) => Some(i as f64),
+            JsonValue::Float(x) => Some(x),
+            _ => None,
+        }
+    }
+}
+
+/// Why a line is not a JSON object: what was expected, at which byte (counted from 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub column: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at column {}", self.message, self.column)
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
+/// The fields of one line, in order (a key given twice keeps its last value, in the place of
+/// its first). The line must hold one JSON object and nothing else but whitespace.
+pub fn parse_object(line: &str) -> Result<Vec<Field<'_>>, SyntaxError> {
+    let mut p = Parser { text: line, pos: 0 };
+    p.skip_ws();
+    if p.peek() != Some(b'{') {
+        return Err(p.error("expected a JSON object (`{`)"));
+    }
+    let fields = p.object_fields()?;
+    p.skip_ws();
+    if p.pos != line.len() {
+        return Err(p.error("unexpected text after the object"));
+    }
+    Ok(fields)
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+/// Nesting deeper than this is refused rather than risk the stack.
+const MAX_DEPTH: usize = 512;
+
+impl<'a> Parser<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes().get(self.pos).copied()
+    }
+
+    fn error(&self, message: &str) -> SyntaxError {
+        let found = match self.text[self.pos..].chars().next() {
+            None => "the end of the line".to_string(),
+            Some(c) => format!("`{c}`"),
+        };
+        SyntaxError {
+            column: self.pos + 1,
+            message: format!("{message}, found {found}"),
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.pos += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8, what: &str) -> Result<(), SyntaxError> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.error(what))
+        }
+    }
+
+    /// The top-level object's fields (at `{`).
+    fn object_fields(&mut self) -> Result<Vec<Field<'a>>, SyntaxError> {
+        self.pos += 1;
+        let mut fields: Vec<Field<'a>> = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(fields);
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() != Some(b'"') {
+                return Err(self.error("expected a key in double quotes"));
+            }
+            let key = self.string()?;
+            self.skip_ws();
+            self.expect(b':', "expected `:` after the key")?;
+            self.skip_ws();
+            let start = self.pos;
+            let value = self.value(1)?;
+            let raw = &self.text[start..self.pos];
+            match fields.iter_mut().find(|f| f.key == key) {
+                Some(field) => (field.value, field.raw) = (value, raw),
+                None => fields.push(Field { key, value, raw }),
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(fields);
+                }
+                _ => return Err(self.error("expected `,` or `}`")),
+            }
+        }
+    }
+
+    /// One value (at its first byte), classified.
+    fn value(&mut self, depth: usize) -> Result<JsonValue, SyntaxError> {
+        match self.peek() {
+            Some(b'"') => Ok(JsonValue::Str(self.string()?)),
+            Some(b'{' | b'[') => {
+                self.skip_nested(depth)?;
+                Ok(JsonValue::Json)
+            }
+            Some(b't') => self.word("true", JsonValue::Bool(true)),
+            Some(b'f') => self.word("false", JsonValue::Bool(false)),
+            Some(b'n') => self.word("null", JsonValue::Null),
+            Some(b'N') => self.word("NaN", JsonValue::Float(f64::NAN)),
+            Some(b'I') => self.word("Infinity", JsonValue::Float(f64::INFINITY)),
+            Some(b'-') if self.text[self.pos..].starts_with("-Infinity") => {
+                self.word("-Infinity", JsonValue::Float(f64::NEG_INFINITY))
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.error("expected a value")),
+        }
+    }
+
+    fn word(&mut self, word: &str, value: JsonValue) -> Result<JsonValue, SyntaxError> {
+        if self.text[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self.error("expected a value"))
+        }
+    }
+
+    /// A number by JSON's grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Result<JsonValue, SyntaxError> {
+        let start = self.pos;
+        let digits = |p: &mut Self| {
+            let from = p.pos;
+            while matches!(p.peek(), Some(b'0'..=b'9')) {
+                p.pos += 1;
+            }
+            p.pos > from
+        };
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        if self.peek() == Some(b'0') {
+            self.pos += 1;
+        } else if !digits(self) {
+            return Err(self.error("expected a digit"));
+        }
+        let mut integer = true;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            integer = false;
+            if !digits(self) {
+                return Err(self.error("expected a digit after `.`"));
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            integer = false;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if !digits(self) {
+                return Err(self.error("expected a digit in the exponent"));
+            }
+        }
+        let text = &self.text[start..self.pos];
+        if integer && let Ok(i) = text.parse::<i64>() {
+            return Ok(JsonValue::Int(i));
+        }
+        // Rust's parser takes every JSON number (a huge one becomes ±inf, as in Python's
+        // float()).
+        text.parse::<f64>()
+            .map(JsonValue::Float)
+            .map_err(|_| SyntaxError {
+                column: start + 1,
+                message: format!("`{text}` is not a number"),
+            })
+    }
+
+    /// A string (at its opening quote), unescaped.
+    fn string(&mut self) -> Result<String, SyntaxError> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let rest = &self.text[self.pos..];
+            let Some(stop) = rest.find(['"', '\\']) else {
+                self.pos = self.text.len();
+                return Err(self.error("unterminated string"));
+            };
+            let chunk = &rest[..stop];
+            if let Some(bad) = chunk.find(|c: char| (c as u32) < 0x20) {
+                self.pos += bad;
+                return Err(self.error("control character in a string"));
+            }
+            out.push_str(chunk);
+            self.pos += stop;
+            if self.peek() == Some(b'"') {
+                self.pos += 1;
+                return Ok(out);
+            }
+            // a backslash escape
+            self.pos += 1;
+            let Some(e) = self.peek() else {
+                return Err(self.error("unterminated escape"));
+            };
+            self.pos += 1;
+            match e {
+                b'"' => out.push('"'),
+                b'\\' => out.push('\\'),
+                b'/' => out.push('/'),
+                b'b' => out.push('\u{8}'),
+                b'f' => out.push('\u{c}'),
+                b'n' => out.push('\n'),
+                b'r' => out.push('\r'),
+                b't' => out.push('\t'),
+                b'u' => {
+                    let high = self.hex4()?;
+                    let c = if (0xD800..0xDC00).contains(&high)
+                        && self.text[self.pos..].starts_with("\\u")
+                    {
+                        let save = self.pos;
+                        self.pos += 2;
+                        let low = self.hex4()?;
+                        if (0xDC00..0xE000).contains(&low) {
+                            char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                        } else {
+                            // not a pair: a lone surrogate, then another escape
+                            self.pos = save;
+                            None
+                        }
+                    } else {
+                        char::from_u32(high)
+                    };
+                    // Python writes lone surrogates as \udXXX; they are not text
+                    out.push(c.unwrap_or(char::REPLACEMENT_CHARACTER));
+                }
+                _ => {
+                    self.pos -= 1;
+                    return Err(self.error("invalid escape"));
+                }
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, SyntaxError> {
+        let digits = self.text.get(self.pos..self.pos + 4);
+        match digits.and_then(|d| u32::from_str_radix(d, 16).ok()) {
+            Some(v) if digits.is_some_and(|d| d.bytes().all(|b| b.is_ascii_hexdigit())) => {
+                self.pos += 4;
+                Ok(v)
+            }
+            _ => Err(self.error("expected 4 hex digits after \\u")),
+        }
+    }
+
+    /// Skip an array or object (at `[` or `{`), checking its syntax.
+    fn skip_nested(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        if depth > MAX_DEPTH {
+            return Err(self.error("nested too deeply"));
+        }
+        let (open, close) = match self.peek() {
+            Some(b'{') => (b'{', b'}'),
+            _ => (b'[', b']'),
+        };
+        self.pos += 1;
+        self.skip_ws();
+        if self.peek() == Some(close) {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            self.skip_ws();
+            if open == b'{' {
+                if self.peek() != Some(b'"') {
+                    return Err(self.error("expected a key in double quotes"));
+                }
+                self.string()?;
+                self.skip_ws();
+                self.expect(b':', "expected `:` after the key")?;
+                self.skip_ws();
+            }
+            self.value(depth + 1)?;
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(c) if c == close => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => {
+                    return Err(self.error(if open == b'{' {
+                        "expected `,` or `}`"
+                    } else {
+                        "expected `,` or `]`"
+                    }));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JsonValue::*;
+    use super::*;
+
+    fn values(line: &str) -> Vec<JsonValue> {
+        parse_object(line)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.value)
+            .collect()
+    }
+
+    #[test]
+    fn reads_a_line_as_verl_writes_it() {
+        // json.dumps({...}, ensure_ascii=False): ", " and ": " separators, NaN as a bare token
+        let line = r#"{"input": "Q: 1+1? \"é\"", "output": "2\n", "gts": null, "score": NaN, "step": 3, "acc": true, "pred": [1, 2.5, NaN], "meta": {"a": "}"}}"#;
+        let fields = parse_object(line).unwrap();
+        let keys: Vec<&str> = fields.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "input", "output", "gts", "score", "step", "acc", "pred", "meta"
+            ]
+        );
+        let v = values(line);
+        assert_eq!(v[0], Str("Q: 1+1? \"é\"".into()));
+        assert_eq!(fields[0].raw, r#""Q: 1+1? \"é\"""#);
+        assert_eq!(v[1], Str("2\n".into()));
+        assert_eq!(v[2], Null);
+        assert!(matches!(v[3], Float(x) if x.is_nan()));
+        assert_eq!(fields[3].raw, "NaN");
+        assert_eq!(v[4], Int(3));
+        assert_eq!(v[5], Bool(true));
+        assert_eq!((&v[6], fields[6].raw), (&Json, "[1, 2.5, NaN]"));
+        assert_eq!((&v[7], fields[7].raw), (&Json, r#"{"a": "}"}"#));
+    }
+
+    #[test]
+    fn numbers_and_infinities() {
+        let f = values(
+            r#"{"a": -0.5, "b": 1e3, "c": Infinity, "d": -Infinity, "e": -7, "f": 99999999999999999999}"#,
+        );
+        assert_eq!(f[0], Float(-0.5));
+        assert_eq!(f[1], Float(1000.0));
+        assert_eq!(f[2], Float(f64::INFINITY));
+        assert_eq!(f[3], Float(f64::NEG_INFINITY));
+        assert_eq!(f[4], Int(-7));
+        assert_eq!(f[5], Float(1e20));
+        assert_eq!(f[1].as_f64(), Some(1000.0));
+        assert_eq!(f[4].as_f64(), Some(-7.0));
+        assert_eq!(Str("1".into()).as_f64(), None);
+    }
+
+    #[test]
+    fn escapes_and_surrogate_pairs() {
+        assert_eq!(
+            values(r#"{"s": "\u00e9\ud83d\ude00\t\/"}"#),
+            [Str("é😀\t/".into())]
+        );
+        // a lone surrogate (Python writes them) becomes U+FFFD
+        assert_eq!(values(r#"{"s": "\ud800x"}"#), [Str("\u{fffd}x".into())]);
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_its_last_value() {
+        let f = parse_object(r#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
+        let f: Vec<(&str, &JsonValue, &str)> = f
+            .iter()
+            .map(|f| (f.key.as_str(), &f.value, f.raw))
+            .collect();
+        assert_eq!(f, vec![("a", &Int(3), "3"), ("b", &Int(2), "2")]);
+    }
+
+    #[test]
+    fn malformed_lines_name_the_column() {
+        for (line, column) in [
+            (r#"{"a": 1"#, 8),
+            (r#"{"a" 1}"#, 6),
+            (r#"{"a": 01}"#, 8),
+            (r#"{"a": nan}"#, 7),
+            (r#"{"a": "x}"#, 10),
+            (r#"{"a": [1, 2}"#, 12),
+            (r#"[1, 2]"#, 1),
+            (r#"{"a": 1} x"#, 10),
+            (r#"{a: 1}"#, 2),
+            (r#"{"a": "\x"}"#, 9),
+            (r#"{"a": 1.}"#, 9),
+            ("", 1),
+        ] {
+            let e = parse_object(line).unwrap_err();
+            assert_eq!(e.column, column, "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        let line = format!("{{\"a\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_object(&line).unwrap_err().message.contains("deeply"));
+    }
+}

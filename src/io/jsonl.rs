@@ -1,0 +1,758 @@
+//! verl's text dumps as input: the JSONL files of `trainer.rollout_data_dir` and
+//! `validation_data_dir` (`{global_steps}.jsonl`, one JSON object per generated response,
+//! written by `RayPPOTrainer._dump_generations` with `json.dumps(entry, ensure_ascii=False)`:
+//! `input`, `output`, `gts`, `score`, `step`, then each `reward_extra_infos` key). IN is one
+//! such file or a directory of them (read in step order of their names: `2.jsonl` before
+//! `10.jsonl`).
+//!
+//! A dump holds one score per row and no tokens, so it is **sequence-level** data. The passes
+//! read it through a spooled Parquet file holding only what they need: `uid` (the `input`
+//! text: rows of one prompt share it), a one-token `response_mask` of `[1]`, the `score` and
+//! the `step`; the spool's schema metadata carries [`SEQUENCE_LEVEL_KEY`], so that a
+//! configuration that needs real tokens (a token-level estimator, KL in the reward, rollout
+//! correction) is refused when the columns are resolved (`io::schema`), never run on the
+//! synthesized rows. `run` writes the dump's own fields back out with one `advantage` per
+//! row (`io::sequence_output`), reading the files again through [`field_batches`].
+//!
+//! Every fault names the file and the line (counted from 1): a line that is not a JSON
+//! object, no `input` or `score`, a score that is not a number, a `step` that is not an
+//! integer or disagrees with the file name, an empty file, a directory mixing JSONL with
+//! Parquet or Arrow files. Blank lines are skipped (verl ends every file with a newline, and
+//! an empty batch writes a lone one).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanBuilder, Float64Array, Float64Builder, Int8Array, Int64Array, Int64Builder,
+    ListArray, StringArray, StringBuilder,
+};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use tempfile::NamedTempFile;
+
+use crate::error::{Error, Result};
+use crate::io::json_line::{self, JsonValue};
+
+/// Schema metadata key of sequence-level input: one synthesized token per row carrying the
+/// row's score. Deliberately outside the `advcalc.` provenance keys.
+pub const SEQUENCE_LEVEL_KEY: &str = "advcalc:sequence_level";
+
+/// Rows per spooled row group and per output batch.
+const BATCH_ROWS: usize = 1024;
+
+/// The extensions of the other input formats, which a JSONL directory must not mix in.
+const OTHER_FORMATS: [&str; 5] = ["parquet", "arrow", "arrows", "feather", "ipc"];
+
+/// What a field's values are, over every row of every file (a missing field is null).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// Only nulls so far (written as a string column of nulls).
+    Null,
+    Bool,
+    Int,
+    /// Numbers, some or all of them not integers.
+    Float,
+    Str,
+    /// Arrays, objects or a mix of kinds: each value's JSON text, as written.
+    Json,
+}
+
+impl FieldKind {
+    fn of(value: &JsonValue) -> Self {
+        match value {
+            JsonValue::Null => FieldKind::Null,
+            JsonValue::Bool(_) => FieldKind::Bool,
+            JsonValue::Int(_) => FieldKind::Int,
+            JsonValue::Float(_) => FieldKind::Float,
+            JsonValue::Str(_) => FieldKind::Str,
+            JsonValue::Json => FieldKind::Json,
+        }
+    }
+
+    fn merge(self, other: FieldKind) -> FieldKind {
+        use FieldKind::*;
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Null, x) | (x, Null) => x,
+            (Int, Float) | (Float, Int) => Float,
+            _ => Json,
+        }
+    }
+
+    /// The Arrow type of the column.
+    pub fn data_type(self) -> DataType {
+        match self {
+            FieldKind::Bool => DataType::Boolean,
+            FieldKind::Int => DataType::Int64,
+            FieldKind::Float => DataType::Float64,
+            FieldKind::Null | FieldKind::Str | FieldKind::Json => DataType::Utf8,
+        }
+    }
+}
+
+/// A JSONL input, as read once: its files in reading order and its fields' kinds.
+#[derive(Debug, Clone)]
+pub struct JsonlInput {
+    /// The files, in the order their rows are read (and written).
+    pub files: Vec<PathBuf>,
+    /// Every top-level key, in order of first appearance, with the kind of its values.
+    pub fields: Vec<(String, FieldKind)>,
+    /// Rows (non-blank lines) over all files.
+    pub rows: usize,
+    /// Let NaN and ±inf scores through (`--allow-nonfinite`, and `inspect`, which counts them).
+    pub allow_nonfinite: bool,
+}
+
+/// Whether `path` names JSONL by its extension.
+pub fn is_jsonl_name(path: &Path) -> bool {
+    extension(path).as_deref() == Some("jsonl")
+}
+
+fn extension(path: &Path) -> Option<String> {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+}
+
+/// A directory's data files: `(jsonl, others)` (Parquet or Arrow), hidden files skipped.
+fn directory_files(dir: &Path, name: &str) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::data(format!("{name}: cannot read the directory")).with_source(e))?;
+    let (mut jsonl, mut others) = (Vec::new(), Vec::new());
+    for entry in entries {
+        let entry = entry.map_err(|e| {
+            Error::data(format!("{name}: cannot read the directory")).with_source(e)
+        })?;
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if hidden || !path.is_file() {
+            continue;
+        }
+        match extension(&path).as_deref() {
+            Some("jsonl") => jsonl.push(path),
+            Some(e) if OTHER_FORMATS.contains(&e) => others.push(path),
+            _ => {}
+        }
+    }
+    others.sort();
+    Ok((jsonl, others))
+}
+
+/// Whether the directory IN is a JSONL dump (it holds `.jsonl` files): what `Format::of`
+/// cannot tell from a name. `false` leaves it to the Parquet reader's own message.
+pub fn directory_is_jsonl(dir: &Path, name: &str) -> Result<bool> {
+    let (jsonl, others) = directory_files(dir, name)?;
+    if jsonl.is_empty() && others.is_empty() {
+        return Err(empty_directory(name));
+    }
+    Ok(!jsonl.is_empty())
+}
+
+fn empty_directory(name: &str) -> Error {
+    Error::data(format!("{name}: is a directory with no .jsonl files in it")).with_hint(
+        "give a Parquet or Arrow file, or verl's rollout_data_dir (its STEP.jsonl files)",
+    )
+}
+
+/// The files of IN: the file itself, or a directory's `.jsonl` files in the order of the
+/// step their names give (`2.jsonl` before `10.jsonl`; other names after, by name).
+pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let (mut jsonl, others) = directory_files(path, name)?;
+    if jsonl.is_empty() {
+        return Err(empty_directory(name));
+    }
+    if let Some(other) = others.first() {
+        jsonl.sort();
+        return Err(Error::data(format!(
+            "{name}: the directory mixes JSONL ({}) with Parquet or Arrow files ({})",
+            jsonl[0].display(),
+            other.display()
+        ))
+        .with_hint("keep one format per directory, or give the file to read"));
+    }
+    jsonl.sort_by(|a, b| {
+        let key = |p: &Path| (file_step(p).map_or((1, 0), |s| (0, s)), p.to_path_buf());
+        key(a).cmp(&key(b))
+    });
+    Ok(jsonl)
+}
+
+/// The step a file's name gives (verl writes `{global_steps}.jsonl`).
+fn file_step(path: &Path) -> Option<i64> {
+    path.file_stem()?.to_str()?.parse().ok()
+}
+
+/// One line, checked: its fields, and what the passes need of it.
+struct Row<'a> {
+    fields: Vec<json_line::Field<'a>>,
+    input: String,
+    score: f64,
+    step: Option<i64>,
+}
+
+/// A value as a message shows it: its JSON text, cut short.
+fn shown(raw: &str) -> String {
+    const MAX: usize = 40;
+    match raw.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &raw[..cut]),
+        None => raw.to_string(),
+    }
+}
+
+/// Check one line (`at`: "FILE line N") of a file whose name gives `file_step`.
+fn check_row<'a>(
+    text: &'a str,
+    at: &str,
+    file_step: Option<i64>,
+    allow_nonfinite: bool,
+) -> Result<Row<'a>> {
+    let fields = json_line::parse_object(text)
+        .map_err(|e| Error::data(format!("{at}: not a JSON object")).with_source(e))?;
+    let find = |key: &str| fields.iter().find(|f| f.key == key);
+    let input = match find("input") {
+        None
+        | Some(json_line::Field {
+            value: JsonValue::Null,
+            ..
+        }) => {
+            return Err(Error::data(format!(
+                "{at}: no `input` (the prompt text, which groups the rows)"
+            )));
+        }
+        Some(json_line::Field {
+            value: JsonValue::Str(s),
+            ..
+        }) => s.clone(),
+        Some(f) => {
+            return Err(Error::data(format!(
+                "{at}: `input` is {}, not a string",
+                shown(f.raw)
+            )));
+        }
+    };
+    let score = match find("score") {
+        None => return Err(Error::data(format!("{at}: no `score`"))),
+        Some(f) => f.value.as_f64().ok_or_else(|| {
+            Error::data(format!("{at}: `score` is {}, not a number", shown(f.raw)))
+        })?,
+    };
+    if !score.is_finite() && !allow_nonfinite {
+        return Err(Error::data(format!(
+            "{at}: `score` is {} (pass --allow-nonfinite to let non-finite values through, as verl would)",
+            find("score").map_or("", |f| f.raw)
+        )));
+    }
+    let step = match find("step").map(|f| (&f.value, f.raw)) {
+        None | Some((JsonValue::Null, _)) => file_step,
+        Some((&JsonValue::Int(s), _)) => {
+            if let Some(named) = file_step
+                && named != s
+            {
+                return Err(Error::data(format!(
+                    "{at}: `step` is {s}, but the file name says step {named}"
+                )));
+            }
+            Some(s)
+        }
+        Some((_, raw)) => {
+            return Err(Error::data(format!(
+                "{at}: `step` is {}, not an integer",
+                shown(raw)
+            )));
+        }
+    };
+    Ok(Row {
+        fields,
+        input,
+        score,
+        step,
+    })
+}
+
+/// Call `each` with every non-blank line of `files` (in order) and where it is
+/// ("FILE line N"), checked. An empty file (no non-blank line) is an error.
+fn for_each_row(
+    files: &[PathBuf],
+    allow_nonfinite: bool,
+    mut each: impl FnMut(Row<'_>, &str) -> Result<()>,
+) -> Result<()> {
+    let mut has_step: Option<bool> = None;
+    for path in files {
+        let file = path.display().to_string();
+        let handle = File::open(path)
+            .map_err(|e| Error::data(format!("{file}: cannot open")).with_source(e))?;
+        let mut reader = BufReader::new(handle);
+        let step = file_step(path);
+        let mut buf = Vec::new();
+        let (mut line, mut rows) = (0usize, 0usize);
+        loop {
+            buf.clear();
+            let n = reader
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| Error::data(format!("{file}: cannot read")).with_source(e))?;
+            if n == 0 {
+                break;
+            }
+            line += 1;
+            if line % BATCH_ROWS == 0 {
+                crate::interrupt::check()?;
+            }
+            let at = format!("{file} line {line}");
+            let text = std::str::from_utf8(&buf)
+                .map_err(|e| Error::data(format!("{at}: not valid UTF-8")).with_source(e))?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            let row = check_row(text, &at, step, allow_nonfinite)?;
+            match has_step {
+                None => has_step = Some(row.step.is_some()),
+                Some(true) if row.step.is_none() => {
+                    return Err(Error::data(format!(
+                        "{at}: no `step`, while the lines before have one"
+                    )));
+                }
+                Some(false) if row.step.is_some() => {
+                    return Err(Error::data(format!(
+                        "{at}: a `step`, while the lines before have none"
+                    )));
+                }
+                _ => {}
+            }
+            rows += 1;
+            each(row, &at)?;
+        }
+        if rows == 0 {
+            return Err(Error::data(format!("{file}: empty file, no JSON lines"))
+                .with_hint("a step without rows leaves an empty file; remove it"));
+        }
+    }
+    Ok(())
+}
+
+/// The spooled columns of the passes, `BATCH_ROWS` rows at a time.
+#[derive(Default)]
+struct SpoolBatch {
+    uid: Vec<String>,
+    score: Vec<f64>,
+    step: Vec<i64>,
+}
+
+impl SpoolBatch {
+    fn schema(with_step: bool) -> SchemaRef {
+        let mut fields = vec![
+            Field::new("uid", DataType::Utf8, false),
+            Field::new(
+                "response_mask",
+                DataType::List(Arc::new(Field::new("item", DataType::Int8, true))),
+                false,
+            ),
+            Field::new("score", DataType::Float64, false),
+        ];
+        if with_step {
+            fields.push(Field::new("step", DataType::Int64, false));
+        }
+        let metadata = HashMap::from([(SEQUENCE_LEVEL_KEY.to_string(), "verl JSONL".to_string())]);
+        Arc::new(Schema::new_with_metadata(fields, metadata))
+    }
+
+    fn take(&mut self, schema: &SchemaRef) -> Result<RecordBatch> {
+        let rows = self.uid.len();
+        let mask = ListArray::new(
+            Arc::new(Field::new("item", DataType::Int8, true)),
+            OffsetBuffer::from_lengths(std::iter::repeat_n(1, rows)),
+            Arc::new(Int8Array::from(vec![1i8; rows])),
+            None,
+        );
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(std::mem::take(&mut self.uid))),
+            Arc::new(mask),
+            Arc::new(Float64Array::from(std::mem::take(&mut self.score))),
+        ];
+        if schema.fields().len() == 4 {
+            columns.push(Arc::new(Int64Array::from(std::mem::take(&mut self.step))));
+        }
+        RecordBatch::try_new(schema.clone(), columns)
+            .map_err(|e| Error::data("cannot spool the JSONL rows").with_source(e))
+    }
+}
+
+/// Read IN (`path`, named `name` in messages) once: check every line, spool what the passes
+/// need into a temporary Parquet file in `dir`, and find the fields' kinds for `run`'s output.
+pub fn spool(
+    path: &Path,
+    name: &str,
+    allow_nonfinite: bool,
+    dir: &Path,
+) -> Result<(NamedTempFile, JsonlInput)> {
+    let files = files(path, name)?;
+    let fail = |what: &str| Error::data(format!("{name}: {what}"));
+    let spool = tempfile::Builder::new()
+        .prefix(".advcalc-spool-")
+        .suffix(".parquet")
+        .tempfile_in(dir)
+        .map_err(|e| fail("cannot create a spool file").with_source(e))?;
+    let handle = spool
+        .as_file()
+        .try_clone()
+        .map_err(|e| fail("cannot spool").with_source(e))?;
+    let mut sink = Some(BufWriter::new(handle));
+    let mut writer: Option<(ArrowWriter<BufWriter<File>>, SchemaRef)> = None;
+    let mut batch = SpoolBatch::default();
+    let mut fields: Vec<(String, FieldKind)> = Vec::new();
+    let mut rows = 0usize;
+    let mut flush = |batch: &mut SpoolBatch,
+                     writer: &mut Option<(ArrowWriter<BufWriter<File>>, SchemaRef)>,
+                     with_step: bool|
+     -> Result<()> {
+        if writer.is_none() {
+            let schema = SpoolBatch::schema(with_step);
+            let props = WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                .set_max_row_group_row_count(Some(BATCH_ROWS))
+                .set_key_value_metadata(Some(vec![KeyValue::new(
+                    SEQUENCE_LEVEL_KEY.to_string(),
+                    "verl JSONL".to_string(),
+                )]))
+                .build();
+            let sink = sink.take().expect("one writer");
+            let w = ArrowWriter::try_new(sink, schema.clone(), Some(props))
+                .map_err(|e| fail("cannot spool").with_source(e))?;
+            *writer = Some((w, schema));
+        }
+        let (w, schema) = writer.as_mut().expect("created above");
+        let record = batch.take(schema)?;
+        w.write(&record)
+            .map_err(|e| fail("cannot spool").with_source(e))
+    };
+    let mut with_step = false;
+    for_each_row(&files, allow_nonfinite, |row, _| {
+        for f in &row.fields {
+            let kind = FieldKind::of(&f.value);
+            match fields.iter_mut().find(|(k, _)| *k == f.key) {
+                Some((_, k)) => *k = k.merge(kind),
+                None => fields.push((f.key.clone(), kind)),
+            }
+        }
+        with_step = row.step.is_some();
+        batch.uid.push(row.input);
+        batch.score.push(row.score);
+        batch.step.extend(row.step);
+        rows += 1;
+        if batch.uid.len() == BATCH_ROWS {
+            flush(&mut batch, &mut writer, with_step)?;
+        }
+        Ok(())
+    })?;
+    if !batch.uid.is_empty() {
+        flush(&mut batch, &mut writer, with_step)?;
+    }
+    let (w, _) = writer.expect("at least one row: empty files are refused");
+    w.close().map_err(|e| fail("cannot spool").with_source(e))?;
+    Ok((
+        spool,
+        JsonlInput {
+            files,
+            fields,
+            rows,
+            allow_nonfinite,
+        },
+    ))
+}
+
+/// One column of the dump's fields being built.
+enum FieldBuilder {
+    Bool(BooleanBuilder),
+    Int(Int64Builder),
+    Float(Float64Builder),
+    /// `Str` values, or (`Json`, `Null`) each value's JSON text.
+    Text(StringBuilder, FieldKind),
+}
+
+impl FieldBuilder {
+    fn new(kind: FieldKind) -> Self {
+        match kind {
+            FieldKind::Bool => FieldBuilder::Bool(BooleanBuilder::new()),
+            FieldKind::Int => FieldBuilder::Int(Int64Builder::new()),
+            FieldKind::Float => FieldBuilder::Float(Float64Builder::new()),
+            kind => FieldBuilder::Text(StringBuilder::new(), kind),
+        }
+    }
+
+    /// Append one row's value (`None`: the row lacks the key). `false` when the value does
+    /// not fit the kind found by the first read (the file changed since).
+    fn append(&mut self, field: Option<&json_line::Field<'_>>) -> bool {
+        let value = field.map(|f| &f.value);
+        match (self, value) {
+            (FieldBuilder::Bool(b), None | Some(JsonValue::Null)) => b.append_null(),
+            (FieldBuilder::Int(b), None | Some(JsonValue::Null)) => b.append_null(),
+            (FieldBuilder::Float(b), None | Some(JsonValue::Null)) => b.append_null(),
+            (FieldBuilder::Text(b, _), None | Some(JsonValue::Null)) => b.append_null(),
+            (FieldBuilder::Bool(b), Some(&JsonValue::Bool(v))) => b.append_value(v),
+            (FieldBuilder::Int(b), Some(&JsonValue::Int(v))) => b.append_value(v),
+            (FieldBuilder::Float(b), Some(v @ (JsonValue::Int(_) | JsonValue::Float(_)))) => {
+                b.append_option(v.as_f64())
+            }
+            (FieldBuilder::Text(b, FieldKind::Str), Some(JsonValue::Str(s))) => b.append_value(s),
+            (FieldBuilder::Text(b, FieldKind::Json), Some(_)) => {
+                b.append_value(field.map_or("", |f| f.raw))
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            FieldBuilder::Bool(b) => Arc::new(b.finish()),
+            FieldBuilder::Int(b) => Arc::new(b.finish()),
+            FieldBuilder::Float(b) => Arc::new(b.finish()),
+            FieldBuilder::Text(b, _) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// The dump's fields as Arrow columns (in `input.fields` order and kinds), read again from
+/// the files: `each` gets up to `BATCH_ROWS` rows at a time, in file order.
+pub fn field_batches(
+    input: &JsonlInput,
+    mut each: impl FnMut(Vec<ArrayRef>) -> Result<()>,
+) -> Result<()> {
+    let position: HashMap<&str, usize> = input
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| (k.as_str(), i))
+        .collect();
+    let mut builders: Vec<FieldBuilder> = input
+        .fields
+        .iter()
+        .map(|&(_, kind)| FieldBuilder::new(kind))
+        .collect();
+    let changed = |at: &str| Error::data(format!("{at}: the file changed while advcalc read it"));
+    let mut pending = 0usize;
+    for_each_row(&input.files, input.allow_nonfinite, |row, at| {
+        let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
+        for f in &row.fields {
+            let &i = position.get(f.key.as_str()).ok_or_else(|| changed(at))?;
+            slots[i] = Some(f);
+        }
+        for (builder, slot) in builders.iter_mut().zip(slots) {
+            if !builder.append(slot) {
+                return Err(changed(at));
+            }
+        }
+        pending += 1;
+        if pending == BATCH_ROWS {
+            pending = 0;
+            each(builders.iter_mut().map(FieldBuilder::finish).collect())?;
+        }
+        Ok(())
+    })?;
+    if pending > 0 {
+        each(builders.iter_mut().map(FieldBuilder::finish).collect())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::read::ParquetInput;
+    use arrow::array::Array;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const VERL_LINE: &str =
+        r#"{"input": "q1", "output": "a", "gts": "2", "score": 1.0, "step": 3, "acc": true}"#;
+
+    #[test]
+    fn kinds_merge_to_the_widest() {
+        use FieldKind::*;
+        assert_eq!(Null.merge(Int), Int);
+        assert_eq!(Int.merge(Float), Float);
+        assert_eq!(Float.merge(Null), Float);
+        assert_eq!(Str.merge(Int), Json);
+        assert_eq!(Bool.merge(Int), Json);
+        assert_eq!(Json.merge(Null), Json);
+        assert_eq!(Null.data_type(), DataType::Utf8);
+    }
+
+    #[test]
+    fn spools_the_engine_columns_and_marks_them_sequence_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "{VERL_LINE}\n{}\n\n",
+            r#"{"input": "q1", "output": "b", "gts": null, "score": 0, "step": 3, "acc": false, "extra": [1]}"#
+        );
+        let path = write(dir.path(), "3.jsonl", &text);
+        let (spool, input) = spool(&path, "IN", false, dir.path()).unwrap();
+        assert_eq!(input.rows, 2);
+        let kinds: Vec<(&str, FieldKind)> =
+            input.fields.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        use FieldKind::*;
+        assert_eq!(
+            kinds,
+            [
+                ("input", Str),
+                ("output", Str),
+                ("gts", Str),
+                ("score", Float),
+                ("step", Int),
+                ("acc", Bool),
+                ("extra", Json)
+            ]
+        );
+        let parquet = ParquetInput::open(spool.path()).unwrap();
+        let schema = parquet.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["uid", "response_mask", "score", "step"]);
+        assert!(schema.metadata().contains_key(SEQUENCE_LEVEL_KEY));
+        let batch = parquet.read_row_group(0, None).unwrap();
+        let score = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        assert_eq!(score.values().to_vec(), [1.0, 0.0]);
+        let mut seen = Vec::new();
+        field_batches(&input, |columns| {
+            seen.push(columns);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 1);
+        let extra = seen[0][6].as_any().downcast_ref::<StringArray>().unwrap();
+        assert!(extra.is_null(0));
+        assert_eq!(extra.value(1), "[1]");
+    }
+
+    #[test]
+    fn a_directory_is_read_in_step_order_of_the_names() {
+        let dir = tempfile::tempdir().unwrap();
+        for step in [10, 2, 1] {
+            let line = VERL_LINE.replace("\"step\": 3", &format!("\"step\": {step}"));
+            write(dir.path(), &format!("{step}.jsonl"), &format!("{line}\n"));
+        }
+        write(dir.path(), "notes.txt", "not data");
+        let names: Vec<String> = files(dir.path(), "IN")
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["1.jsonl", "2.jsonl", "10.jsonl"]);
+        assert!(directory_is_jsonl(dir.path(), "IN").unwrap());
+    }
+
+    fn error_of(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "3.jsonl", text);
+        spool(&path, "IN", false, dir.path())
+            .unwrap_err()
+            .to_string()
+            .replace(&dir.path().display().to_string(), "D")
+    }
+
+    #[test]
+    fn each_fault_names_the_file_and_line() {
+        let ok = format!("{VERL_LINE}\n");
+        for (bad, message) in [
+            ("{\"input\": \"q\",", "D/3.jsonl line 2: not a JSON object"),
+            (
+                r#"{"input": "q", "step": 3}"#,
+                "D/3.jsonl line 2: no `score`",
+            ),
+            (
+                r#"{"score": 1, "step": 3}"#,
+                "D/3.jsonl line 2: no `input` (the prompt text, which groups the rows)",
+            ),
+            (
+                r#"{"input": "q", "score": "1.0"}"#,
+                "D/3.jsonl line 2: `score` is \"1.0\", not a number",
+            ),
+            (
+                r#"{"input": "q", "score": null}"#,
+                "D/3.jsonl line 2: `score` is null, not a number",
+            ),
+            (
+                r#"{"input": 7, "score": 1}"#,
+                "D/3.jsonl line 2: `input` is 7, not a string",
+            ),
+            (
+                r#"{"input": "q", "score": 1, "step": 4}"#,
+                "D/3.jsonl line 2: `step` is 4, but the file name says step 3",
+            ),
+            (
+                r#"{"input": "q", "score": 1, "step": 3.0}"#,
+                "D/3.jsonl line 2: `step` is 3.0, not an integer",
+            ),
+        ] {
+            assert_eq!(error_of(&format!("{ok}{bad}\n")), message, "{bad}");
+        }
+        assert!(
+            error_of(&format!("{ok}{}\n", r#"{"input": "q", "score": NaN}"#))
+                .starts_with("D/3.jsonl line 2: `score` is NaN (pass --allow-nonfinite")
+        );
+        assert_eq!(error_of(""), "D/3.jsonl: empty file, no JSON lines");
+        assert_eq!(error_of("\n"), "D/3.jsonl: empty file, no JSON lines");
+        let invalid = {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("3.jsonl");
+            std::fs::write(&path, b"{\"input\": \"\xff\", \"score\": 1}\n").unwrap();
+            spool(&path, "IN", false, dir.path())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            invalid.ends_with("3.jsonl line 1: not valid UTF-8"),
+            "{invalid}"
+        );
+    }
+
+    #[test]
+    fn steps_are_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            "all.jsonl",
+            "{\"input\": \"q\", \"score\": 1, \"step\": 1}\n{\"input\": \"q\", \"score\": 1}\n",
+        );
+        let e = spool(&path, "IN", false, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("all.jsonl line 2: no `step`, while the lines before have one"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn directories_empty_or_mixed_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            files(dir.path(), "IN").unwrap_err().to_string(),
+            "IN: is a directory with no .jsonl files in it"
+        );
+        assert!(directory_is_jsonl(dir.path(), "IN").is_err());
+        write(dir.path(), "1.jsonl", VERL_LINE);
+        write(dir.path(), "2.parquet", "");
+        let e = files(dir.path(), "IN").unwrap_err().to_string();
+        assert!(e.starts_with("IN: the directory mixes JSONL ("), "{e}");
+        assert!(e.contains("2.parquet"), "{e}");
+    }
+}
