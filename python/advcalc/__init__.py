@@ -10,7 +10,8 @@ The same engine as the ``advcalc`` command line, from Python::
     report = advcalc.inspect("dump.parquet")           # the dict `inspect --json` prints
     table = advcalc.compare("dump.parquet", estimators=["grpo", "rloo"])
 
-Inputs are paths (Parquet, Arrow IPC; see the CLI's README) or, for :func:`compute`, any
+Inputs are paths (Parquet, Arrow IPC, verl's JSONL dumps and their directories; see the
+CLI's README) or, for :func:`compute`, any
 object with ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars
 DataFrame, a DuckDB relation). Results are pyarrow Tables (``polars.DataFrame(table)`` for
 polars users). Errors raise :class:`DataError` (bad data, the CLI's exit 1) or
@@ -80,7 +81,7 @@ def compute(
     Args:
         data: an object with ``__arrow_c_stream__`` (pyarrow Table or RecordBatchReader,
             polars DataFrame, DuckDB relation; read once), or a path to a dump (Parquet,
-            Arrow IPC file or stream).
+            Arrow IPC file or stream, a verl JSONL dump or its ``rollout_data_dir``).
         estimator: ``algorithm.adv_estimator`` (``advcalc.estimators()`` lists them).
         config: a verl trainer YAML path, YAML text, or a dict (see the module docstring).
         set: overrides, ``{"algorithm.lam": 0.95}`` or ``["algorithm.lam=0.95"]``.
@@ -90,8 +91,8 @@ def compute(
         layout: ``"ragged"`` or ``"padded"`` token lists (where a scalar ``score`` goes).
         allow_nonfinite: let NaN and ±inf through instead of refusing them.
         threads: worker threads (default: one per core).
-        input_format: ``"parquet"``, ``"arrow"`` or ``"arrows"`` for a path whose
-            extension does not say.
+        input_format: ``"parquet"``, ``"arrow"``, ``"arrows"`` or ``"jsonl"`` for a path
+            whose extension does not say.
 
     Returns:
         The input's columns with ``token_level_rewards``, ``advantages``, ``returns`` (and

@@ -74,8 +74,9 @@ fn parse_format(name: &str) -> advcalc::Result<Format> {
         "parquet" => Ok(Format::Parquet),
         "arrow" => Ok(Format::ArrowFile),
         "arrows" => Ok(Format::ArrowStream),
+        "jsonl" => Ok(Format::Jsonl),
         other => Err(advcalc::Error::usage(format!(
-            "format {other:?}: expected \"parquet\", \"arrow\" or \"arrows\""
+            "format {other:?}: expected \"parquet\", \"arrow\", \"arrows\" or \"jsonl\""
         ))),
     }
 }
