@@ -109,22 +109,12 @@ def compute(
         table, metrics_json, warns, notes = _native.compute_stream(data, cfg, read, metrics)
         found = json.loads(metrics_json) if metrics_json is not None else None
     elif isinstance(data, (str, os.PathLike)):
-        # A file goes through the CLI's own streamed job, into a temporary file read back.
-        scratch = tempfile.mkdtemp(prefix="advcalc-compute-")
-        try:
-            out = os.path.join(scratch, "out.parquet")
-            metrics_path = os.path.join(scratch, "metrics.json") if metrics else None
-            summary = _native.run(
-                os.fspath(data), out, cfg, read, "parquet", False, metrics_path
-            )
-            warns, notes = summary[3], summary[4]
-            table = pq.read_table(out)
-            found = None
-            if metrics_path is not None:
-                with open(metrics_path, encoding="utf-8") as f:
-                    found = json.load(f)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        done = _native.compute_path(os.fspath(data), cfg, read, metrics)
+        if done is not None:
+            table, metrics_json, warns, notes = done
+            found = json.loads(metrics_json) if metrics_json is not None else None
+        else:
+            table, found, warns, notes = _compute_via_run(os.fspath(data), cfg, read, metrics)
     else:
         raise UsageError(
             f"data: expected a path or an object with __arrow_c_stream__, got {type(data).__name__}",
@@ -132,6 +122,26 @@ def compute(
         )
     _say(warns, notes)
     return (table, found) if metrics else table
+
+
+def _compute_via_run(
+    src: str, cfg: Dict[str, Any], read: Dict[str, Any], metrics: bool
+) -> Tuple[pa.Table, Any, List[str], List[str]]:
+    """A verl JSONL dump: `run`'s output (the dump's fields and one advantage per row) into
+    a temporary file, read back."""
+    scratch = tempfile.mkdtemp(prefix="advcalc-compute-")
+    try:
+        out = os.path.join(scratch, "out.parquet")
+        metrics_path = os.path.join(scratch, "metrics.json") if metrics else None
+        summary = _native.run(src, out, cfg, read, "parquet", False, metrics_path)
+        table = pq.read_table(out)
+        found = None
+        if metrics_path is not None:
+            with open(metrics_path, encoding="utf-8") as f:
+                found = json.load(f)
+        return table, found, summary[3], summary[4]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run(

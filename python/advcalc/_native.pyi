@@ -16,6 +16,11 @@ def compute_stream(
 ) -> Tuple[pa.Table, Optional[str], List[str], List[str]]:
     """The engine on an Arrow C stream: (table, metrics JSON, warnings, notes)."""
 
+def compute_path(
+    src: str, config: ConfigArgs, read: ReadArgs, metrics: bool
+) -> Optional[Tuple[pa.Table, Optional[str], List[str], List[str]]]:
+    """The engine on a Parquet or Arrow IPC file read into memory; None for a JSONL dump."""
+
 def run(
     src: str,
     dst: str,

@@ -17,7 +17,9 @@ use pyo3::prelude::*;
 
 use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dump};
 use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
+use advcalc::io::input::Input;
 use advcalc::{Config, ConfigSources, Engine, ErrorKind, Format, Layout, RunOptions};
+use rayon::prelude::*;
 
 /// Where a configuration comes from: a file, or YAML text (a dict arrives as JSON text).
 #[derive(FromPyObject)]
@@ -222,17 +224,72 @@ fn compute_stream(
     metrics: bool,
 ) -> PyResult<Computed> {
     let reader = data.0;
-    let (schema, result, notes) = run_engine(py, move || {
-        let config = config.load()?;
-        let layout = read.layout()?;
+    let done = run_engine(py, move || {
         let (schema, batches) = collect_stream(reader)?;
-        let engine = Engine::new(&config, schema, "<stream>")?
-            .with_layout(layout)
-            .allow_nonfinite(read.allow_nonfinite)
-            .with_metrics(metrics);
-        let computed = pool(read.threads)?.install(|| engine.compute(&batches))?;
-        Ok((engine.output_schema(), computed, config.notes))
+        compute_in_memory(&config, &read, metrics, schema, "<stream>", &batches)
     })?;
+    into_python(py, done)
+}
+
+/// `advcalc.compute` on a Parquet or Arrow IPC file: its row groups read in parallel by the
+/// CLI's reader (its checks, its messages naming the file), then the engine in memory.
+/// `None` for a verl JSONL dump, whose output (the dump's fields and one advantage per row)
+/// only `run` writes: the Python layer then goes through `run`.
+#[pyfunction]
+fn compute_path(
+    py: Python<'_>,
+    src: PathBuf,
+    config: ConfigArgs,
+    read: ReadArgs,
+    metrics: bool,
+) -> PyResult<Option<Computed>> {
+    let done = run_engine(py, move || {
+        let opened = Input::open(&src, read.format()?, read.allow_nonfinite)?;
+        if opened.jsonl.is_some() {
+            return Ok(None);
+        }
+        let input = &opened.parquet;
+        let batches = pool(read.threads)?.install(|| {
+            (0..input.num_row_groups())
+                .into_par_iter()
+                .map(|rg| input.read_row_group(rg, None))
+                .collect::<advcalc::Result<Vec<_>>>()
+        })?;
+        compute_in_memory(
+            &config,
+            &read,
+            metrics,
+            input.schema(),
+            input.name(),
+            &batches,
+        )
+        .map(Some)
+    })?;
+    done.map(|d| into_python(py, d)).transpose()
+}
+
+/// The engine over record batches held in memory: the output schema, what it computed, and
+/// the configuration's notes.
+type InMemory = (SchemaRef, advcalc::Computed, Vec<String>);
+
+fn compute_in_memory(
+    config: &ConfigArgs,
+    read: &ReadArgs,
+    metrics: bool,
+    schema: SchemaRef,
+    name: &str,
+    batches: &[RecordBatch],
+) -> advcalc::Result<InMemory> {
+    let config = config.load()?;
+    let engine = Engine::new(&config, schema, name)?
+        .with_layout(read.layout()?)
+        .allow_nonfinite(read.allow_nonfinite)
+        .with_metrics(metrics);
+    let computed = pool(read.threads)?.install(|| engine.compute(batches))?;
+    Ok((engine.output_schema(), computed, config.notes))
+}
+
+fn into_python(py: Python<'_>, (schema, result, notes): InMemory) -> PyResult<Computed> {
     let metrics = result.metrics.map(|m| m.to_string());
     let table = Table::try_new(result.batches, schema).map_err(|e| {
         to_python(
@@ -372,6 +429,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }));
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(compute_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(compute_path, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;

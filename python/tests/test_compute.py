@@ -169,6 +169,10 @@ def test_run_leaves_nothing_behind_on_bad_data(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"error: {raised.value}" == done.stderr.rstrip("\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.parquet"]
+    # compute on the path reads it with the CLI's reader: the same message, naming the file
+    with pytest.raises(advcalc.DataError) as raised:
+        advcalc.compute(bad, estimator="gae")
+    assert f"error: {raised.value}" == done.stderr.rstrip("\n")
 
 
 def test_warnings_and_notes_are_python_warnings() -> None:
