@@ -9,16 +9,21 @@ use std::path::PathBuf;
 use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
-use arrow::datatypes::SchemaRef;
+use std::sync::Arc;
+
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::ffi_stream::RecordBatchStreamReader;
 use arrow::pyarrow::{PyArrowType, Table};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dump};
 use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
 use advcalc::io::input::Input;
-use advcalc::{Config, ConfigSources, Engine, ErrorKind, Format, Layout, RunOptions};
+use advcalc::{
+    Config, ConfigSources, Engine, ErrorKind, Format, Layout, PlanShard, RowStats, RunOptions,
+};
 use rayon::prelude::*;
 
 /// Where a configuration comes from: a file, or YAML text (a dict arrives as JSON text).
@@ -411,6 +416,178 @@ fn estimator_name(py: Python<'_>, config: ConfigArgs) -> PyResult<String> {
     Ok(config.algorithm.adv_estimator.name().to_string())
 }
 
+/// The engine's passes on record batches, for runners that spread them over processes and
+/// machines (`advcalc.ray`): statistics and plan shards cross as bytes (Arrow IPC,
+/// `engine::exchange`), and each unit of work (a file, a block) is numbered by its first row
+/// in the input's order.
+#[pyclass(name = "Engine", frozen)]
+struct PyEngine {
+    engine: Engine,
+}
+
+#[pymethods]
+impl PyEngine {
+    #[new]
+    fn new(
+        py: Python<'_>,
+        config: ConfigArgs,
+        schema: PyArrowType<Schema>,
+        name: String,
+        read: ReadArgs,
+    ) -> PyResult<Self> {
+        let engine = run_engine(py, move || {
+            let config = config.load()?;
+            Ok(Engine::new(&config, Arc::new(schema.0), &name)?
+                .with_layout(read.layout()?)
+                .allow_nonfinite(read.allow_nonfinite))
+        })?;
+        Ok(PyEngine { engine })
+    }
+
+    /// Whether pass 1 needs the statistics of a pre-pass first (adaptive KL, OTB with
+    /// batch-normalised IS weights).
+    fn needs_prepass(&self) -> bool {
+        self.engine.needs_prepass()
+    }
+
+    /// The pre-pass over one unit: its statistics, as bytes.
+    fn prepass_stats<'py>(
+        &self,
+        py: Python<'py>,
+        data: PyArrowType<RecordBatchStreamReader>,
+        first_row: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let reader = data.0;
+        let bytes = run_engine(py, || {
+            let (_, batches) = collect_stream(reader)?;
+            let mut stats = RowStats::default();
+            let mut row = first_row;
+            for batch in &batches {
+                stats.append(self.engine.prepass_stats(batch, row)?);
+                row += batch.num_rows();
+            }
+            stats.to_bytes()
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Pass 1 over one unit: its statistics as bytes, and the steps its rows hold. `prepass`
+    /// is the pre-pass statistics of the whole input (`merge_stats`), when it needs one.
+    fn row_stats<'py>(
+        &self,
+        py: Python<'py>,
+        data: PyArrowType<RecordBatchStreamReader>,
+        first_row: usize,
+        prepass: Option<&[u8]>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<Option<i64>>)> {
+        let reader = data.0;
+        let prepass = prepass.map(<[u8]>::to_vec);
+        let (bytes, steps) = run_engine(py, || {
+            let constants = match prepass {
+                Some(bytes) => self.engine.constants(&RowStats::from_bytes(&bytes)?)?,
+                None => self.engine.start(),
+            };
+            let (_, batches) = collect_stream(reader)?;
+            let mut stats = RowStats::default();
+            let mut row = first_row;
+            for batch in &batches {
+                stats.append(self.engine.row_stats(batch, row, &constants)?);
+                row += batch.num_rows();
+            }
+            Ok((stats.to_bytes()?, stats.steps()))
+        })?;
+        Ok((PyBytes::new(py, &bytes), steps))
+    }
+
+    /// Between the passes, on the driver: every unit's pass-1 statistics, in input order, to
+    /// the plan.
+    fn plan(&self, py: Python<'_>, stats: Vec<Vec<u8>>) -> PyResult<PyPlan> {
+        let prepared = run_engine(py, || {
+            self.engine.plan(merge(&stats)?)
+        })?;
+        Ok(PyPlan { prepared })
+    }
+
+    /// Pass 2 over one unit with the plan shard of its steps: the unit with the computed
+    /// columns, as a pyarrow Table.
+    fn token_outputs(
+        &self,
+        py: Python<'_>,
+        data: PyArrowType<RecordBatchStreamReader>,
+        first_row: usize,
+        shard: &[u8],
+    ) -> PyResult<PyArrowType<Table>> {
+        let reader = data.0;
+        let shard = shard.to_vec();
+        let batches = run_engine(py, || {
+            let shard = PlanShard::from_bytes(&shard)?;
+            let (_, batches) = collect_stream(reader)?;
+            let mut out = Vec::with_capacity(batches.len());
+            let mut row = first_row;
+            for batch in &batches {
+                out.push(self.engine.token_outputs(batch, row, &shard)?);
+                row += batch.num_rows();
+            }
+            Ok(out)
+        })?;
+        let table = Table::try_new(batches, self.engine.output_schema()).map_err(|e| {
+            to_python(py, &advcalc::Error::data("cannot build the result table").with_source(e))
+        })?;
+        Ok(PyArrowType(table))
+    }
+}
+
+/// Statistics of several units (bytes), appended in input order.
+fn merge(parts: &[Vec<u8>]) -> advcalc::Result<RowStats> {
+    let mut all = RowStats::default();
+    for part in parts {
+        all.append(RowStats::from_bytes(part)?);
+    }
+    Ok(all)
+}
+
+/// Several units' statistics appended in input order, as bytes (the pre-pass statistics
+/// every pass-1 task needs).
+#[pyfunction]
+fn merge_stats<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = run_engine(py, || merge(&parts)?.to_bytes())?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// The plan of pass 2, held by the driver; `shard(steps)` cuts what one task needs.
+#[pyclass(name = "Plan", frozen)]
+struct PyPlan {
+    prepared: advcalc::Prepared,
+}
+
+#[pymethods]
+impl PyPlan {
+    /// The input's steps, ascending (`[None]` without a step column).
+    fn steps(&self) -> Vec<Option<i64>> {
+        self.prepared.steps()
+    }
+
+    /// The shard of some steps, as bytes.
+    fn shard<'py>(
+        &self,
+        py: Python<'py>,
+        steps: Vec<Option<i64>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self
+            .prepared
+            .for_steps(&steps)
+            .to_bytes()
+            .map_err(|e| to_python(py, &e))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The data warnings `run` would print.
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.prepared.warnings().to_vec()
+    }
+}
+
 /// `advcalc.estimators`: `advcalc estimators --json` (JSON text).
 #[pyfunction]
 fn estimators() -> String {
@@ -435,5 +612,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(estimators, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_stats, m)?)?;
+    m.add_class::<PyEngine>()?;
+    m.add_class::<PyPlan>()?;
     Ok(())
 }

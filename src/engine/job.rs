@@ -63,6 +63,13 @@ pub struct Prepared {
     pub(crate) config: u64,
 }
 
+impl Prepared {
+    /// Things the user should know about the data (what `run` prints as warnings).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}
+
 /// One row group's token outputs, with the mask they apply to.
 pub struct GroupOutputs {
     pub group: RowGroup,

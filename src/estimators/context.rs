@@ -138,6 +138,18 @@ impl RowStats {
         self.score.len()
     }
 
+    /// The steps of these rows, ascending (`[None]` without a step column): the plan shards
+    /// a pass-2 task over the same rows needs.
+    pub fn steps(&self) -> Vec<Option<i64>> {
+        match &self.step {
+            None => vec![None],
+            Some(steps) => {
+                let distinct: std::collections::BTreeSet<i64> = steps.iter().copied().collect();
+                distinct.into_iter().map(Some).collect()
+            }
+        }
+    }
+
     /// Append the next row group's statistics (row-group order keeps results independent of
     /// the thread count).
     pub fn append(&mut self, other: RowStats) {

@@ -1,0 +1,289 @@
+"""advcalc on Ray Data: the two passes over a dataset too large for one machine.
+
+    import advcalc.ray
+    advcalc.ray.run("s3://bucket/rollouts/", "s3://bucket/advantages/", estimator="grpo")
+
+The same numbers as ``advcalc run`` on the concatenated input (docs/ray.md):
+
+1. (only for an adaptive KL controller, or OTB with batch-normalised IS weights) a pre-pass
+   ``map_batches`` over the units: their per-row statistics, merged on the driver;
+2. pass 1, ``map_batches`` over the units (one file or block each): per-row statistics, a
+   few numbers per row, sent back to the driver;
+3. the plan, on the driver, by the same Rust code as the CLI (the KL controller scanned over
+   the steps in order, group and batch statistics per step), cut into one shard per unit
+   (the steps its rows hold), each put in the object store;
+4. pass 2, ``map_batches`` over the units: each reads its unit again, applies its shard and
+   writes its output file atomically (a temporary name, then a rename), so a task that Ray
+   kills and retries leaves one whole file.
+
+No token data crosses the network except each unit's own read and write: no shuffle, no
+``groupby().map_groups``. Workers need the package: install the wheel on the cluster's image
+or pass ``runtime_env={"pip": ["advcalc"]}`` / ``{"py_modules": [...]}`` to ``ray.init``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import _config_args, _native, _read_args, _say
+from ._errors import UsageError
+
+__all__ = ["run"]
+
+# A temporary output file: hidden, named after its target, unique per attempt.
+_TMP = re.compile(r"^\.advcalc-ray-.*\.tmp$")
+
+
+@dataclass
+class _Unit:
+    """One unit of work: a file (path) or a block of a Dataset (ref), and where its output
+    goes (a name relative to DST)."""
+
+    name: str
+    out: str
+    rows: int
+    path: Optional[str] = None
+    ref: Any = None
+
+
+def run(
+    src: Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], Any],
+    dst: Union[str, "os.PathLike[str]"],
+    estimator: Optional[str] = None,
+    config: Any = None,
+    set: Any = None,
+    convention: Optional[str] = None,
+    *,
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    force: bool = False,
+) -> Dict[str, Any]:
+    """Compute advantages and returns for a dataset on Ray; write one output file per unit.
+
+    Args:
+        src: a Parquet file, a directory of Parquet files (searched recursively; one file per
+            step as the verl hook writes them, or hive ``step=N/`` directories), a list of
+            files, or a ``ray.data.Dataset``.
+        dst: the output directory. Each input file's output has the file's path relative to
+            SRC (a list of files: its name); a Dataset's blocks give ``part-00000.parquet``,
+            ``part-00001.parquet``, ...
+        estimator, config, set, convention, layout, allow_nonfinite: as in
+            :func:`advcalc.compute`.
+        force: overwrite existing output files.
+
+    Units are taken in order: a list as given; a directory's files by the step in their path
+    (``step=N``), then by name (numbers compared as numbers). The result equals
+    ``advcalc run`` on the units concatenated in that order. A file without a ``step`` column
+    whose path holds ``step=N`` gets the column.
+
+    Returns:
+        ``{"rows", "units", "steps", "outputs", "warnings"}``.
+    """
+    import ray
+
+    if not ray.is_initialized():
+        ray.init()
+    cfg = _config_args(config, set, estimator, convention)
+    read = _read_args(None, layout, None, allow_nonfinite)
+    units = _units(src)
+    if not units:
+        raise UsageError(f"{src}: no Parquet files in it")
+    schema = _schema(units)
+    out_dir = Path(dst)
+    _check_destination(units, out_dir, force)
+    name = str(src) if isinstance(src, (str, os.PathLike)) else "<dataset>"
+    engine = _native.Engine(cfg, schema, name, read)
+    starts, row = [], 0
+    for unit in units:
+        starts.append(row)
+        row += unit.rows
+    items = ray.data.from_items([{"unit": i} for i in range(len(units))])
+
+    def each(fn):
+        # one unit per call; the UDF gets a one-row table holding the unit's index
+        def udf(batch: pa.Table) -> pa.Table:
+            i = batch.column("unit")[0].as_py()
+            return fn(i, _Engine.get(cfg, schema, units[i].name, read))
+
+        return items.map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+
+    prepass = None
+    if engine.needs_prepass():
+        found = each(lambda i, e: _row(i, stats=e.prepass_stats(_read(units[i]), starts[i])))
+        prepass = ray.put(_native.merge_stats(_ordered(found, "stats")))
+
+    def pass1(i: int, e: Any) -> pa.Table:
+        got = ray.get(prepass) if prepass is not None else None
+        stats, steps = e.row_stats(_read(units[i]), starts[i], got)
+        return _row(i, stats=stats, steps=[s for s in steps])
+
+    found = each(pass1)
+    plan = engine.plan(_ordered(found, "stats"))
+    steps = {r["unit"]: r["steps"] for r in found}
+    shards = [ray.put(plan.shard(steps[i])) for i in range(len(units))]
+
+    def pass2(i: int, e: Any) -> pa.Table:
+        table = e.token_outputs(_read(units[i]), starts[i], ray.get(shards[i]))
+        _write(table, out_dir / units[i].out)
+        return _row(i, rows=table.num_rows)
+
+    each(pass2)
+    _remove_stale_temporaries(out_dir, units)
+    warnings = list(plan.warnings)
+    _say(warnings, [])
+    return {
+        "rows": row,
+        "units": len(units),
+        "steps": [s for s in plan.steps()],
+        "outputs": [str(out_dir / u.out) for u in units],
+        "warnings": warnings,
+    }
+
+
+class _Engine:
+    """One engine per worker process and configuration (the native object is not picklable;
+    building it parses the configuration and checks the schema)."""
+
+    _cache: Dict[Any, Any] = {}
+
+    @classmethod
+    def get(cls, cfg: Dict[str, Any], schema: pa.Schema, name: str, read: Dict[str, Any]) -> Any:
+        key = (repr(sorted(cfg.items())), schema.to_string(), name, repr(sorted(read.items())))
+        if key not in cls._cache:
+            cls._cache[key] = _native.Engine(cfg, schema, name, read)
+        return cls._cache[key]
+
+
+def _row(i: int, **fields: Any) -> pa.Table:
+    return pa.table({"unit": [i], **{k: [v] for k, v in fields.items()}})
+
+
+def _ordered(rows: List[Dict[str, Any]], key: str) -> List[bytes]:
+    return [r[key] for r in sorted(rows, key=lambda r: r["unit"])]
+
+
+_STEP = re.compile(r"(?:^|/)step=(-?\d+)(?:\.[^/]*)?(?:/|$)")
+
+
+def _natural(text: str) -> List[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def _units(src: Any) -> List[_Unit]:
+    if hasattr(src, "iter_internal_ref_bundles"):  # a ray.data.Dataset
+        units = []
+        for bundle in src.materialize().iter_internal_ref_bundles():
+            for entry in bundle.blocks:
+                # a BlockEntry (ray >= 2.5x) or a (ref, metadata) pair (older)
+                ref, meta = (entry.ref, entry.metadata) if hasattr(entry, "ref") else entry
+                i = len(units)
+                units.append(_Unit(f"<block {i}>", f"part-{i:05d}.parquet", meta.num_rows, ref=ref))
+        return units
+    if isinstance(src, (str, os.PathLike)):
+        root = Path(src)
+        if root.is_dir():
+            files = [p for p in root.rglob("*.parquet") if not p.name.startswith(".")]
+
+            def order(p: Path) -> Any:
+                rel = p.relative_to(root).as_posix()
+                m = _STEP.search(rel)
+                return (int(m.group(1)) if m else float("-inf"), _natural(rel))
+
+            files.sort(key=order)
+            return [_file_unit(p, p.relative_to(root).as_posix()) for p in files]
+        return [_file_unit(root, root.name)]
+    paths = [Path(p) for p in src]
+    names = [p.name for p in paths]
+    if len(set(names)) != len(names):
+        raise UsageError("src: two files of the list have the same name", "pass a directory instead")
+    return [_file_unit(p, p.name) for p in paths]
+
+
+def _file_unit(path: Path, out: str) -> _Unit:
+    try:
+        rows = pq.read_metadata(path).num_rows
+    except (OSError, pa.ArrowException) as e:
+        from ._errors import DataError
+
+        raise DataError(f"{path}: cannot read the Parquet footer", None, [str(e)]) from None
+    return _Unit(str(path), out, rows, path=str(path))
+
+
+def _read(unit: _Unit) -> pa.Table:
+    if unit.ref is not None:
+        import ray
+
+        block = ray.get(unit.ref)
+        return block if isinstance(block, pa.Table) else pa.Table.from_pandas(block)
+    table = pq.read_table(unit.path)
+    if "step" not in table.column_names:
+        m = _STEP.search(Path(unit.path).as_posix())
+        if m:
+            table = table.append_column("step", pa.array([int(m.group(1))] * table.num_rows, pa.int64()))
+    return table
+
+
+def _schema(units: List[_Unit]) -> pa.Schema:
+    """The units' common schema (what pass 1 reads); files that disagree are an error naming
+    both files and the column."""
+    first = _read(units[0]).schema.remove_metadata()
+    for unit in units[1:]:
+        if unit.path is None:
+            continue
+        other = pq.read_schema(unit.path).remove_metadata()
+        if "step" not in other.names and "step" in first.names and _STEP.search(unit.path):
+            other = other.append(pa.field("step", pa.int64()))
+        if not other.equals(first):
+            column = next(
+                (f.name for f in first if other.get_field_index(f.name) < 0
+                 or other.field(f.name).type != f.type),
+                next((f.name for f in other if first.get_field_index(f.name) < 0), "?"),
+            )
+            raise UsageError(
+                f"{unit.name}: its schema differs from {units[0].name}'s (column `{column}`)",
+                "give files with the same columns and types",
+            )
+    return first
+
+
+def _check_destination(units: List[_Unit], out_dir: Path, force: bool) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"{out_dir}: not a directory", "DST is the output directory")
+    for unit in units:
+        if unit.path is not None and (out_dir / unit.out).resolve() == Path(unit.path).resolve():
+            raise UsageError(f"{out_dir}: would overwrite its input {unit.path}",
+                             "write to another directory")
+        if (out_dir / unit.out).exists() and not force:
+            raise UsageError(f"{out_dir / unit.out}: already exists",
+                             "pass force=True to overwrite it")
+
+
+def _write(table: pa.Table, path: Path) -> None:
+    """Write atomically: a unique temporary name beside the target, fsync, rename. A retried
+    task writes the same bytes again and renames over its own earlier output."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".advcalc-ray-{path.name}-{uuid.uuid4().hex}.tmp"
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _remove_stale_temporaries(out_dir: Path, units: List[_Unit]) -> None:
+    """Temporary files of attempts Ray killed mid-write (their retries wrote the outputs)."""
+    for parent in {(out_dir / u.out).parent for u in units}:
+        for p in parent.iterdir():
+            if _TMP.match(p.name):
+                p.unlink(missing_ok=True)

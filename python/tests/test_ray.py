@@ -1,0 +1,116 @@
+"""advcalc.ray on a real local Ray (2 CPUs): the CLI's numbers on the concatenated input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import advcalc
+import advcalc.ray
+from conftest import CASES, DEMO, cli_run, same_columns
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def split(table: pa.Table, directory: Path, parts: int, name=lambda i: f"part{i}.parquet") -> List[Path]:
+    """Write `table` as `parts` files of interleaved rows, so every group is split across
+    files; return them in the order advcalc.ray takes them, with their concatenation."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(parts):
+        rows = pa.array(range(i, table.num_rows, parts))
+        path = directory / name(i)
+        pq.write_table(table.take(rows), path)
+        paths.append(path)
+    return paths
+
+
+def concatenated(paths: List[Path], out: Path) -> Path:
+    pq.write_table(pa.concat_tables([pq.read_table(p) for p in paths]), out)
+    return out
+
+
+def outputs(summary) -> pa.Table:
+    return pa.concat_tables([pq.read_table(p) for p in summary["outputs"]])
+
+
+def with_steps(table: pa.Table, steps: int) -> pa.Table:
+    step = pa.array([1 + (i * steps) // table.num_rows for i in range(table.num_rows)], pa.int64())
+    return table.append_column("step", step)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "reinforce_plus_plus"])
+def test_files_with_groups_split_across_them_give_the_cli_numbers(tmp_path: Path, estimator: str) -> None:
+    table = with_steps(pq.read_table(DEMO), 2)
+    paths = split(table, tmp_path / "in", 3)
+    want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["-e", estimator])
+    summary = advcalc.ray.run(tmp_path / "in", tmp_path / "out", estimator=estimator)
+    assert summary["rows"] == 256 and summary["units"] == 3 and summary["steps"] == [1, 2]
+    same_columns(outputs(summary), want)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part0.parquet", "part1.parquet", "part2.parquet"]
+
+
+def test_gae_with_adaptive_kl_and_token_is_with_rejection(tmp_path: Path) -> None:
+    case = CASES / "chain_gae"
+    config = case / "config.yaml"
+    paths = split(pq.read_table(case / "input.parquet"), tmp_path / "in", 2)
+    want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["--config", str(config)])
+    summary = advcalc.ray.run(paths, tmp_path / "out", config=config)
+    same_columns(outputs(summary), want)
+
+
+def test_one_file_per_step_as_the_verl_hook_writes_them(tmp_path: Path) -> None:
+    table = with_steps(pq.read_table(DEMO), 4)
+    d = tmp_path / "dumps"
+    d.mkdir()
+    paths = []
+    # step=10 sorts after step=9 (numbers compared as numbers), whatever the names say
+    for step in (9, 10, 11, 12):
+        rows = table.filter(pc.equal(table.column("step"), step - 8))
+        rows = rows.set_column(rows.schema.get_field_index("step"), "step",
+                               pa.array([step] * rows.num_rows, pa.int64()))
+        paths.append(d / f"step={step}.parquet")
+        pq.write_table(rows, paths[-1])
+    want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["-e", "grpo"])
+    summary = advcalc.ray.run(d, tmp_path / "out", estimator="grpo")
+    assert summary["outputs"] == [str(tmp_path / "out" / p.name) for p in paths]
+    same_columns(outputs(summary), want)
+
+
+def test_a_ray_dataset_in_block_order(tmp_path: Path) -> None:
+    table = with_steps(pq.read_table(DEMO), 2)
+    paths = split(table, tmp_path / "in", 4)
+    ds = ray.data.from_arrow([pq.read_table(p) for p in paths]).materialize()
+    blocks = [ray.get(e.ref) for bundle in ds.iter_internal_ref_bundles() for e in bundle.blocks]
+    pq.write_table(pa.concat_tables(blocks), tmp_path / "all.parquet")
+    want = cli_run(tmp_path / "all.parquet", tmp_path / "cli.parquet", ["-e", "rloo"])
+    summary = advcalc.ray.run(ds, tmp_path / "out", estimator="rloo")
+    same_columns(outputs(summary).select(want.column_names), want)
+
+
+def test_refusals(tmp_path: Path) -> None:
+    table = pq.read_table(DEMO)
+    pq.write_table(table, tmp_path / "a.parquet")
+    pq.write_table(table.drop_columns(["values"]), tmp_path / "b.parquet")
+    with pytest.raises(advcalc.UsageError, match=r"b.parquet: its schema differs .*`values`"):
+        advcalc.ray.run([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "out", estimator="grpo")
+    summary = advcalc.ray.run([tmp_path / "a.parquet"], tmp_path / "out", estimator="grpo")
+    with pytest.raises(advcalc.UsageError, match="already exists"):
+        advcalc.ray.run([tmp_path / "a.parquet"], tmp_path / "out", estimator="grpo")
+    with pytest.raises(advcalc.DataError, match="values"):
+        advcalc.ray.run([tmp_path / "b.parquet"], tmp_path / "out2", estimator="gae")
+    assert summary["units"] == 1
