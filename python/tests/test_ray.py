@@ -114,3 +114,54 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(advcalc.DataError, match="values"):
         advcalc.ray.run([tmp_path / "b.parquet"], tmp_path / "out2", estimator="gae")
     assert summary["units"] == 1
+
+
+def _holders(path_prefix: str) -> List[int]:
+    """PIDs with a file open whose path starts with `path_prefix` (Linux /proc)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(path_prefix):
+                    found.append(int(pid))
+                    break
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc")
+def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path) -> None:
+    import signal
+    import threading
+    import time
+
+    # big units, so that a write takes long enough to be caught in the middle
+    demo = pq.read_table(DEMO)
+    copies = []
+    for k in range(12):
+        uid = pc.binary_join_element_wise(demo.column("uid").cast(pa.string()), pa.scalar(f"-{k}"), "")
+        copies.append(demo.set_column(demo.schema.get_field_index("uid"), "uid", uid))
+    paths = split(pa.concat_tables(copies), tmp_path / "in", 2)
+    want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["-e", "grpo"])
+    out = tmp_path / "out"
+    out.mkdir()
+    killed: List[int] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while not killed and time.monotonic() < deadline:
+            tmps = [p for p in out.iterdir() if p.name.startswith(".advcalc-ray-")]
+            for tmp in tmps:
+                for pid in _holders(str(tmp)):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=killer)
+    watcher.start()
+    summary = advcalc.ray.run(paths, out, estimator="grpo")
+    watcher.join()
+    assert killed, "no write was caught in the middle"
+    same_columns(outputs(summary), want)
+    assert sorted(p.name for p in out.iterdir()) == ["part0.parquet", "part1.parquet"]
