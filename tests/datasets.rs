@@ -23,7 +23,9 @@ fn unit(i: usize, salt: usize) -> f32 {
 /// on the last token, log-probs and values; with a `step` column when `with_step`.
 fn step_batch(step: i64, rows: usize, with_step: bool) -> RecordBatch {
     let s = step as usize;
-    let uids: Vec<String> = (0..rows).map(|i| format!("q{}", (i * 7) % (rows / 4))).collect();
+    let uids: Vec<String> = (0..rows)
+        .map(|i| format!("q{}", (i * 7) % (rows / 4)))
+        .collect();
     let uid_refs: Vec<&str> = uids.iter().map(String::as_str).collect();
     let lens: Vec<usize> = (0..rows).map(|i| 3 + (i + s) % 6).collect();
     let masks: Vec<Vec<i8>> = lens
@@ -85,7 +87,10 @@ fn wait_for_temporary(child: &mut std::process::Child, out: &Path) {
             child.try_wait().unwrap().is_none(),
             "advcalc finished before it was caught writing"
         );
-        assert!(start.elapsed().as_secs() < 120, "no temporary file appeared");
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "no temporary file appeared"
+        );
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
@@ -114,7 +119,12 @@ fn slice_rows(batch: &RecordBatch, range: std::ops::Range<usize>) -> RecordBatch
     batch.slice(range.start, range.len())
 }
 
-const OUTPUTS: [&str; 4] = ["token_level_rewards", "advantages", "returns", "response_mask"];
+const OUTPUTS: [&str; 4] = [
+    "token_level_rewards",
+    "advantages",
+    "returns",
+    "response_mask",
+];
 
 /// Each output file equals the concatenated run's rows for it, bit for bit.
 fn assert_same_as_concatenation(whole: &RecordBatch, outs: &[(PathBuf, usize)]) {
@@ -174,7 +184,12 @@ fn step_files_give_the_concatenated_files_numbers() {
     run(&["--metrics", "ds.json", "--threads", "2", "in", "out"]);
     assert_eq!(
         files_under(&dir.join("out")),
-        ["step=1.parquet", "step=10.parquet", "step=2.parquet", "step=3.parquet"]
+        [
+            "step=1.parquet",
+            "step=10.parquet",
+            "step=2.parquet",
+            "step=3.parquet"
+        ]
     );
     let whole_out = read_parquet(&dir.join("all-out.parquet"));
     let outs: Vec<(PathBuf, usize)> = steps
@@ -203,7 +218,10 @@ fn step_files_give_the_concatenated_files_numbers() {
     for s in steps {
         let name = format!("step={s}.parquet");
         assert_eq!(
-            lists_f32(&read_parquet(&dir.join("out-glob").join(&name)), "advantages"),
+            lists_f32(
+                &read_parquet(&dir.join("out-glob").join(&name)),
+                "advantages"
+            ),
             lists_f32(&read_parquet(&dir.join("out").join(&name)), "advantages"),
         );
     }
@@ -394,7 +412,10 @@ fn resume_after_a_kill_redoes_only_the_missing_files() {
     let out = run_in(dir, &["run", "-e", "grpo", "--resume", "in", "out"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains(&format!("from {files} files ({} kept by --resume)", done.len())),
+        stderr(&out).contains(&format!(
+            "from {files} files ({} kept by --resume)",
+            done.len()
+        )),
         "{}",
         stderr(&out)
     );
@@ -464,11 +485,18 @@ fn resume_refuses_outputs_of_another_configuration() {
     // the same estimator with another setting
     let out = run_in(
         dir,
-        &["run", "-q", "-e", "grpo", "--set", "algorithm.norm_adv_by_std_in_grpo=false"]
-            .iter()
-            .chain(&["--resume", "in", "out"])
-            .copied()
-            .collect::<Vec<_>>(),
+        &[
+            "run",
+            "-q",
+            "-e",
+            "grpo",
+            "--set",
+            "algorithm.norm_adv_by_std_in_grpo=false",
+        ]
+        .iter()
+        .chain(&["--resume", "in", "out"])
+        .copied()
+        .collect::<Vec<_>>(),
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -485,11 +513,17 @@ fn resume_refuses_outputs_of_another_configuration() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(std::fs::read(dir.join("out/step=2.parquet")).unwrap(), b"mine");
+    assert_eq!(
+        std::fs::read(dir.join("out/step=2.parquet")).unwrap(),
+        b"mine"
+    );
     // --force redoes everything
     let out = run_in(dir, &["run", "-q", "-e", "rloo", "--force", "in", "out"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let meta = read_parquet(&dir.join("out/step=2.parquet")).schema().metadata().clone();
+    let meta = read_parquet(&dir.join("out/step=2.parquet"))
+        .schema()
+        .metadata()
+        .clone();
     assert_eq!(meta["advcalc.estimator"], "rloo");
 }
 
@@ -593,7 +627,11 @@ fn out_must_be_a_directory_apart_from_in() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::create_dir_all(dir.join("data/in")).unwrap();
-    write_parquet(&dir.join("data/in/step=1.parquet"), &step_batch(1, 8, true), 4);
+    write_parquet(
+        &dir.join("data/in/step=1.parquet"),
+        &step_batch(1, 8, true),
+        4,
+    );
     for (args, message) in [
         (
             &["data/in", "data/in/out"][..],
@@ -631,7 +669,15 @@ fn out_must_be_a_directory_apart_from_in() {
     }
     let out = run_in(
         dir,
-        &["run", "-q", "-e", "grpo", "--resume", "data/in/step=1.parquet", "o.parquet"],
+        &[
+            "run",
+            "-q",
+            "-e",
+            "grpo",
+            "--resume",
+            "data/in/step=1.parquet",
+            "o.parquet",
+        ],
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--resume finishes a dataset run"));
@@ -667,7 +713,9 @@ fn a_file_that_vanishes_or_shrinks_between_the_passes_stops_the_run() {
         let want = if truncate {
             format!("error: in/step={files}.parquet: changed between the passes (truncated from ")
         } else {
-            format!("error: in/step={files}.parquet: vanished between the passes (pass 1 read it)\n")
+            format!(
+                "error: in/step={files}.parquet: vanished between the passes (pass 1 read it)\n"
+            )
         };
         assert!(err.starts_with(&want), "{err}");
         assert!(leftovers_under(&dir.join("out")).is_empty());
@@ -708,4 +756,60 @@ fn signals_mid_dataset_leave_no_temporary_files() {
             assert_eq!(read_parquet(&dir.join("out").join(f)).num_rows(), 1000);
         }
     }
+}
+
+/// Arrow IPC files in a dataset: spooled, run with the Parquet files' numbers, written back
+/// as Arrow IPC under their own names.
+#[test]
+fn arrow_ipc_files_in_a_dataset_give_arrow_ipc_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir(dir.join("pq")).unwrap();
+    std::fs::create_dir(dir.join("ipc")).unwrap();
+    for s in 1..=2 {
+        let b = step_batch(s, 12, true);
+        write_parquet(&dir.join(format!("pq/step={s}.parquet")), &b, 5);
+        let mut w = arrow::ipc::writer::FileWriter::try_new(
+            std::fs::File::create(dir.join(format!("ipc/step={s}.arrow"))).unwrap(),
+            &b.schema(),
+        )
+        .unwrap();
+        w.write(&b).unwrap();
+        w.finish().unwrap();
+    }
+    for (i, o) in [("pq", "out-pq"), ("ipc", "out-ipc")] {
+        let out = run_in(dir, &["run", "-q", "-e", "gae", i, o]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert_eq!(
+        files_under(&dir.join("out-ipc")),
+        ["step=1.arrow", "step=2.arrow"]
+    );
+    for s in 1..=2 {
+        let r = arrow::ipc::reader::FileReader::try_new(
+            std::fs::File::open(dir.join(format!("out-ipc/step={s}.arrow"))).unwrap(),
+            None,
+        )
+        .unwrap();
+        let schema = r.schema();
+        let batches: Vec<RecordBatch> = r.map(|b| b.unwrap()).collect();
+        let got = concat_batches(&schema, &batches).unwrap();
+        let want = read_parquet(&dir.join(format!("out-pq/step={s}.parquet")));
+        assert_eq!(
+            lists_f32(&got, "advantages"),
+            lists_f32(&want, "advantages")
+        );
+        assert_eq!(
+            schema.metadata()["advcalc.input"],
+            format!("ipc/step={s}.arrow")
+        );
+    }
+    // --resume reads an IPC output's provenance: everything kept
+    let out = run_in(dir, &["run", "-e", "gae", "--resume", "ipc", "out-ipc"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(2 kept by --resume)"),
+        "{}",
+        stderr(&out)
+    );
 }

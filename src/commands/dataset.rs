@@ -108,12 +108,8 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
         let job = engine.job();
         let progress = Progress::new(dataset.rows() as u64, opts.progress);
         let projection = job.columns.projection(job.metrics);
-        let mut prepared = prepare_jobs(
-            &dataset,
-            std::slice::from_ref(&job),
-            &projection,
-            &progress,
-        )?;
+        let mut prepared =
+            prepare_jobs(&dataset, std::slice::from_ref(&job), &projection, &progress)?;
         let prepared = prepared.pop().expect("one job");
 
         // What each output records, and which of the outputs `--resume` keeps.
@@ -121,12 +117,8 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
             .parts
             .iter()
             .map(|p| {
-                let mut kv = provenance_of(
-                    config,
-                    &p.name,
-                    p.stamp.as_ref().map(|s| s.len),
-                    p.rows,
-                );
+                let mut kv =
+                    provenance_of(config, &p.name, p.stamp.as_ref().map(|s| s.len), p.rows);
                 kv.push((format!("{PROVENANCE_PREFIX}dataset"), dataset.name.clone()));
                 kv.push((
                     format!("{PROVENANCE_PREFIX}plan"),

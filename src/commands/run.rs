@@ -21,10 +21,10 @@ use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::assemble::assemble;
+use crate::io::dataset::{Dataset, is_dataset};
 use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
 use crate::io::ipc;
-use crate::io::dataset::{Dataset, is_dataset};
 use crate::io::read::ParquetInput;
 use crate::io::sequence_output;
 use crate::io::write::{
@@ -299,12 +299,8 @@ impl Passes<'_> {
         // Only what the maths needs is decoded; every other column is copied unchanged.
         let projection = job.columns.projection(job.metrics);
         let single = Dataset::single(self.input);
-        let mut prepared = prepare_jobs(
-            &single,
-            std::slice::from_ref(job),
-            &projection,
-            &progress,
-        )?;
+        let mut prepared =
+            prepare_jobs(&single, std::slice::from_ref(job), &projection, &progress)?;
         let prepared = prepared.pop().expect("one job");
         let summary = RunSummary {
             rows,

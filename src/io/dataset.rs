@@ -90,9 +90,7 @@ impl Part {
                     "{}: changed between the passes ({how} after pass 1 read it)",
                     self.name
                 ))
-                .with_hint(
-                    "keep the dataset's files in place while advcalc runs, then run again",
-                ))
+                .with_hint("keep the dataset's files in place while advcalc runs, then run again"))
             }
             Ok(_) => Ok(()),
         }
@@ -190,18 +188,19 @@ impl Dataset {
             (base, files)
         };
         if found.is_empty() {
-            return Err(Error::data(format!(
-                "{name}: no Parquet or Arrow files in it (nor .jsonl files)"
-            ))
+            return Err(Error::data(if path.is_dir() {
+                format!("{name}: is a directory with no .jsonl, Parquet or Arrow files in it")
+            } else {
+                format!("{name}: the glob matches no Parquet or Arrow file")
+            })
             .with_hint(
                 "give a directory or a quoted glob of .parquet/.arrow files, one file per step",
             ));
         }
         let mut keyed = Vec::new();
         for rel in found {
-            let step = path_step(&rel).map_err(|e| {
-                Error::data(format!("{}: {e}", base.join(&rel).display()))
-            })?;
+            let step = path_step(&rel)
+                .map_err(|e| Error::data(format!("{}: {e}", base.join(&rel).display())))?;
             keyed.push((step, rel));
         }
         keyed.sort_by(|(sa, ra), (sb, rb)| {
@@ -406,8 +405,7 @@ fn component_matches(p: &[u8], s: &[u8]) -> bool {
         Some((b'*', rest)) => (0..=s.len()).any(|k| component_matches(rest, &s[k..])),
         Some((b'?', rest)) => !s.is_empty() && component_matches(rest, &s[1..]),
         Some((b'[', rest)) => {
-            let Some(close) = rest.iter().skip(1).position(|&b| b == b']').map(|i| i + 1)
-            else {
+            let Some(close) = rest.iter().skip(1).position(|&b| b == b']').map(|i| i + 1) else {
                 return !s.is_empty() && s[0] == b'[' && component_matches(rest, &s[1..]);
             };
             let (set, after) = (&rest[..close], &rest[close + 1..]);
@@ -502,11 +500,7 @@ fn check_schemas(parts: &[Part]) -> Result<()> {
         for (i, fb) in b.fields().iter().enumerate() {
             match a.fields().iter().position(|f| f.name() == fb.name()) {
                 None => {
-                    return differ(format!(
-                        "column `{}` is not in {}",
-                        fb.name(),
-                        first.name
-                    ));
+                    return differ(format!("column `{}` is not in {}", fb.name(), first.name));
                 }
                 Some(j) => {
                     let fa = a.field(j);
@@ -539,7 +533,11 @@ fn check_schemas(parts: &[Part]) -> Result<()> {
                 }
             }
         }
-        if let Some(fa) = a.fields().iter().find(|fa| b.field_with_name(fa.name()).is_err()) {
+        if let Some(fa) = a
+            .fields()
+            .iter()
+            .find(|fa| b.field_with_name(fa.name()).is_err())
+        {
             return differ(format!(
                 "no column `{}`, which {} has",
                 fa.name(),
@@ -603,7 +601,10 @@ mod tests {
         assert!(m("step=?.parquet", "step=7.parquet"));
         assert!(m("step=*/*", "step=7/x.parquet"));
         let (base, rest) = split_glob("dumps/run1/step=*.parquet");
-        assert_eq!((base, rest.as_str()), (PathBuf::from("dumps/run1"), "step=*.parquet"));
+        assert_eq!(
+            (base, rest.as_str()),
+            (PathBuf::from("dumps/run1"), "step=*.parquet")
+        );
         let (base, rest) = split_glob("*.parquet");
         assert_eq!((base, rest.as_str()), (PathBuf::from("."), "*.parquet"));
     }

@@ -158,11 +158,12 @@ pub fn decode(
             if let Some(n) = options.path_step
                 && let Some(row) = steps.iter().position(|&s| s != n)
             {
-                return Err(col.error(
-                    row,
-                    format!("step {}, but the file's path says step={n}", steps[row]),
-                )
-                .with_hint("keep each step's rows in the file named after it"));
+                return Err(col
+                    .error(
+                        row,
+                        format!("step {}, but the file's path says step={n}", steps[row]),
+                    )
+                    .with_hint("keep each step's rows in the file named after it"));
             }
             group.step = Some(steps);
         } else if let Some(n) = options.path_step {

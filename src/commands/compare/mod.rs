@@ -36,9 +36,9 @@ use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::plan::training_batches;
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
+use crate::io::dataset::Dataset;
 use crate::io::format::Format;
 use crate::io::input;
-use crate::io::dataset::Dataset;
 use crate::shaping::scores::Layout;
 
 use summary::summarise;

@@ -33,9 +33,9 @@ use crate::engine::passes::thread_pool;
 use crate::engine::pipeline::{self, Constants, StepConstants};
 use crate::engine::progress::Progress;
 use crate::error::Result;
+use crate::io::dataset::{Dataset, Part};
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::format::Format;
-use crate::io::dataset::{Dataset, Part};
 use crate::io::input;
 use crate::io::schema::{InputColumns, Needs};
 use crate::shaping::scores::{self, Layout};
@@ -181,9 +181,9 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
         } else {
             input.parts[0].input.key_value_metadata()
         })
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
-            .collect(),
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
+        .collect(),
     };
     if opts.estimator_given {
         advantages(config, input, opts, &mut report);
