@@ -51,7 +51,7 @@ enum Slot {
     Closed,
     Open {
         encoder: Arc<OutputEncoder>,
-        sink: OutputSink,
+        sink: Box<OutputSink>,
         /// The Parquet result of an Arrow IPC output, exported when finished.
         result: Option<NamedTempFile>,
     },
@@ -207,7 +207,7 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
             let (encoder, sink) = output.into_parts();
             Ok(Slot::Open {
                 encoder: Arc::new(encoder),
-                sink,
+                sink: Box::new(sink),
                 result,
             })
         };

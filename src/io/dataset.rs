@@ -263,11 +263,11 @@ impl Dataset {
         for (p, part) in self.parts.iter_mut().enumerate() {
             part.first_row = at;
             let starts = part.input.row_group_starts();
-            for rg in 0..part.input.num_row_groups() {
+            for (rg, start) in starts[..starts.len() - 1].iter().enumerate() {
                 self.units.push(Unit {
                     part: p,
                     row_group: rg,
-                    start: at + starts[rg],
+                    start: at + start,
                 });
             }
             part.rows = starts[starts.len() - 1];
