@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use advcalc::commands::compare::{CompareOptions, Variant};
 use advcalc::commands::inspect::InspectOptions;
-use advcalc::commands::run::RunOptions;
+use advcalc::commands::run::{DatasetOptions, RunOptions};
 use advcalc::config::{Config, ConfigSources};
 use advcalc::error::{Error, Result};
 use advcalc::io::format::Format;
@@ -25,6 +25,7 @@ advantages and returns back out. It also reads verl's own JSONL dumps (trainer.r
 one score per row), for the sequence-level estimators (GRPO/RLOO family), `inspect` and \
 `compare`.\n\nExamples:\n  advcalc run -e grpo in.parquet out.parquet\n  \
 advcalc inspect rollout_data_dir/\n  advcalc run -e grpo rollout_data_dir/ advantages.parquet\n  \
+advcalc run -e grpo dumps/ adv/   (a dataset: a directory of step=N.parquet files)\n  \
 advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.parquet\n  \
 cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc inspect in.parquet\n  \
 advcalc compare -e grpo,rloo,drgrpo in.parquet\n  advcalc estimators"
@@ -64,7 +65,8 @@ pub struct RunArgs {
 
     /// Output, formats as IN (`-`: an Arrow IPC stream on stdout); a file is written to a
     /// temporary file beside it, then renamed. From a JSONL dump: its fields and one
-    /// `advantage` per row, as Parquet or Arrow
+    /// `advantage` per row, as Parquet or Arrow. From a dataset: a directory (created if
+    /// missing) with one output per input file, under the same relative path
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
 
@@ -101,17 +103,25 @@ pub struct RunArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Overwrite OUT if it exists
+    /// Overwrite OUT if it exists (a dataset: redo every file)
     #[arg(short, long)]
     pub force: bool,
+
+    /// Dataset (IN a directory or glob): finish an interrupted run, keeping each output file
+    /// that this configuration already wrote from the same input, redoing the rest; outputs
+    /// of another configuration are refused
+    #[arg(long, conflicts_with = "force")]
+    pub resume: bool,
 }
 
 /// IN and how to read it: what every subcommand takes.
 #[derive(Debug, Args)]
 pub struct ReadArgs {
     /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), `-` for
-    /// an Arrow IPC stream on stdin, or verl's JSONL dumps (a .jsonl file, or the
-    /// rollout_data_dir holding them: one score per row, sequence-level estimators only)
+    /// an Arrow IPC stream on stdin, verl's JSONL dumps (a .jsonl file, or the
+    /// rollout_data_dir holding them: one score per row, sequence-level estimators only), or
+    /// a dataset: a directory or a quoted glob ('dumps/step=*.parquet') of Parquet/Arrow
+    /// files, read as one input (steps from a `step` column, or step=N in the paths)
     #[arg(value_name = "IN")]
     pub input: PathBuf,
 
@@ -374,7 +384,7 @@ impl From<LayoutArg> for Layout {
 
 impl RunArgs {
     /// Validate the arguments into the configuration and run options the library trusts.
-    pub fn resolve(&self, progress: bool) -> Result<(Config, RunOptions)> {
+    pub fn resolve(&self, progress: bool) -> Result<(Config, RunOptions, DatasetOptions)> {
         let config = self
             .algo
             .load(self.config.as_deref(), self.estimator.as_deref())?;
@@ -390,6 +400,9 @@ impl RunArgs {
             allow_nonfinite: self.allow_nonfinite,
             layout: self.read.layout.into(),
         };
-        Ok((config, options))
+        let dataset = DatasetOptions {
+            resume: self.resume,
+        };
+        Ok((config, options, dataset))
     }
 }

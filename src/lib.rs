@@ -36,7 +36,7 @@ pub mod shaping;
 #[cfg(test)]
 mod test_support;
 
-pub use commands::run::{RunOptions, RunSummary, run};
+pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::job::Prepared;
 pub use engine::pipeline::Constants;

@@ -93,7 +93,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             print_stdout(&text)
         }
         Command::Run(args) => {
-            let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
+            let (config, options, dataset) = args.resolve(std::io::stderr().is_terminal())?;
             let say = |line: &str| {
                 if !args.quiet {
                     eprintln!("{line}");
@@ -102,12 +102,17 @@ fn run(cli: Cli) -> Result<(), Error> {
             for note in &config.notes {
                 say(&format!("note: {note}"));
             }
-            let summary = advcalc::run(&config, &options)?;
+            let summary = advcalc::run_with(&config, &options, &dataset)?;
             for warning in &summary.warnings {
                 say(&format!("warning: {warning}"));
             }
+            let files = match (summary.files, summary.kept) {
+                (1, _) => String::new(),
+                (n, 0) => format!(" from {n} files"),
+                (n, k) => format!(" from {n} files ({k} kept by --resume)"),
+            };
             say(&format!(
-                "advcalc: {} rows in {} batch{} -> {} ({})",
+                "advcalc: {} rows in {} batch{}{files} -> {} ({})",
                 summary.rows,
                 summary.batches,
                 if summary.batches == 1 { "" } else { "es" },

@@ -564,7 +564,9 @@ fn faults_in_a_directory_name_the_file_inside_it() {
     let (code, err) = fails(tmp.path(), "dump", &[]);
     assert_eq!(code, Some(1));
     assert!(
-        err.starts_with("error: dump: is a directory with no .jsonl files in it\n"),
+        err.starts_with(
+            "error: dump: is a directory with no .jsonl, Parquet or Arrow files in it\n"
+        ),
         "{err}"
     );
     // a bad line in the second file

@@ -21,12 +21,15 @@ use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::assemble::assemble;
+use crate::io::dataset::{Dataset, is_dataset};
 use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
 use crate::io::sequence_output;
-use crate::io::write::{ParquetOutput, check_destination, same_file};
+use crate::io::write::{
+    EncodedRowGroup, OutputEncoder, ParquetOutput, check_destination, same_file,
+};
 use crate::shaping::scores::Layout;
 
 /// How to run, beyond the algorithm configuration.
@@ -57,6 +60,15 @@ pub struct RunOptions {
     pub metrics: Option<PathBuf>,
 }
 
+/// How to run on a dataset (IN a directory or a glob), beyond [`RunOptions`].
+#[derive(Debug, Clone, Default)]
+pub struct DatasetOptions {
+    /// `--resume`: keep each output file that a run of this configuration finished from the
+    /// same input (its provenance says so and it is newer than its input), redo the others;
+    /// refuse outputs of another configuration.
+    pub resume: bool,
+}
+
 /// What a run did, for the user.
 #[derive(Debug, Clone, Default)]
 pub struct RunSummary {
@@ -64,6 +76,10 @@ pub struct RunSummary {
     pub rows: usize,
     /// Row groups of IN, which OUT keeps.
     pub row_groups: usize,
+    /// Files of IN (1 unless IN is a dataset).
+    pub files: usize,
+    /// Output files a dataset's `--resume` kept as they were.
+    pub kept: usize,
     /// Training batches: one per `step` value, or one without a `step` column.
     pub batches: usize,
     /// Things the user should know about the data (printed by `main`).
@@ -104,6 +120,26 @@ pub struct RunSummary {
 /// # Ok::<(), advcalc::Error>(())
 /// ```
 pub fn run(config: &Config, opts: &RunOptions) -> Result<RunSummary> {
+    run_with(config, opts, &DatasetOptions::default())
+}
+
+/// [`run`], with the options of a dataset run: IN a directory or a glob of Parquet or Arrow
+/// files, OUT a directory mirroring them (`docs/datasets.md`).
+pub fn run_with(
+    config: &Config,
+    opts: &RunOptions,
+    dataset: &DatasetOptions,
+) -> Result<RunSummary> {
+    if is_dataset(&opts.input, opts.input_format)? {
+        return crate::commands::dataset::run(config, opts, dataset);
+    }
+    if dataset.resume {
+        return Err(Error::usage(format!(
+            "{}: --resume finishes a dataset run (IN a directory or a glob), not a file",
+            opts.input.display()
+        ))
+        .with_hint("rerun a single file without --resume (with --force to overwrite OUT)"));
+    }
     let out_format = Format::of(&opts.output, opts.output_format);
     if out_format == Format::Jsonl {
         return Err(Error::usage(format!(
@@ -182,25 +218,75 @@ struct Passes<'a> {
 
 /// How OUT was made, as `advcalc.*` key-value metadata: what makes an offline re-analysis
 /// reproducible (`advcalc inspect` shows it). The row count comes from IN's footer.
-fn provenance(config: &Config, opts: &RunOptions, input: &ParquetInput) -> Vec<(String, String)> {
+pub(crate) fn provenance(
+    config: &Config,
+    opts: &RunOptions,
+    input: &ParquetInput,
+) -> Vec<(String, String)> {
+    // the size of IN as given (a stream on stdin has none)
+    let bytes = std::fs::metadata(&opts.input)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let starts = input.row_group_starts();
+    provenance_of(config, input.name(), bytes, starts[starts.len() - 1])
+}
+
+/// The `advcalc.*` provenance of an output made from the input `name` (`bytes` long when it
+/// is a file, `rows` rows).
+pub(crate) fn provenance_of(
+    config: &Config,
+    name: &str,
+    bytes: Option<u64>,
+    rows: usize,
+) -> Vec<(String, String)> {
     let key = |k: &str| format!("{PROVENANCE_PREFIX}{k}");
     let algo = &config.algorithm;
     let mut kv = vec![
         (key("version"), env!("CARGO_PKG_VERSION").to_string()),
         (key("estimator"), algo.adv_estimator.name().to_string()),
         (key("convention"), algo.ext.convention.name().to_string()),
-        (key("input"), input.name().to_string()),
+        (key("input"), name.to_string()),
     ];
-    // the size of IN as given (a stream on stdin has none)
-    if let Ok(meta) = std::fs::metadata(&opts.input)
-        && meta.is_file()
-    {
-        kv.push((key("input_bytes"), meta.len().to_string()));
+    if let Some(bytes) = bytes {
+        kv.push((key("input_bytes"), bytes.to_string()));
     }
-    let starts = input.row_group_starts();
-    kv.push((key("input_rows"), starts[starts.len() - 1].to_string()));
+    kv.push((key("input_rows"), rows.to_string()));
     kv.push((key("config"), config.to_yaml()));
     kv
+}
+
+/// Pass 2 on one row group: its token outputs assembled and encoded (on the worker thread),
+/// with its `--metrics` parts when asked.
+pub(crate) fn encode_row_group(
+    job: &Job<'_>,
+    batch: &arrow::record_batch::RecordBatch,
+    first_row: usize,
+    prepared: &crate::engine::job::Prepared,
+    encoder: &OutputEncoder,
+    row_group: usize,
+    with_metrics: bool,
+) -> Result<(EncodedRowGroup, metrics::Parts)> {
+    let GroupOutputs {
+        group,
+        mask,
+        outputs,
+    } = job.row_group_outputs(batch, first_row, prepared)?;
+    let parts = if with_metrics {
+        metrics::advantage_parts(&group, &mask, &outputs.advantages)
+    } else {
+        metrics::Parts::new()
+    };
+    drop(mask);
+    let out = assemble(
+        batch,
+        job.columns,
+        encoder.computed_schema(),
+        &group.mask.offsets,
+        outputs,
+        job.file,
+    )?;
+    Ok((encoder.encode(row_group, &out)?, parts))
 }
 
 impl Passes<'_> {
@@ -212,16 +298,15 @@ impl Passes<'_> {
         let progress = Progress::new(rows as u64, self.opts.progress);
         // Only what the maths needs is decoded; every other column is copied unchanged.
         let projection = job.columns.projection(job.metrics);
-        let mut prepared = prepare_jobs(
-            self.input,
-            std::slice::from_ref(job),
-            &projection,
-            &progress,
-        )?;
+        let single = Dataset::single(self.input);
+        let mut prepared =
+            prepare_jobs(&single, std::slice::from_ref(job), &projection, &progress)?;
         let prepared = prepared.pop().expect("one job");
         let summary = RunSummary {
             rows,
             row_groups,
+            files: 1,
+            kept: 0,
             batches: prepared.batches.len(),
             warnings: prepared.warnings.clone(),
         };
@@ -259,28 +344,17 @@ impl Passes<'_> {
             2 * rayon::current_num_threads(),
             |rg| {
                 let batch = self.input.read_row_group(rg, Some(&projection))?;
-                let GroupOutputs {
-                    group,
-                    mask,
-                    outputs,
-                } = job.row_group_outputs(&batch, starts[rg], &prepared)?;
-                let parts = if self.opts.metrics.is_some() {
-                    metrics::advantage_parts(&group, &mask, &outputs.advantages)
-                } else {
-                    metrics::Parts::new()
-                };
-                drop(mask);
-                let out = assemble(
+                let done = encode_row_group(
+                    job,
                     &batch,
-                    job.columns,
-                    encoder.computed_schema(),
-                    &group.mask.offsets,
-                    outputs,
-                    job.file,
+                    starts[rg],
+                    &prepared,
+                    encoder,
+                    rg,
+                    self.opts.metrics.is_some(),
                 )?;
-                let encoded = encoder.encode(rg, &out)?;
-                progress.inc(group.rows());
-                Ok((encoded, parts))
+                progress.inc(batch.num_rows());
+                Ok(done)
             },
             |rg, (encoded, parts)| {
                 metrics::merge(&mut metric_parts, parts);

@@ -21,11 +21,17 @@ use crate::shaping::kl::KlController;
 use crate::shaping::scores::{self, Layout};
 
 /// A pipeline bound to the columns of one input.
+#[derive(Clone, Copy)]
 pub struct Job<'a> {
     pub pipeline: &'a Pipeline,
     pub columns: &'a InputColumns,
-    /// The input's name in messages.
+    /// The input's name in messages (in a dataset: the file's, see [`Job::at`]).
     pub file: &'a str,
+    /// In a dataset: the dataset index of the file's first row (messages count rows within
+    /// the file), and the step its path names (`step=N`), which fills a missing `step`
+    /// column or must agree with the one there.
+    pub row_base: usize,
+    pub path_step: Option<i64>,
     pub layout: Layout,
     pub allow_nonfinite: bool,
     /// Collect `--metrics` parts.
@@ -78,7 +84,20 @@ pub struct GroupOutputs {
     pub outputs: TokenOutputs,
 }
 
-impl Job<'_> {
+impl<'a> Job<'a> {
+    /// This job on one file of a dataset: its name, first row and path step.
+    pub fn at<'b>(&self, part: &'b crate::io::dataset::Part) -> Job<'b>
+    where
+        'a: 'b,
+    {
+        Job {
+            file: &part.name,
+            row_base: part.first_row,
+            path_step: part.path_step,
+            ..*self
+        }
+    }
+
     pub fn has_rollout(&self) -> bool {
         self.columns.token(TokenRole::RolloutLogProbs).is_some()
     }
@@ -131,6 +150,8 @@ impl Job<'_> {
             &DecodeOptions {
                 check_values: check,
                 allow_nonfinite: self.allow_nonfinite,
+                row_base: self.row_base,
+                path_step: self.path_step,
             },
             self.file,
             first_row,

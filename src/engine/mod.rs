@@ -157,6 +157,8 @@ impl Engine {
             pipeline: &self.pipeline,
             columns: &self.columns,
             file: &self.name,
+            row_base: 0,
+            path_step: None,
             layout: self.layout,
             allow_nonfinite: self.allow_nonfinite,
             metrics: self.metrics,

@@ -10,7 +10,7 @@ use crate::engine::pipeline::Constants;
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::estimators::RowStats;
-use crate::io::read::ParquetInput;
+use crate::io::dataset::Dataset;
 
 /// The worker pool (`threads`: `None` means one per core).
 pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
@@ -20,23 +20,28 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
         .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))
 }
 
-/// A statistics pass of several jobs over the row groups, each row group read once with
-/// `projection` (which covers every job's columns), merged in row-group order.
+/// A statistics pass of several jobs over the row groups (of every file of a dataset, in
+/// dataset order), each row group read once with `projection` (which covers every job's
+/// columns), merged in that order.
 pub fn statistics_pass(
-    input: &ParquetInput,
+    input: &Dataset,
     jobs: &[(&Job<'_>, &Constants)],
     projection: &[usize],
     pass: StatsPass,
     progress: &Progress,
 ) -> Result<Vec<(RowStats, metrics::Parts)>> {
-    let starts = input.row_group_starts();
-    let parts = (0..input.num_row_groups())
+    let units = input.units();
+    let parts = (0..units.len())
         .into_par_iter()
-        .map(|rg| {
-            let batch = input.read_row_group(rg, Some(projection))?;
+        .map(|u| {
+            let batch = input.read_unit(u, Some(projection))?;
             progress.inc(batch.num_rows());
+            let part = input.part(u);
             jobs.iter()
-                .map(|(job, constants)| job.row_group_stats(&batch, starts[rg], constants, pass))
+                .map(|(job, constants)| {
+                    job.at(part)
+                        .row_group_stats(&batch, units[u].start, constants, pass)
+                })
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
@@ -55,7 +60,7 @@ pub fn statistics_pass(
 
 /// Pass 1 (after the constants pre-pass when a job needs one) for several jobs at once.
 pub fn prepare_jobs(
-    input: &ParquetInput,
+    input: &Dataset,
     jobs: &[Job<'_>],
     projection: &[usize],
     progress: &Progress,

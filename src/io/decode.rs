@@ -16,6 +16,12 @@ pub struct DecodeOptions {
     pub check_values: bool,
     /// Let NaN/±inf through (`--allow-nonfinite`).
     pub allow_nonfinite: bool,
+    /// In a dataset: the dataset index of the file's first row; messages count rows from
+    /// the file's first (row `first_row - row_base` of the file).
+    pub row_base: usize,
+    /// In a dataset: the step the file's path names (`step=N`): every row's step when the
+    /// file has no `step` column, else what that column must hold.
+    pub path_step: Option<i64>,
 }
 
 impl DecodeOptions {
@@ -44,7 +50,7 @@ pub fn decode(
             ColumnRef {
                 file,
                 column: name,
-                first_row,
+                first_row: first_row - options.row_base,
             },
         ))
     };
@@ -148,7 +154,20 @@ pub fn decode(
         }
         if let Some(i) = columns.step {
             let (array, col) = get(i)?;
-            group.step = Some(columns::int_scalars(array, &col)?);
+            let steps = columns::int_scalars(array, &col)?;
+            if let Some(n) = options.path_step
+                && let Some(row) = steps.iter().position(|&s| s != n)
+            {
+                return Err(col
+                    .error(
+                        row,
+                        format!("step {}, but the file's path says step={n}", steps[row]),
+                    )
+                    .with_hint("keep each step's rows in the file named after it"));
+            }
+            group.step = Some(steps);
+        } else if let Some(n) = options.path_step {
+            group.step = Some(vec![n; group.rows()]);
         }
         if let Some((s, o)) = columns.session {
             let (array, col) = get(s)?;

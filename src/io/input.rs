@@ -72,3 +72,28 @@ impl Input {
         })
     }
 }
+
+/// IN as the passes read it: one file (kept open with its spool and, for a JSONL dump, its
+/// fields) as a dataset of one part, or a dataset of several files (`io::dataset`).
+pub struct Opened {
+    pub dataset: crate::io::dataset::Dataset,
+    /// The file, when IN is one file (not a directory of Parquet/Arrow files or a glob).
+    pub file: Option<Input>,
+}
+
+/// Open IN: a directory (not a JSONL dump) or a glob is a dataset; anything else is one file
+/// ([`Input::open`]).
+pub fn open(path: &Path, format: Option<Format>, allow_nonfinite: bool) -> Result<Opened> {
+    use crate::io::dataset::{Dataset, is_dataset};
+    if is_dataset(path, format)? {
+        return Ok(Opened {
+            dataset: Dataset::open(path, format)?,
+            file: None,
+        });
+    }
+    let file = Input::open(path, format, allow_nonfinite)?;
+    Ok(Opened {
+        dataset: Dataset::single(&file.parquet),
+        file: Some(file),
+    })
+}

@@ -157,6 +157,12 @@ pub fn directory_is_jsonl(dir: &Path, name: &str) -> Result<bool> {
     Ok(!jsonl.is_empty())
 }
 
+/// Whether the directory holds `.jsonl` files (then it is a verl JSONL dump; otherwise a
+/// dataset of Parquet or Arrow files, `io::dataset`).
+pub fn directory_has_jsonl(dir: &Path, name: &str) -> Result<bool> {
+    Ok(!directory_files(dir, name)?.0.is_empty())
+}
+
 fn empty_directory(name: &str) -> Error {
     Error::data(format!("{name}: is a directory with no .jsonl files in it")).with_hint(
         "give a Parquet or Arrow file, or verl's rollout_data_dir (its STEP.jsonl files)",

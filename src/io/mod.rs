@@ -3,6 +3,7 @@
 
 pub mod assemble;
 pub mod columns;
+pub mod dataset;
 pub mod decode;
 pub mod format;
 pub mod input;

@@ -23,7 +23,8 @@ use parquet::arrow::arrow_reader::{
 use crate::error::{Error, Result};
 use crate::io::positional::PositionalFile;
 
-/// An open Parquet file.
+/// An open Parquet file (cloning shares the open file and its footer).
+#[derive(Clone)]
 pub struct ParquetInput {
     name: String,
     file: PositionalFile,

@@ -370,6 +370,12 @@ impl ParquetOutput {
     pub fn finish(self) -> Result<()> {
         self.sink.finish()
     }
+
+    /// The encoder and the sink, owned apart (a dataset's outputs are opened by the worker
+    /// that first needs one and finished by the one that appends its last row group).
+    pub fn into_parts(self) -> (OutputEncoder, OutputSink) {
+        (self.encoder, self.sink)
+    }
 }
 
 impl OutputEncoder {
@@ -599,7 +605,7 @@ fn properties(
     builder.build()
 }
 
-fn parent_dir(dest: &Path) -> PathBuf {
+pub(crate) fn parent_dir(dest: &Path) -> PathBuf {
     match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),

@@ -36,9 +36,9 @@ use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::plan::training_batches;
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
+use crate::io::dataset::Dataset;
 use crate::io::format::Format;
-use crate::io::input::Input;
-use crate::io::read::ParquetInput;
+use crate::io::input;
 use crate::shaping::scores::Layout;
 
 use summary::summarise;
@@ -74,13 +74,13 @@ pub struct CompareOptions {
 
 /// Run every variant over `opts.input` and summarise their advantages side by side.
 pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
-    let opened = Input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
-    let input = &opened.parquet;
+    let opened = input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
+    let input = &opened.dataset;
     let collected = collect(variants, input, opts)?;
     Ok(summarise(
         variants,
         collected,
-        input.name(),
+        &input.name,
         opts.correct_above,
     ))
 }
@@ -97,7 +97,7 @@ pub struct StepAdvantages {
 /// The advantage statistics of one configuration, per training batch (for `inspect`).
 pub fn advantages_by_step(
     config: &Config,
-    input: &ParquetInput,
+    input: &Dataset,
     opts: &CompareOptions,
 ) -> Result<StepAdvantages> {
     let variant = Variant {
@@ -126,14 +126,14 @@ struct Collected {
 }
 
 /// Run every variant's passes over `input`, each row group read once per pass.
-fn collect(variants: &[Variant], input: &ParquetInput, opts: &CompareOptions) -> Result<Collected> {
+fn collect(variants: &[Variant], input: &Dataset, opts: &CompareOptions) -> Result<Collected> {
     if variants.is_empty() {
         return Err(Error::usage("compare needs at least one estimator"));
     }
     let engines = variants
         .iter()
         .map(|v| {
-            Ok(Engine::new(&v.config, input.schema(), input.name())?
+            Ok(Engine::new(&v.config, input.schema(), &input.name)?
                 .with_layout(opts.layout)
                 .allow_nonfinite(opts.allow_nonfinite))
         })
@@ -145,20 +145,21 @@ fn collect(variants: &[Variant], input: &ParquetInput, opts: &CompareOptions) ->
         .collect();
     projection.sort_unstable();
     projection.dedup();
-    let starts = input.row_group_starts();
-    let rows = *starts.last().unwrap_or(&0);
+    let rows = input.rows();
+    let units = input.units();
     let progress = Progress::new(rows as u64, opts.progress);
     thread_pool(opts.threads)?.install(|| {
         let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
         progress.pass("comparing");
-        let partials = (0..input.num_row_groups())
+        let partials = (0..units.len())
             .into_par_iter()
-            .map(|rg| {
-                let batch = input.read_row_group(rg, Some(&projection))?;
+            .map(|u| {
+                let batch = input.read_unit(u, Some(&projection))?;
+                let part = input.part(u);
                 let outputs = jobs
                     .iter()
                     .zip(&prepared)
-                    .map(|(job, p)| job.row_group_outputs(&batch, starts[rg], p))
+                    .map(|(job, p)| job.at(part).row_group_outputs(&batch, units[u].start, p))
                     .collect::<Result<Vec<_>>>()?;
                 progress.inc(batch.num_rows());
                 Ok(Sums::of_row_group(&outputs))

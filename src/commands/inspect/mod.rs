@@ -33,10 +33,10 @@ use crate::engine::passes::thread_pool;
 use crate::engine::pipeline::{self, Constants, StepConstants};
 use crate::engine::progress::Progress;
 use crate::error::Result;
+use crate::io::dataset::{Dataset, Part};
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::format::Format;
-use crate::io::input::Input;
-use crate::io::read::ParquetInput;
+use crate::io::input;
 use crate::io::schema::{InputColumns, Needs};
 use crate::shaping::scores::{self, Layout};
 
@@ -99,9 +99,9 @@ pub const PROVENANCE_PREFIX: &str = "advcalc.";
 /// # Ok::<(), advcalc::Error>(())
 /// ```
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
-    let opened = Input::open(&opts.input, opts.input_format, true)?;
-    let input = &opened.parquet;
-    let file = input.name();
+    let opened = input::open(&opts.input, opts.input_format, true)?;
+    let input = &opened.dataset;
+    let file = input.name.as_str();
     let schema = input.schema();
     let has = |name: &str| schema.index_of(name).is_ok();
     // Only the mask and the scores are required; the rest is used when present.
@@ -121,22 +121,30 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
         is_norm: None,
     });
     // Values are counted, not refused.
-    let decode_options = DecodeOptions {
+    let decode_options = |part: &Part| DecodeOptions {
         check_values: false,
         allow_nonfinite: true,
+        row_base: part.first_row,
+        path_step: part.path_step,
     };
 
     let projection = columns.projection(true);
-    let starts = input.row_group_starts();
-    let row_groups = input.num_row_groups();
-    let progress = Progress::new(starts[row_groups] as u64, opts.progress);
+    let units = input.units();
+    let progress = Progress::new(input.rows() as u64, opts.progress);
     progress.pass("inspecting");
     let partials = thread_pool(opts.threads)?.install(|| {
-        (0..row_groups)
+        (0..units.len())
             .into_par_iter()
-            .map(|rg| {
-                let batch = input.read_row_group(rg, Some(&projection))?;
-                let mut group = decode(&batch, &columns, &decode_options, file, starts[rg])?;
+            .map(|u| {
+                let batch = input.read_unit(u, Some(&projection))?;
+                let part = input.part(u);
+                let mut group = decode(
+                    &batch,
+                    &columns,
+                    &decode_options(part),
+                    &part.name,
+                    units[u].start,
+                )?;
                 scores::place(&mut group, opts.layout);
                 let shaped = match &checks.shaper {
                     Some(p) => Some(pipeline::shape(p, &group, &constants, file)?),
@@ -156,7 +164,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
             steps.entry(step).or_default().merge(tally);
         }
     }
-    if columns.step.is_none() && steps.is_empty() {
+    if columns.step.is_none() && !input.has_path_steps() && steps.is_empty() {
         steps.insert(None, StepTally::default());
     }
     let mut report = Report {
@@ -167,11 +175,15 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
             .into_iter()
             .map(|(step, tally)| step_report(step, tally, &checks))
             .collect(),
-        provenance: input
-            .key_value_metadata()
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
-            .collect(),
+        // a dataset's files each have their own (`run` writes one per file)
+        provenance: (if input.is_dataset {
+            Vec::new()
+        } else {
+            input.parts[0].input.key_value_metadata()
+        })
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
+        .collect(),
     };
     if opts.estimator_given {
         advantages(config, input, opts, &mut report);
@@ -182,7 +194,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
 /// The configured estimator's advantage statistics per step (the whole `run` pipeline, as
 /// `compare` runs it); a failure (a column the estimator needs, a refused value) becomes a
 /// note, since the other findings stand without it.
-fn advantages(config: &Config, input: &ParquetInput, opts: &InspectOptions, report: &mut Report) {
+fn advantages(config: &Config, input: &Dataset, opts: &InspectOptions, report: &mut Report) {
     let name = config.algorithm.adv_estimator.name();
     let compare_options = CompareOptions {
         input: opts.input.clone(),

@@ -1,0 +1,465 @@
+//! `run` on a dataset (`docs/datasets.md`): IN a directory or a glob of Parquet (or Arrow
+//! IPC) files, read as one input in dataset order; OUT a directory that mirrors IN's files.
+//!
+//! Pass 1 reads every (file, row group) unit in parallel and merges the statistics in dataset
+//! order, so the numbers are those of the concatenated file; the plan is made once. Pass 2
+//! computes the units in parallel with the same bounded look-ahead as one file and appends
+//! them in order, each file's output opened by the first worker that needs it and renamed
+//! into place (atomically) when its last row group is appended. `--resume` keeps the
+//! outputs a finished run of the same configuration left (their provenance matches: same
+//! configuration, same input file, same plan for its rows) and redoes the others.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tempfile::NamedTempFile;
+
+use crate::commands::inspect::PROVENANCE_PREFIX;
+use crate::commands::run::{
+    DatasetOptions, RunOptions, RunSummary, encode_row_group, provenance_of,
+};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::engine::metrics;
+use crate::engine::ordered::produce_in_parallel_consume_in_order;
+use crate::engine::passes::{prepare_jobs, thread_pool};
+use crate::engine::progress::Progress;
+use crate::error::{Error, Result};
+use crate::io::dataset::{Dataset, Part};
+use crate::io::format::{Format, is_stdio};
+use crate::io::ipc;
+use crate::io::read::ParquetInput;
+use crate::io::write::{OutputEncoder, OutputSink, ParquetOutput, remove_stale_temporaries};
+
+/// The provenance keys that say which configuration (and advcalc) made an output: an output
+/// that differs in any of them is refused by `--resume`, never mixed with this run's.
+const CONFIGURATION_KEYS: &[&str] = &["version", "estimator", "convention", "config"];
+
+/// What happens to one file's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Written (it did not exist, `--force`, or `--resume` found it stale).
+    Write,
+    /// `--resume`: kept if its plan fingerprint matches this run's after pass 1.
+    KeepIfSamePlan,
+}
+
+/// An output being written: opened by the first worker that needs it.
+#[derive(Default)]
+enum Slot {
+    #[default]
+    Closed,
+    Open {
+        encoder: Arc<OutputEncoder>,
+        sink: Box<OutputSink>,
+        /// The Parquet result of an Arrow IPC output, exported when finished.
+        result: Option<NamedTempFile>,
+    },
+    Done,
+}
+
+/// `run` on the dataset IN names into the directory OUT (reached through
+/// [`crate::commands::run::run_with`]).
+pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result<RunSummary> {
+    let out = &opts.output;
+    let out_name = out.display().to_string();
+    if is_stdio(out) {
+        return Err(Error::usage(
+            "OUT: a dataset's OUT is a directory that mirrors IN's files, not stdout",
+        )
+        .with_hint("give a directory (created if missing)"));
+    }
+    if opts.output_format.is_some() {
+        return Err(Error::usage(
+            "--output-format: a dataset's outputs keep their input files' names and formats",
+        ));
+    }
+    if out.exists() && !out.is_dir() {
+        return Err(Error::usage(format!(
+            "{out_name}: is a file; a dataset's OUT is a directory that mirrors IN's files"
+        ))
+        .with_hint("give a directory (created if missing)"));
+    }
+    let parent = crate::io::write::parent_dir(out);
+    if !parent.is_dir() {
+        return Err(Error::data(format!(
+            "{out_name}: directory {} does not exist",
+            parent.display()
+        )));
+    }
+    if dopts.resume && opts.force {
+        return Err(Error::usage(
+            "--resume keeps finished outputs and --force redoes them: pass one of them",
+        ));
+    }
+    let dataset = Dataset::open(&opts.input, opts.input_format)?;
+    check_overlap(&dataset, out)?;
+    let dests: Vec<PathBuf> = dataset.parts.iter().map(|p| out.join(&p.rel)).collect();
+    let mut fates = Vec::with_capacity(dests.len());
+    for (part, dest) in dataset.parts.iter().zip(&dests) {
+        fates.push(fate(config, part, dest, opts.force, dopts.resume)?);
+    }
+
+    let engine = Engine::new(config, dataset.schema(), &dataset.name)?
+        .with_layout(opts.layout)
+        .allow_nonfinite(opts.allow_nonfinite)
+        .with_metrics(opts.metrics.is_some());
+    thread_pool(opts.threads)?.install(|| {
+        let job = engine.job();
+        let progress = Progress::new(dataset.rows() as u64, opts.progress);
+        let projection = job.columns.projection(job.metrics);
+        let mut prepared =
+            prepare_jobs(&dataset, std::slice::from_ref(&job), &projection, &progress)?;
+        let prepared = prepared.pop().expect("one job");
+
+        // What each output records, and which of the outputs `--resume` keeps.
+        let provenance: Vec<Vec<(String, String)>> = dataset
+            .parts
+            .iter()
+            .map(|p| {
+                let mut kv =
+                    provenance_of(config, &p.name, p.stamp.as_ref().map(|s| s.len), p.rows);
+                kv.push((format!("{PROVENANCE_PREFIX}dataset"), dataset.name.clone()));
+                kv.push((
+                    format!("{PROVENANCE_PREFIX}plan"),
+                    format!(
+                        "{:016x}",
+                        prepared.fingerprint(p.first_row..p.first_row + p.rows)
+                    ),
+                ));
+                kv
+            })
+            .collect();
+        let write: Vec<bool> = fates
+            .iter()
+            .zip(&dests)
+            .zip(&provenance)
+            .map(|((fate, dest), kv)| match fate {
+                Fate::Write => true,
+                Fate::KeepIfSamePlan => {
+                    let stored = stored_provenance(dest).unwrap_or_default();
+                    let plan = |kv: &[(String, String)]| {
+                        kv.iter()
+                            .find(|(k, _)| k == &format!("{PROVENANCE_PREFIX}plan"))
+                            .map(|(_, v)| v.clone())
+                    };
+                    plan(&stored).is_none() || plan(&stored) != plan(kv)
+                }
+            })
+            .collect();
+        let kept = write.iter().filter(|w| !**w).count();
+
+        progress.pass("writing");
+        let mut metric_parts = prepared.metric_parts.clone();
+        for (p, part) in dataset.parts.iter().enumerate() {
+            if !write[p] && opts.metrics.is_none() {
+                progress.inc(part.rows);
+            }
+        }
+        let pipeline = job.pipeline;
+        let has_rollout = job.has_rollout();
+        let is_weights = pipeline.is_weights(has_rollout);
+        let rewards_unchanged = pipeline.kl.is_none();
+        let output_schema = job.columns.output_schema(is_weights, rewards_unchanged);
+        let mask_rewritten = pipeline
+            .correction_runs(has_rollout)
+            .is_some_and(|c| !c.rs.is_empty());
+        let sources = job.columns.output_sources(
+            &output_schema,
+            is_weights,
+            mask_rewritten,
+            rewards_unchanged,
+        );
+        // Every output directory, created, and cleared of this host's dead runs' leftovers.
+        for (p, dest) in dests.iter().enumerate() {
+            if write[p] {
+                let dir = crate::io::write::parent_dir(dest);
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    Error::data(format!("{}: cannot create the directory", dir.display()))
+                        .with_source(e)
+                })?;
+                remove_stale_temporaries(&dir);
+            }
+        }
+        let open = |p: usize| -> Result<Slot> {
+            let part = &dataset.parts[p];
+            part.check_unchanged()?;
+            let result = match part.format {
+                Format::Parquet => None,
+                _ => Some(
+                    tempfile::Builder::new()
+                        .prefix(".advcalc-result-")
+                        .suffix(".parquet")
+                        .tempfile_in(std::env::temp_dir())
+                        .map_err(|e| {
+                            Error::data("cannot create a temporary result file").with_source(e)
+                        })?,
+                ),
+            };
+            let output = ParquetOutput::create_with_metadata(
+                result.as_ref().map_or(dests[p].as_path(), |r| r.path()),
+                output_schema.clone(),
+                sources.clone(),
+                part.input.copy_source(),
+                true,
+                provenance[p].clone(),
+            )?;
+            let (encoder, sink) = output.into_parts();
+            Ok(Slot::Open {
+                encoder: Arc::new(encoder),
+                sink: Box::new(sink),
+                result,
+            })
+        };
+        let finish = |p: usize, slot: Slot| -> Result<()> {
+            let part = &dataset.parts[p];
+            let Slot::Open {
+                encoder,
+                sink,
+                result,
+            } = slot
+            else {
+                return Ok(());
+            };
+            drop(encoder);
+            // the file pass 1 read must still be the one pass 2 read
+            part.check_unchanged()?;
+            sink.finish()?;
+            if let Some(result) = result {
+                ipc::export_parquet(result.path(), &dests[p], part.format, true)?;
+            }
+            Ok(())
+        };
+        // Files without row groups have nothing to wait for.
+        for (p, part) in dataset.parts.iter().enumerate() {
+            if write[p] && part.input.num_row_groups() == 0 {
+                finish(p, open(p)?)?;
+            }
+        }
+        let slots: Vec<Mutex<Slot>> = dataset.parts.iter().map(|_| Mutex::default()).collect();
+        let lock = |p: usize| slots[p].lock().unwrap_or_else(|e| e.into_inner());
+        let units: Vec<usize> = (0..dataset.units().len())
+            .filter(|&u| write[dataset.units()[u].part] || opts.metrics.is_some())
+            .collect();
+        let all = dataset.units();
+        produce_in_parallel_consume_in_order(
+            units.len(),
+            2 * rayon::current_num_threads(),
+            |i| {
+                let u = units[i];
+                let unit = all[u];
+                let part = dataset.part(u);
+                let job = job.at(part);
+                if !write[unit.part] {
+                    let batch = dataset.read_unit(u, Some(&projection))?;
+                    // kept by --resume: its rows still count in the metrics
+                    let outputs = job.row_group_outputs(&batch, unit.start, &prepared)?;
+                    progress.inc(batch.num_rows());
+                    return Ok((
+                        None,
+                        metrics::advantage_parts(
+                            &outputs.group,
+                            &outputs.mask,
+                            &outputs.outputs.advantages,
+                        ),
+                    ));
+                }
+                let encoder = {
+                    let mut slot = lock(unit.part);
+                    if matches!(*slot, Slot::Closed) {
+                        *slot = open(unit.part)?;
+                    }
+                    match &*slot {
+                        Slot::Open { encoder, .. } => encoder.clone(),
+                        _ => {
+                            return Err(Error::data(format!(
+                                "{}: internal error: output closed early",
+                                part.name
+                            )));
+                        }
+                    }
+                };
+                let batch = dataset.read_unit(u, Some(&projection))?;
+                let (encoded, parts) = encode_row_group(
+                    &job,
+                    &batch,
+                    unit.start,
+                    &prepared,
+                    &encoder,
+                    unit.row_group,
+                    opts.metrics.is_some(),
+                )?;
+                progress.inc(batch.num_rows());
+                Ok((Some(encoded), parts))
+            },
+            |i, (encoded, parts)| {
+                metrics::merge(&mut metric_parts, parts);
+                let unit = all[units[i]];
+                let Some(encoded) = encoded else {
+                    return Ok(());
+                };
+                let mut slot = lock(unit.part);
+                let Slot::Open { sink, .. } = &mut *slot else {
+                    return Err(Error::data("internal error: appending to a closed output"));
+                };
+                sink.append(unit.row_group, encoded)?;
+                if unit.row_group + 1 == dataset.parts[unit.part].input.num_row_groups() {
+                    let done = std::mem::replace(&mut *slot, Slot::Done);
+                    drop(slot);
+                    finish(unit.part, done)?;
+                }
+                Ok(())
+            },
+        )?;
+        if let Some(path) = &opts.metrics {
+            let json = metrics::to_json(&job, &prepared, &metric_parts);
+            let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+            std::fs::write(path, text + "\n").map_err(|e| {
+                Error::data(format!("{}: cannot write the metrics", path.display())).with_source(e)
+            })?;
+        }
+        progress.finish();
+        Ok(RunSummary {
+            rows: dataset.rows(),
+            row_groups: dataset.units().len(),
+            files: dataset.parts.len(),
+            kept,
+            batches: prepared.batches.len(),
+            warnings: prepared.warnings.clone(),
+        })
+    })
+}
+
+/// OUT must not lie inside IN (its outputs would become inputs of the next run) nor IN
+/// inside OUT.
+fn check_overlap(dataset: &Dataset, out: &Path) -> Result<()> {
+    let Some(base) = &dataset.base else {
+        return Ok(());
+    };
+    let canon = |p: &Path| -> Option<PathBuf> {
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let parent = crate::io::write::parent_dir(p).canonicalize().ok()?;
+        Some(parent.join(p.file_name()?))
+    };
+    let (Some(inp), Some(outp)) = (canon(base), canon(out)) else {
+        return Ok(());
+    };
+    let say = |what: &str| {
+        Err(Error::usage(format!(
+            "{}: {what} ({}); a dataset's OUT must be apart from IN",
+            out.display(),
+            base.display()
+        ))
+        .with_hint("write to a directory outside IN, e.g. beside it"))
+    };
+    if outp == inp {
+        return say("OUT is IN's directory");
+    }
+    if outp.starts_with(&inp) {
+        return say("OUT is inside IN's directory");
+    }
+    if inp.starts_with(&outp) {
+        return say("IN's directory is inside OUT");
+    }
+    Ok(())
+}
+
+/// Decide what to do with one output before any pass: refuse what must not be touched.
+fn fate(config: &Config, part: &Part, dest: &Path, force: bool, resume: bool) -> Result<Fate> {
+    let name = dest.display().to_string();
+    if dest.is_dir() {
+        return Err(Error::usage(format!(
+            "{name}: is a directory, where the output of {} goes",
+            part.name
+        )));
+    }
+    if !dest.exists() || force {
+        return Ok(Fate::Write);
+    }
+    if !resume {
+        return Err(Error::usage(format!("{name}: already exists"))
+            .with_hint("pass --resume to finish an interrupted run (keeping the finished files), or --force to redo every file"));
+    }
+    let stored = stored_provenance(dest).map_err(|e| {
+        Error::usage(format!(
+            "{name}: exists but is not an output of advcalc run (no readable advcalc.* provenance); --resume does not overwrite it"
+        ))
+        .with_source(e)
+        .with_hint("remove it, or rerun with --force to redo every file")
+    })?;
+    let get = |kv: &[(String, String)], k: &str| {
+        let key = format!("{PROVENANCE_PREFIX}{k}");
+        kv.iter().find(|(x, _)| *x == key).map(|(_, v)| v.clone())
+    };
+    let ours = provenance_of(config, &part.name, None, part.rows);
+    for k in CONFIGURATION_KEYS {
+        if get(&stored, k) != get(&ours, k) {
+            let what = match *k {
+                "config" => "its resolved configuration (advcalc.config) differs".to_string(),
+                k => format!(
+                    "its advcalc.{k} is {}, this run's {}",
+                    get(&stored, k).unwrap_or_else(|| "missing".into()),
+                    get(&ours, k).unwrap_or_default()
+                ),
+            };
+            return Err(Error::usage(format!(
+                "{name}: written by a different configuration ({what}); --resume never mixes outputs of two configurations"
+            ))
+            .with_hint("resume with the configuration that wrote OUT (`advcalc inspect` on an output shows it), write to another OUT, or pass --force (without --resume) to redo every file"));
+        }
+    }
+    // The same configuration: keep it only if it was made from this very input, after it
+    // was last changed (and, after pass 1, from the same plan).
+    let same_input = get(&stored, "input").as_deref() == Some(part.name.as_str())
+        && get(&stored, "input_rows") == Some(part.rows.to_string())
+        && get(&stored, "input_bytes") == part.stamp.as_ref().map(|s| s.len.to_string())
+        && get(&stored, "dataset").is_some();
+    let newer = match (
+        std::fs::metadata(dest).and_then(|m| m.modified()),
+        part.stamp.as_ref().and_then(|s| s.modified),
+    ) {
+        (Ok(out), Some(inp)) => out >= inp,
+        _ => false,
+    };
+    Ok(if same_input && newer {
+        Fate::KeepIfSamePlan
+    } else {
+        Fate::Write
+    })
+}
+
+/// The `advcalc.*` key-value metadata of an output file (Parquet footer, or an Arrow IPC
+/// file's schema metadata).
+fn stored_provenance(path: &Path) -> Result<Vec<(String, String)>> {
+    let kv = match Format::of(path, None) {
+        Format::Parquet => ParquetInput::open(path)?.key_value_metadata(),
+        _ => {
+            let file = std::fs::File::open(path).map_err(|e| {
+                Error::data(format!("{}: cannot open", path.display())).with_source(e)
+            })?;
+            let reader = arrow::ipc::reader::FileReader::try_new(file, None).map_err(|e| {
+                Error::data(format!("{}: not a readable Arrow IPC file", path.display()))
+                    .with_source(e)
+            })?;
+            reader
+                .schema()
+                .metadata()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }
+    };
+    let kv: Vec<_> = kv
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(PROVENANCE_PREFIX))
+        .collect();
+    if kv.is_empty() {
+        return Err(Error::data(format!(
+            "{}: no advcalc.* provenance",
+            path.display()
+        )));
+    }
+    Ok(kv)
+}

@@ -1,0 +1,611 @@
+//! A dataset: IN as a directory or a glob of Parquet (or Arrow IPC) files, read as one input
+//! (`docs/datasets.md`). The files are found, ordered (by step, then by relative path), given
+//! their step (a `step` column, else `step=N` in the path), checked to share one schema, and
+//! cut into units — (file, row group) pairs in dataset order — that the passes read exactly
+//! as they read the row groups of one file. A single file is a dataset of one part.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use tempfile::NamedTempFile;
+
+use crate::error::{Error, Result};
+use crate::io::format::{Format, is_stdio};
+use crate::io::ipc;
+use crate::io::read::ParquetInput;
+
+/// Extensions of the files a directory or glob contributes (without `--input-format`).
+const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "feather", "ipc", "arrows"];
+
+/// One file of a dataset.
+pub struct Part {
+    /// Its path relative to the dataset's base directory: where its output goes under OUT.
+    pub rel: PathBuf,
+    /// Its path as found (the base directory joined with `rel`).
+    pub path: PathBuf,
+    /// Its name in messages (the path as found).
+    pub name: String,
+    /// `step=N` in its path (a hive directory `step=N/` or the file name), if any.
+    pub path_step: Option<i64>,
+    pub format: Format,
+    /// The Parquet file the passes read (an Arrow IPC file's spool).
+    pub input: ParquetInput,
+    /// Dataset index of its first row, and its rows.
+    pub first_row: usize,
+    pub rows: usize,
+    /// What the file looked like when it was opened, to notice a change before pass 2.
+    pub stamp: Option<Stamp>,
+    /// The temporary Parquet copy of an Arrow IPC file, removed on drop.
+    _spool: Option<NamedTempFile>,
+}
+
+/// Size, modification time and inode of a file, as opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    pub len: u64,
+    pub modified: Option<SystemTime>,
+    pub ino: u64,
+}
+
+impl Stamp {
+    pub fn of(path: &Path) -> std::io::Result<Stamp> {
+        let meta = std::fs::metadata(path)?;
+        #[cfg(unix)]
+        let ino = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let ino = 0;
+        Ok(Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            ino,
+        })
+    }
+}
+
+impl Part {
+    /// Refuse to go on when the file vanished or changed since it was opened (pass 1 read
+    /// it): pass 2 would mix two versions of it.
+    pub fn check_unchanged(&self) -> Result<()> {
+        let Some(stamp) = &self.stamp else {
+            return Ok(());
+        };
+        match Stamp::of(&self.path) {
+            Err(e) => Err(Error::data(format!(
+                "{}: vanished between the passes (pass 1 read it)",
+                self.name
+            ))
+            .with_source(e)
+            .with_hint("keep the dataset's files in place while advcalc runs, then run again")),
+            Ok(now) if now != *stamp => {
+                let how = if now.len < stamp.len {
+                    format!("truncated from {} to {} bytes", stamp.len, now.len)
+                } else if now.ino != stamp.ino {
+                    "replaced by another file".to_string()
+                } else {
+                    "modified".to_string()
+                };
+                Err(Error::data(format!(
+                    "{}: changed between the passes ({how} after pass 1 read it)",
+                    self.name
+                ))
+                .with_hint("keep the dataset's files in place while advcalc runs, then run again"))
+            }
+            Ok(_) => Ok(()),
+        }
+    }
+}
+
+/// A (file, row group) pair: what the passes read in parallel and merge in order.
+#[derive(Debug, Clone, Copy)]
+pub struct Unit {
+    pub part: usize,
+    pub row_group: usize,
+    /// Dataset index of the row group's first row.
+    pub start: usize,
+}
+
+/// IN as the passes see it: one or more Parquet files read as one input.
+pub struct Dataset {
+    /// IN as given.
+    pub name: String,
+    /// Whether IN is a directory or glob (OUT is then a directory mirroring it).
+    pub is_dataset: bool,
+    /// The directory the parts' relative paths start from (a dataset's only).
+    pub base: Option<PathBuf>,
+    pub parts: Vec<Part>,
+    units: Vec<Unit>,
+    rows: usize,
+}
+
+/// Whether IN names a dataset: a directory (that is not a verl JSONL dump), or a path with
+/// glob characters that is not an existing file.
+pub fn is_dataset(path: &Path, format: Option<Format>) -> Result<bool> {
+    if is_stdio(path) {
+        return Ok(false);
+    }
+    if path.is_dir() {
+        if format == Some(Format::Jsonl) {
+            return Ok(false);
+        }
+        let name = path.display().to_string();
+        return Ok(!crate::io::jsonl::directory_has_jsonl(path, &name)?);
+    }
+    Ok(!path.exists() && is_glob(&path.to_string_lossy()))
+}
+
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+impl Dataset {
+    /// One file as a dataset of one part (`run`, `inspect` and `compare` on a file).
+    pub fn single(input: &ParquetInput) -> Dataset {
+        let starts = input.row_group_starts();
+        let rows = starts[starts.len() - 1];
+        let part = Part {
+            rel: PathBuf::from(input.name()),
+            path: PathBuf::from(input.name()),
+            name: input.name().to_string(),
+            path_step: None,
+            format: Format::Parquet,
+            input: input.clone(),
+            first_row: 0,
+            rows,
+            stamp: None,
+            _spool: None,
+        };
+        let mut d = Dataset {
+            name: input.name().to_string(),
+            is_dataset: false,
+            base: None,
+            parts: vec![part],
+            units: Vec::new(),
+            rows: 0,
+        };
+        d.index();
+        d
+    }
+
+    /// Open the dataset IN names (a directory or a glob), in dataset order, every file's
+    /// footer read and its schema checked against the first file's.
+    pub fn open(path: &Path, format: Option<Format>) -> Result<Dataset> {
+        let name = path.display().to_string();
+        let (base, found) = if path.is_dir() {
+            (path.to_path_buf(), walk(path, &name, format, &|_| true)?)
+        } else {
+            let pattern = path.to_string_lossy().into_owned();
+            let (base, rest) = split_glob(&pattern);
+            if !base.is_dir() {
+                return Err(Error::data(format!(
+                    "{name}: no such file, and the glob's directory {} does not exist",
+                    base.display()
+                )));
+            }
+            let rest: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+            let files = walk(&base, &name, format, &|rel| glob_matches(&rest, rel))?;
+            (base, files)
+        };
+        if found.is_empty() {
+            return Err(Error::data(if path.is_dir() {
+                format!("{name}: is a directory with no .jsonl, Parquet or Arrow files in it")
+            } else {
+                format!("{name}: the glob matches no Parquet or Arrow file")
+            })
+            .with_hint(
+                "give a directory or a quoted glob of .parquet/.arrow files, one file per step",
+            ));
+        }
+        let mut keyed = Vec::new();
+        for rel in found {
+            let step = path_step(&rel)
+                .map_err(|e| Error::data(format!("{}: {e}", base.join(&rel).display())))?;
+            keyed.push((step, rel));
+        }
+        keyed.sort_by(|(sa, ra), (sb, rb)| {
+            let key = |s: &Option<i64>| s.map_or((1, 0), |s| (0, s));
+            key(sa).cmp(&key(sb)).then_with(|| ra.cmp(rb))
+        });
+        let mut parts = Vec::with_capacity(keyed.len());
+        for (path_step, rel) in keyed {
+            crate::interrupt::check()?;
+            let full = base.join(&rel);
+            let part_name = full.display().to_string();
+            let file_format = format.unwrap_or_else(|| Format::of(&full, None));
+            let stamp = Stamp::of(&full).ok();
+            let spool = match file_format {
+                Format::Parquet => None,
+                Format::Jsonl => {
+                    return Err(Error::usage(format!(
+                        "{name}: --input-format jsonl reads a directory of .jsonl files, not a dataset"
+                    )));
+                }
+                f => Some(ipc::spool_to_parquet(
+                    &full,
+                    f,
+                    &part_name,
+                    &std::env::temp_dir(),
+                )?),
+            };
+            let input =
+                ParquetInput::open_named(spool.as_ref().map_or(&full, |s| s.path()), &part_name)?;
+            parts.push(Part {
+                rel,
+                path: full,
+                name: part_name,
+                path_step,
+                format: file_format,
+                input,
+                first_row: 0,
+                rows: 0,
+                stamp,
+                _spool: spool,
+            });
+        }
+        check_schemas(&parts)?;
+        check_steps(&parts)?;
+        let mut d = Dataset {
+            name,
+            is_dataset: true,
+            base: Some(base),
+            parts,
+            units: Vec::new(),
+            rows: 0,
+        };
+        d.index();
+        Ok(d)
+    }
+
+    fn index(&mut self) {
+        let mut at = 0;
+        self.units.clear();
+        for (p, part) in self.parts.iter_mut().enumerate() {
+            part.first_row = at;
+            let starts = part.input.row_group_starts();
+            for (rg, start) in starts[..starts.len() - 1].iter().enumerate() {
+                self.units.push(Unit {
+                    part: p,
+                    row_group: rg,
+                    start: at + start,
+                });
+            }
+            part.rows = starts[starts.len() - 1];
+            at += part.rows;
+        }
+        self.rows = at;
+    }
+
+    /// The first file's schema, which every file shares.
+    pub fn schema(&self) -> SchemaRef {
+        self.parts[0].input.schema()
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn units(&self) -> &[Unit] {
+        &self.units
+    }
+
+    pub fn part(&self, unit: usize) -> &Part {
+        &self.parts[self.units[unit].part]
+    }
+
+    /// Decode one unit's row group with `columns` (all when `None`).
+    pub fn read_unit(&self, unit: usize, columns: Option<&[usize]>) -> Result<RecordBatch> {
+        let u = self.units[unit];
+        self.parts[u.part]
+            .input
+            .read_row_group(u.row_group, columns)
+    }
+
+    /// The steps in the files' paths, when the files have no `step` column.
+    pub fn has_path_steps(&self) -> bool {
+        self.parts.iter().any(|p| p.path_step.is_some())
+    }
+}
+
+/// The part of a glob before its first component with a glob character, and the rest.
+fn split_glob(pattern: &str) -> (PathBuf, String) {
+    let mut base = PathBuf::new();
+    let mut rest = Vec::new();
+    let mut in_rest = false;
+    for comp in pattern.split('/') {
+        if in_rest || is_glob(comp) {
+            in_rest = true;
+            rest.push(comp);
+        } else if comp.is_empty() && base.as_os_str().is_empty() {
+            base.push("/");
+        } else {
+            base.push(comp);
+        }
+    }
+    if base.as_os_str().is_empty() {
+        base.push(".");
+    }
+    (base, rest.join("/"))
+}
+
+/// Every data file under `dir` (recursively; hidden names and names starting with `_`, such
+/// as `_SUCCESS` or a writer's temporary files, skipped) whose relative path `keep` accepts.
+fn walk(
+    dir: &Path,
+    name: &str,
+    format: Option<Format>,
+    keep: &dyn Fn(&Path) -> bool,
+) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let entries = std::fs::read_dir(dir.join(&rel)).map_err(|e| {
+            Error::data(format!(
+                "{name}: cannot read the directory {}",
+                dir.join(&rel).display()
+            ))
+            .with_source(e)
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|e| {
+                Error::data(format!("{name}: cannot read the directory")).with_source(e)
+            })?;
+            let file_name = entry.file_name();
+            let s = file_name.to_string_lossy();
+            if s.starts_with('.') || s.starts_with('_') {
+                continue;
+            }
+            let child = rel.join(&file_name);
+            let full = dir.join(&child);
+            if full.is_dir() {
+                stack.push(child);
+            } else if full.is_file() {
+                let ext = full
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .map(str::to_ascii_lowercase);
+                let data = format.is_some()
+                    || ext.as_deref().is_some_and(|e| DATA_EXTENSIONS.contains(&e));
+                if data && keep(&child) {
+                    out.push(child);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `rel`'s components match the glob's (`*`, `?`, `[a-z]` within a component,
+/// `**` for any number of components).
+fn glob_matches(pattern: &[&str], rel: &Path) -> bool {
+    let comps: Vec<String> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    fn go(p: &[&str], c: &[String]) -> bool {
+        match p.split_first() {
+            None => c.is_empty(),
+            Some((&"**", rest)) => (0..=c.len()).any(|k| go(rest, &c[k..])),
+            Some((first, rest)) => {
+                !c.is_empty()
+                    && component_matches(first.as_bytes(), c[0].as_bytes())
+                    && go(rest, &c[1..])
+            }
+        }
+    }
+    go(pattern, &comps)
+}
+
+fn component_matches(p: &[u8], s: &[u8]) -> bool {
+    match p.split_first() {
+        None => s.is_empty(),
+        Some((b'*', rest)) => (0..=s.len()).any(|k| component_matches(rest, &s[k..])),
+        Some((b'?', rest)) => !s.is_empty() && component_matches(rest, &s[1..]),
+        Some((b'[', rest)) => {
+            let Some(close) = rest.iter().skip(1).position(|&b| b == b']').map(|i| i + 1) else {
+                return !s.is_empty() && s[0] == b'[' && component_matches(rest, &s[1..]);
+            };
+            let (set, after) = (&rest[..close], &rest[close + 1..]);
+            let (negate, set) = match set.first() {
+                Some(b'!' | b'^') => (true, &set[1..]),
+                _ => (false, set),
+            };
+            let Some(&c) = s.first() else { return false };
+            let mut hit = false;
+            let mut i = 0;
+            while i < set.len() {
+                if i + 2 < set.len() && set[i + 1] == b'-' {
+                    hit |= set[i] <= c && c <= set[i + 2];
+                    i += 3;
+                } else {
+                    hit |= set[i] == c;
+                    i += 1;
+                }
+            }
+            hit != negate && component_matches(after, &s[1..])
+        }
+        Some((&b, rest)) => s.first() == Some(&b) && component_matches(rest, &s[1..]),
+    }
+}
+
+/// The step `rel` names: a directory `step=N` (hive partitioning) or `step=N` in the file
+/// name (the verl hook's `step=N.parquet`), delimited by anything but a letter, digit or `_`.
+/// Two different steps in one path are an error.
+pub fn path_step(rel: &Path) -> std::result::Result<Option<i64>, String> {
+    let mut found: Option<i64> = None;
+    for comp in rel.components() {
+        let Component::Normal(s) = comp else { continue };
+        let s = s.to_string_lossy();
+        for step in steps_in(&s) {
+            match found {
+                Some(f) if f != step => {
+                    return Err(format!("its path names two steps, {f} and {step}"));
+                }
+                _ => found = Some(step),
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn steps_in(s: &str) -> Vec<i64> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while let Some(k) = s[i..].find("step=") {
+        let at = i + k;
+        let mut end = at + 5;
+        if end < b.len() && b[end] == b'-' {
+            end += 1;
+        }
+        let digits = end;
+        while end < b.len() && b[end].is_ascii_digit() {
+            end += 1;
+        }
+        let before_ok = at == 0 || !word(b[at - 1]);
+        let after_ok = end == b.len() || !b[end].is_ascii_alphanumeric();
+        if before_ok
+            && after_ok
+            && end > digits
+            && let Ok(n) = s[at + 5..end].parse()
+        {
+            out.push(n);
+        }
+        i = at + 5;
+    }
+    out
+}
+
+/// Every file's schema must be the first file's: the same columns, in the same order, with
+/// the same types and nullability (each output file is spliced from its own input under one
+/// output schema).
+fn check_schemas(parts: &[Part]) -> Result<()> {
+    let Some(first) = parts.first() else {
+        return Ok(());
+    };
+    let a = first.input.schema();
+    for part in &parts[1..] {
+        let b = part.input.schema();
+        let differ = |what: String| {
+            Err(Error::data(format!(
+                "{}: {what} (the files of a dataset share one schema)",
+                part.name
+            ))
+            .with_hint("write every file of the dataset with the same columns and types"))
+        };
+        for (i, fb) in b.fields().iter().enumerate() {
+            match a.fields().iter().position(|f| f.name() == fb.name()) {
+                None => {
+                    return differ(format!("column `{}` is not in {}", fb.name(), first.name));
+                }
+                Some(j) => {
+                    let fa = a.field(j);
+                    if fa.data_type() != fb.data_type() {
+                        return differ(format!(
+                            "column `{}` is {}, but {} in {}",
+                            fb.name(),
+                            fb.data_type(),
+                            fa.data_type(),
+                            first.name
+                        ));
+                    }
+                    if fa.is_nullable() != fb.is_nullable() {
+                        let n = |x: bool| if x { "nullable" } else { "not nullable" };
+                        return differ(format!(
+                            "column `{}` is {}, but {} in {}",
+                            fb.name(),
+                            n(fb.is_nullable()),
+                            n(fa.is_nullable()),
+                            first.name
+                        ));
+                    }
+                    if i != j {
+                        return differ(format!(
+                            "column `{}` is column {i}, but column {j} in {}",
+                            fb.name(),
+                            first.name
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(fa) = a
+            .fields()
+            .iter()
+            .find(|fa| b.field_with_name(fa.name()).is_err())
+        {
+            return differ(format!(
+                "no column `{}`, which {} has",
+                fa.name(),
+                first.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Without a `step` column, the steps come from the paths: all files have one, or none
+/// (then the dataset is one batch, as a file without a `step` column is).
+fn check_steps(parts: &[Part]) -> Result<()> {
+    let has_column = parts[0].input.schema().field_with_name("step").is_ok();
+    if has_column {
+        return Ok(());
+    }
+    let with = parts.iter().find(|p| p.path_step.is_some());
+    let without = parts.iter().find(|p| p.path_step.is_none());
+    if let (Some(w), Some(wo)) = (with, without) {
+        return Err(Error::data(format!(
+            "{}: no step (no `step` column, no step=N in its path), while {} is step {}",
+            wo.name,
+            w.name,
+            w.path_step.unwrap_or_default()
+        ))
+        .with_hint("name every file (or its directory) step=N, or add a `step` column"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_from_paths() {
+        let s = |p: &str| path_step(Path::new(p));
+        assert_eq!(s("step=12.parquet"), Ok(Some(12)));
+        assert_eq!(s("step=3/part-0.parquet"), Ok(Some(3)));
+        assert_eq!(s("run/step=3/step=3.parquet"), Ok(Some(3)));
+        assert_eq!(s("x_step=3.parquet"), Ok(None));
+        assert_eq!(s("step=3a.parquet"), Ok(None));
+        assert_eq!(s("step=3-part1.parquet"), Ok(Some(3)));
+        assert_eq!(s("part.parquet"), Ok(None));
+        assert!(s("step=1/step=2.parquet").is_err());
+    }
+
+    #[test]
+    fn globs() {
+        let m = |p: &str, r: &str| {
+            let pat: Vec<&str> = p.split('/').collect();
+            glob_matches(&pat, Path::new(r))
+        };
+        assert!(m("*.parquet", "step=1.parquet"));
+        assert!(!m("*.parquet", "a/step=1.parquet"));
+        assert!(m("**/*.parquet", "a/b/step=1.parquet"));
+        assert!(m("**/*.parquet", "step=1.parquet"));
+        assert!(m("step=[0-9].parquet", "step=7.parquet"));
+        assert!(!m("step=[!0-9].parquet", "step=7.parquet"));
+        assert!(m("step=?.parquet", "step=7.parquet"));
+        assert!(m("step=*/*", "step=7/x.parquet"));
+        let (base, rest) = split_glob("dumps/run1/step=*.parquet");
+        assert_eq!(
+            (base, rest.as_str()),
+            (PathBuf::from("dumps/run1"), "step=*.parquet")
+        );
+        let (base, rest) = split_glob("*.parquet");
+        assert_eq!((base, rest.as_str()), (PathBuf::from("."), "*.parquet"));
+    }
+}
