@@ -52,6 +52,7 @@ class _Unit:
     rows: int
     path: Optional[str] = None
     ref: Any = None
+    step: Optional[int] = None  # `step=N` in the file's path
 
 
 def run(
@@ -69,9 +70,10 @@ def run(
     """Compute advantages and returns for a dataset on Ray; write one output file per unit.
 
     Args:
-        src: a Parquet file, a directory of Parquet files (searched recursively; one file per
-            step as the verl hook writes them, or hive ``step=N/`` directories), a list of
-            files, or a ``ray.data.Dataset``.
+        src: a Parquet or Arrow IPC file, a dataset as the CLI reads it (a directory or a
+            glob: one file per step as the verl hook writes them, hive ``step=N/``
+            directories, files with a ``step`` column), a list of files, or a
+            ``ray.data.Dataset``.
         dst: the output directory. Each input file's output has the file's path relative to
             SRC (a list of files: its name); a Dataset's blocks give ``part-00000.parquet``,
             ``part-00001.parquet``, ...
@@ -79,10 +81,11 @@ def run(
             :func:`advcalc.compute`.
         force: overwrite existing output files.
 
-    Units are taken in order: a list as given; a directory's files by the step in their path
-    (``step=N``), then by name (numbers compared as numbers). The result equals
-    ``advcalc run`` on the units concatenated in that order. A file without a ``step`` column
-    whose path holds ``step=N`` gets the column.
+    Units are taken in order: a list as given; a directory's (or a glob's) files in the CLI's
+    dataset order (docs/datasets.md: by the step in their path, ``step=N``, then by path); a
+    Dataset's blocks as materialised. The result equals ``advcalc run`` on the units
+    concatenated in that order. A file without a ``step`` column whose path holds
+    ``step=N`` gets the column.
 
     Returns:
         ``{"rows", "units", "steps", "outputs", "warnings"}``.
@@ -131,7 +134,11 @@ def run(
     shards = [ray.put(plan.shard(steps[i])) for i in range(len(units))]
 
     def pass2(i: int, e: Any) -> pa.Table:
-        table = e.token_outputs(_read(units[i]), starts[i], ray.get(shards[i]))
+        data = _read(units[i])
+        table = e.token_outputs(data, starts[i], ray.get(shards[i]))
+        # the output holds the file's own columns, as the CLI's dataset run writes it
+        if units[i].step is not None and "step" not in _file_columns(units[i]):
+            table = table.drop_columns(["step"])
         _write(table, out_dir / units[i].out)
         return _row(i, rows=table.num_rows)
 
@@ -170,13 +177,6 @@ def _ordered(rows: List[Dict[str, Any]], key: str) -> List[bytes]:
     return [r[key] for r in sorted(rows, key=lambda r: r["unit"])]
 
 
-_STEP = re.compile(r"(?:^|/)step=(-?\d+)(?:\.[^/]*)?(?:/|$)")
-
-
-def _natural(text: str) -> List[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
-
-
 def _units(src: Any) -> List[_Unit]:
     if hasattr(src, "iter_internal_ref_bundles"):  # a ray.data.Dataset
         units = []
@@ -188,18 +188,11 @@ def _units(src: Any) -> List[_Unit]:
                 units.append(_Unit(f"<block {i}>", f"part-{i:05d}.parquet", meta.num_rows, ref=ref))
         return units
     if isinstance(src, (str, os.PathLike)):
-        root = Path(src)
-        if root.is_dir():
-            files = [p for p in root.rglob("*.parquet") if not p.name.startswith(".")]
-
-            def order(p: Path) -> Any:
-                rel = p.relative_to(root).as_posix()
-                m = _STEP.search(rel)
-                return (int(m.group(1)) if m else float("-inf"), _natural(rel))
-
-            files.sort(key=order)
-            return [_file_unit(p, p.relative_to(root).as_posix()) for p in files]
-        return [_file_unit(root, root.name)]
+        # a directory or a glob: the CLI's dataset (its order, its checks); else one file
+        parts = _native.dataset_parts(os.fspath(src))
+        if parts:
+            return [_Unit(path, rel, rows, path=path, step=step) for path, rel, step, rows in parts]
+        return [_file_unit(Path(src), Path(src).name)]
     paths = [Path(p) for p in src]
     names = [p.name for p in paths]
     if len(set(names)) != len(names):
@@ -218,16 +211,23 @@ def _file_unit(path: Path, out: str) -> _Unit:
 
 
 def _read(unit: _Unit) -> pa.Table:
+    """The unit as a table; a file whose step is in its path gets a `step` column (the
+    engine reads steps from the data), which `_without_path_step` drops from its output."""
     if unit.ref is not None:
         import ray
 
         block = ray.get(unit.ref)
         return block if isinstance(block, pa.Table) else pa.Table.from_pandas(block)
-    table = pq.read_table(unit.path)
-    if "step" not in table.column_names:
-        m = _STEP.search(Path(unit.path).as_posix())
-        if m:
-            table = table.append_column("step", pa.array([int(m.group(1))] * table.num_rows, pa.int64()))
+    suffix = Path(unit.path).suffix.lower()
+    if suffix in (".arrow", ".feather", ".ipc"):
+        table = pa.ipc.open_file(unit.path).read_all()
+    elif suffix == ".arrows":
+        table = pa.ipc.open_stream(unit.path).read_all()
+    else:
+        table = pq.read_table(unit.path)
+    if unit.step is not None and "step" not in table.column_names:
+        # the step of a hive `step=N/` directory or a `step=N` file name, as the CLI reads it
+        table = table.append_column("step", pa.array([unit.step] * table.num_rows, pa.int64()))
     return table
 
 
@@ -238,9 +238,7 @@ def _schema(units: List[_Unit]) -> pa.Schema:
     for unit in units[1:]:
         if unit.path is None:
             continue
-        other = pq.read_schema(unit.path).remove_metadata()
-        if "step" not in other.names and "step" in first.names and _STEP.search(unit.path):
-            other = other.append(pa.field("step", pa.int64()))
+        other = _read_schema(unit)
         if not other.equals(first):
             column = next(
                 (f.name for f in first if other.get_field_index(f.name) < 0
@@ -252,6 +250,27 @@ def _schema(units: List[_Unit]) -> pa.Schema:
                 "give files with the same columns and types",
             )
     return first
+
+
+def _file_columns(unit: _Unit) -> List[str]:
+    suffix = Path(unit.path).suffix.lower()
+    if suffix in (".arrow", ".feather", ".ipc"):
+        return pa.ipc.open_file(unit.path).schema.names
+    if suffix == ".arrows":
+        return pa.ipc.open_stream(unit.path).schema.names
+    return pq.read_schema(unit.path).names
+
+
+def _read_schema(unit: _Unit) -> pa.Schema:
+    suffix = Path(unit.path).suffix.lower()
+    if suffix in (".arrow", ".feather", ".ipc", ".arrows"):
+        schema = _read(unit).schema
+    else:
+        schema = pq.read_schema(unit.path)
+    schema = schema.remove_metadata()
+    if unit.step is not None and "step" not in schema.names:
+        schema = schema.append(pa.field("step", pa.int64()))
+    return schema
 
 
 def _check_destination(units: List[_Unit], out_dir: Path, force: bool) -> None:

@@ -20,6 +20,7 @@ use pyo3::types::PyBytes;
 
 use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dump};
 use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
+use advcalc::io::dataset::{Dataset, is_dataset};
 use advcalc::io::input::Input;
 use advcalc::{
     Config, ConfigSources, Engine, ErrorKind, Format, Layout, PlanShard, RowStats, RunOptions,
@@ -502,9 +503,7 @@ impl PyEngine {
     /// Between the passes, on the driver: every unit's pass-1 statistics, in input order, to
     /// the plan.
     fn plan(&self, py: Python<'_>, stats: Vec<Vec<u8>>) -> PyResult<PyPlan> {
-        let prepared = run_engine(py, || {
-            self.engine.plan(merge(&stats)?)
-        })?;
+        let prepared = run_engine(py, || self.engine.plan(merge(&stats)?))?;
         Ok(PyPlan { prepared })
     }
 
@@ -531,10 +530,37 @@ impl PyEngine {
             Ok(out)
         })?;
         let table = Table::try_new(batches, self.engine.output_schema()).map_err(|e| {
-            to_python(py, &advcalc::Error::data("cannot build the result table").with_source(e))
+            to_python(
+                py,
+                &advcalc::Error::data("cannot build the result table").with_source(e),
+            )
         })?;
         Ok(PyArrowType(table))
     }
+}
+
+/// The files of a dataset (a directory or a glob) in the CLI's dataset order, with its checks
+/// (one schema, steps in paths): (path, path relative to the dataset, `step=N` of the path,
+/// rows). Empty when `src` is not a dataset (one file).
+#[pyfunction]
+fn dataset_parts(
+    py: Python<'_>,
+    src: PathBuf,
+) -> PyResult<Vec<(String, String, Option<i64>, usize)>> {
+    run_engine(py, move || {
+        if !is_dataset(&src, None)? {
+            return Ok(Vec::new());
+        }
+        let dataset = Dataset::open(&src, None)?;
+        Ok(dataset
+            .parts
+            .iter()
+            .map(|p| {
+                let rel = p.rel.to_string_lossy().into_owned();
+                (p.path.display().to_string(), rel, p.path_step, p.rows)
+            })
+            .collect())
+    })
 }
 
 /// Statistics of several units (bytes), appended in input order.
@@ -613,6 +639,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimators, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
     m.add_function(wrap_pyfunction!(merge_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset_parts, m)?)?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyPlan>()?;
     Ok(())

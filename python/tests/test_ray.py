@@ -165,3 +165,22 @@ def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path) -
     assert killed, "no write was caught in the middle"
     same_columns(outputs(summary), want)
     assert sorted(p.name for p in out.iterdir()) == ["part0.parquet", "part1.parquet"]
+
+
+def test_a_hive_dataset_gives_the_cli_dataset_run_file_for_file(tmp_path: Path) -> None:
+    from conftest import cli
+
+    table = with_steps(pq.read_table(DEMO), 2)
+    src = tmp_path / "rollouts"
+    for step in (1, 2):
+        rows = table.filter(pc.equal(table.column("step"), step)).drop_columns(["step"])
+        split(rows, src / f"step={step}", 2, name=lambda i: f"part-{i}.parquet")
+    cli("run", "-q", "-e", "rloo", src, tmp_path / "cli")
+    summary = advcalc.ray.run(src, tmp_path / "ray", estimator="rloo")
+    rels = [Path(p).relative_to(tmp_path / "ray").as_posix() for p in summary["outputs"]]
+    assert rels == ["step=1/part-0.parquet", "step=1/part-1.parquet",
+                    "step=2/part-0.parquet", "step=2/part-1.parquet"]
+    for rel in rels:
+        want = pq.read_table(tmp_path / "cli" / rel)
+        got = pq.read_table(tmp_path / "ray" / rel)
+        same_columns(got, want)
