@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from . import _native
 from ._errors import ConfigNote, DataError, DataWarning, Error, UsageError
+from ._files import read_file
 
 __all__ = [
     "compute",
@@ -81,7 +82,8 @@ def compute(
     Args:
         data: an object with ``__arrow_c_stream__`` (pyarrow Table or RecordBatchReader,
             polars DataFrame, DuckDB relation; read once), or a path to a dump (Parquet,
-            Arrow IPC file or stream, a verl JSONL dump or its ``rollout_data_dir``).
+            Arrow IPC file or stream, a verl JSONL dump or its ``rollout_data_dir``, a
+            dataset: a directory or glob of files, concatenated in the CLI's order).
         estimator: ``algorithm.adv_estimator`` (``advcalc.estimators()`` lists them).
         config: a verl trainer YAML path, YAML text, or a dict (see the module docstring).
         set: overrides, ``{"algorithm.lam": 0.95}`` or ``["algorithm.lam=0.95"]``.
@@ -107,6 +109,15 @@ def compute(
     read = _read_args(input_format, layout, threads, allow_nonfinite)
     if hasattr(data, "__arrow_c_stream__"):
         table, metrics_json, warns, notes = _native.compute_stream(data, cfg, read, metrics)
+        found = json.loads(metrics_json) if metrics_json is not None else None
+    elif isinstance(data, (str, os.PathLike)) and _native.dataset_parts(os.fspath(data)):
+        # a dataset (a directory or a glob of files): the files concatenated in the CLI's
+        # dataset order, a file's step from its path as a `step` column
+        parts = _native.dataset_parts(os.fspath(data))
+        table = pa.concat_tables([read_file(path, step) for path, _, step, _ in parts])
+        table, metrics_json, warns, notes = _native.compute_stream(
+            table, cfg, read, metrics, os.fspath(data)
+        )
         found = json.loads(metrics_json) if metrics_json is not None else None
     elif isinstance(data, (str, os.PathLike)):
         done = _native.compute_path(os.fspath(data), cfg, read, metrics)

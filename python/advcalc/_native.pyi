@@ -12,7 +12,7 @@ ConfigArgs = Dict[str, Any]  # config_file, config_text, sets, estimator, conven
 ReadArgs = Dict[str, Any]  # input_format, layout, threads, allow_nonfinite
 
 def compute_stream(
-    data: Any, config: ConfigArgs, read: ReadArgs, metrics: bool
+    data: Any, config: ConfigArgs, read: ReadArgs, metrics: bool, name: Optional[str] = None
 ) -> Tuple[pa.Table, Optional[str], List[str], List[str]]:
     """The engine on an Arrow C stream: (table, metrics JSON, warnings, notes)."""
 
@@ -39,6 +39,32 @@ def compare(
     src: str, variants: Sequence[Tuple[str, ConfigArgs]], read: ReadArgs, correct_above: float
 ) -> str:
     """``advcalc compare --json`` (JSON text)."""
+
+def dataset_parts(src: str) -> List[Tuple[str, str, Optional[int], int]]:
+    """A dataset's files in the CLI's order: (path, relative path, step of the path, rows);
+    empty when src is one file."""
+
+def merge_stats(parts: Sequence[bytes]) -> bytes:
+    """Units' statistics appended in input order."""
+
+class Plan:
+    """The plan of pass 2, on the driver."""
+
+    warnings: List[str]
+    def steps(self) -> List[Optional[int]]: ...
+    def shard(self, steps: Sequence[Optional[int]]) -> bytes: ...
+
+class Engine:
+    """The passes on record batches, for runners across processes (advcalc.ray)."""
+
+    def __init__(self, config: ConfigArgs, schema: pa.Schema, name: str, read: ReadArgs) -> None: ...
+    def needs_prepass(self) -> bool: ...
+    def prepass_stats(self, data: Any, first_row: int) -> bytes: ...
+    def row_stats(
+        self, data: Any, first_row: int, prepass: Optional[bytes]
+    ) -> Tuple[bytes, List[Optional[int]]]: ...
+    def plan(self, stats: Sequence[bytes]) -> Plan: ...
+    def token_outputs(self, data: Any, first_row: int, shard: bytes) -> pa.Table: ...
 
 def estimators() -> str:
     """``advcalc estimators --json`` (JSON text)."""

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import _config_args, _native, _read_args, _say
+from ._files import file_schema, read_file
 from ._errors import UsageError
 
 __all__ = ["run"]
@@ -211,24 +212,12 @@ def _file_unit(path: Path, out: str) -> _Unit:
 
 
 def _read(unit: _Unit) -> pa.Table:
-    """The unit as a table; a file whose step is in its path gets a `step` column (the
-    engine reads steps from the data), which `_without_path_step` drops from its output."""
     if unit.ref is not None:
         import ray
 
         block = ray.get(unit.ref)
         return block if isinstance(block, pa.Table) else pa.Table.from_pandas(block)
-    suffix = Path(unit.path).suffix.lower()
-    if suffix in (".arrow", ".feather", ".ipc"):
-        table = pa.ipc.open_file(unit.path).read_all()
-    elif suffix == ".arrows":
-        table = pa.ipc.open_stream(unit.path).read_all()
-    else:
-        table = pq.read_table(unit.path)
-    if unit.step is not None and "step" not in table.column_names:
-        # the step of a hive `step=N/` directory or a `step=N` file name, as the CLI reads it
-        table = table.append_column("step", pa.array([unit.step] * table.num_rows, pa.int64()))
-    return table
+    return read_file(unit.path, unit.step)
 
 
 def _schema(units: List[_Unit]) -> pa.Schema:
@@ -253,21 +242,11 @@ def _schema(units: List[_Unit]) -> pa.Schema:
 
 
 def _file_columns(unit: _Unit) -> List[str]:
-    suffix = Path(unit.path).suffix.lower()
-    if suffix in (".arrow", ".feather", ".ipc"):
-        return pa.ipc.open_file(unit.path).schema.names
-    if suffix == ".arrows":
-        return pa.ipc.open_stream(unit.path).schema.names
-    return pq.read_schema(unit.path).names
+    return file_schema(unit.path).names
 
 
 def _read_schema(unit: _Unit) -> pa.Schema:
-    suffix = Path(unit.path).suffix.lower()
-    if suffix in (".arrow", ".feather", ".ipc", ".arrows"):
-        schema = _read(unit).schema
-    else:
-        schema = pq.read_schema(unit.path)
-    schema = schema.remove_metadata()
+    schema = file_schema(unit.path).remove_metadata()
     if unit.step is not None and "step" not in schema.names:
         schema = schema.append(pa.field("step", pa.int64()))
     return schema

@@ -220,19 +220,23 @@ fn collect_stream(
 /// metrics as JSON text, the warnings and notes.
 type Computed = (PyArrowType<Table>, Option<String>, Vec<String>, Vec<String>);
 
-/// `advcalc.compute` on an Arrow C stream: the engine on the batches in memory.
+/// `advcalc.compute` on an Arrow C stream: the engine on the batches in memory. `name`
+/// names the input in messages (default `<stream>`).
 #[pyfunction]
+#[pyo3(signature = (data, config, read, metrics, name=None))]
 fn compute_stream(
     py: Python<'_>,
     data: PyArrowType<RecordBatchStreamReader>,
     config: ConfigArgs,
     read: ReadArgs,
     metrics: bool,
+    name: Option<String>,
 ) -> PyResult<Computed> {
     let reader = data.0;
+    let name = name.unwrap_or_else(|| "<stream>".to_string());
     let done = run_engine(py, move || {
         let (schema, batches) = collect_stream(reader)?;
-        compute_in_memory(&config, &read, metrics, schema, "<stream>", &batches)
+        compute_in_memory(&config, &read, metrics, schema, &name, &batches)
     })?;
     into_python(py, done)
 }

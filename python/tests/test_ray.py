@@ -184,3 +184,25 @@ def test_a_hive_dataset_gives_the_cli_dataset_run_file_for_file(tmp_path: Path) 
         want = pq.read_table(tmp_path / "cli" / rel)
         got = pq.read_table(tmp_path / "ray" / rel)
         same_columns(got, want)
+
+
+def test_compute_and_run_on_a_dataset_from_python(tmp_path: Path) -> None:
+    from conftest import cli
+
+    table = with_steps(pq.read_table(DEMO), 2)
+    src = tmp_path / "rollouts"
+    for step in (1, 2):
+        rows = table.filter(pc.equal(table.column("step"), step)).drop_columns(["step"])
+        split(rows, src / f"step={step}", 2, name=lambda i: f"part-{i}.parquet")
+    cli("run", "-q", "-e", "grpo", src, tmp_path / "cli")
+    advcalc.run(src, tmp_path / "py", estimator="grpo")
+    parts = sorted((tmp_path / "cli").rglob("*.parquet"))
+    assert [p.relative_to(tmp_path / "cli") for p in parts] == [
+        p.relative_to(tmp_path / "py") for p in sorted((tmp_path / "py").rglob("*.parquet"))]
+    for p in parts:
+        same_columns(pq.read_table(tmp_path / "py" / p.relative_to(tmp_path / "cli")), pq.read_table(p))
+    # compute: one table, the files concatenated in dataset order, the path's step as a column
+    got = advcalc.compute(src, estimator="grpo")
+    want = pa.concat_tables([pq.read_table(p) for p in parts])
+    assert got.column("step").to_pylist() == [1] * 128 + [2] * 128
+    same_columns(got.drop_columns(["step"]), want)
