@@ -320,6 +320,9 @@ fn pool(threads: Option<usize>) -> advcalc::Result<rayon::ThreadPool> {
         .map_err(|e| advcalc::Error::data("cannot start the worker threads").with_source(e))
 }
 
+/// What `run` returns to the Python layer: rows, row groups, batches, warnings, notes.
+type RunDone = (usize, usize, usize, Vec<String>, Vec<String>);
+
 /// `advcalc.run`: the CLI's file-to-file job. Returns (rows, row_groups, batches, warnings,
 /// notes).
 #[pyfunction]
@@ -333,7 +336,7 @@ fn run(
     output_format: Option<String>,
     force: bool,
     metrics: Option<PathBuf>,
-) -> PyResult<(usize, usize, usize, Vec<String>, Vec<String>)> {
+) -> PyResult<RunDone> {
     run_engine(py, move || {
         let config = config.load()?;
         let opts = RunOptions {
@@ -543,14 +546,14 @@ impl PyEngine {
     }
 }
 
+/// One file of a dataset for the Python layer: path, relative path, step of the path, rows.
+type DatasetPart = (String, String, Option<i64>, usize);
+
 /// The files of a dataset (a directory or a glob) in the CLI's dataset order, with its checks
 /// (one schema, steps in paths): (path, path relative to the dataset, `step=N` of the path,
 /// rows). Empty when `src` is not a dataset (one file).
 #[pyfunction]
-fn dataset_parts(
-    py: Python<'_>,
-    src: PathBuf,
-) -> PyResult<Vec<(String, String, Option<i64>, usize)>> {
+fn dataset_parts(py: Python<'_>, src: PathBuf) -> PyResult<Vec<DatasetPart>> {
     run_engine(py, move || {
         if !is_dataset(&src, None)? {
             return Ok(Vec::new());
