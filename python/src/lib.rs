@@ -458,6 +458,11 @@ impl PyEngine {
         self.engine.needs_prepass()
     }
 
+    /// The columns the pre-pass and pass 1 read (a unit may be read with only these).
+    fn pass1_columns(&self) -> Vec<String> {
+        self.engine.pass1_columns()
+    }
+
     /// The pre-pass over one unit: its statistics, as bytes.
     fn prepass_stats<'py>(
         &self,

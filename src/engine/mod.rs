@@ -358,6 +358,18 @@ impl Engine {
         Ok((out, parts))
     }
 
+    /// The input columns the statistics passes read ([`Engine::row_stats`],
+    /// [`Engine::prepass_stats`]): their record batches may hold only these; pass 2 needs
+    /// every column, since it copies the others to its output.
+    pub fn pass1_columns(&self) -> Vec<String> {
+        let schema = &self.columns.schema;
+        self.columns
+            .projection(false)
+            .into_iter()
+            .map(|i| schema.field(i).name().clone())
+            .collect()
+    }
+
     /// The schema of [`Engine::token_outputs`]'s batches.
     pub fn output_schema(&self) -> SchemaRef {
         self.output_schema.clone()
