@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 
 import advcalc
 import advcalc.ray
-from conftest import CASES, DEMO, cli_run, same_columns
+from conftest import CASES, DEMO, cli, cli_run, same_columns
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -167,14 +167,18 @@ def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path) -
     assert sorted(p.name for p in out.iterdir()) == ["part0.parquet", "part1.parquet"]
 
 
-def test_a_hive_dataset_gives_the_cli_dataset_run_file_for_file(tmp_path: Path) -> None:
-    from conftest import cli
-
+def hive_dataset(src: Path) -> Path:
+    """The demo as two steps in hive directories, two files each, every group split across
+    both files of its step; the step only in the path."""
     table = with_steps(pq.read_table(DEMO), 2)
-    src = tmp_path / "rollouts"
     for step in (1, 2):
         rows = table.filter(pc.equal(table.column("step"), step)).drop_columns(["step"])
         split(rows, src / f"step={step}", 2, name=lambda i: f"part-{i}.parquet")
+    return src
+
+
+def test_a_hive_dataset_gives_the_cli_dataset_run_file_for_file(tmp_path: Path) -> None:
+    src = hive_dataset(tmp_path / "rollouts")
     cli("run", "-q", "-e", "rloo", src, tmp_path / "cli")
     summary = advcalc.ray.run(src, tmp_path / "ray", estimator="rloo")
     rels = [Path(p).relative_to(tmp_path / "ray").as_posix() for p in summary["outputs"]]
@@ -187,13 +191,7 @@ def test_a_hive_dataset_gives_the_cli_dataset_run_file_for_file(tmp_path: Path) 
 
 
 def test_compute_and_run_on_a_dataset_from_python(tmp_path: Path) -> None:
-    from conftest import cli
-
-    table = with_steps(pq.read_table(DEMO), 2)
-    src = tmp_path / "rollouts"
-    for step in (1, 2):
-        rows = table.filter(pc.equal(table.column("step"), step)).drop_columns(["step"])
-        split(rows, src / f"step={step}", 2, name=lambda i: f"part-{i}.parquet")
+    src = hive_dataset(tmp_path / "rollouts")
     cli("run", "-q", "-e", "grpo", src, tmp_path / "cli")
     advcalc.run(src, tmp_path / "py", estimator="grpo")
     parts = sorted((tmp_path / "cli").rglob("*.parquet"))
