@@ -4,19 +4,32 @@
 //! a setting's string. Every error names the key and the source of its value. The result is
 //! never changed afterwards; [`Config::to_yaml`] writes it back out.
 //!
+//! - `value.rs`: the tree's values, as OmegaConf holds them (Python's types and `str()`)
+//! - `yaml11.rs`: YAML text → values as `OmegaConf.load` reads it (YAML 1.1 scalars)
+//! - `interpolation.rs`: OmegaConf's `${...}` interpolations and resolvers
+//! - `hydra.rs`: Hydra's files and keys recognised as such (`defaults:`, `_target_`)
 //! - `sources.rs`: the file, `--set` and the flags merged into one tree, with each write's origin
 //! - `section.rs`: typed keys out of that tree, unknown keys refused
+//! - `resolved.rs`: the resolved tree with verl's defaults and each value's origin (`advcalc config`)
 //! - `kl.rs`: `use_kl_in_reward`, `kl_penalty`, `kl_ctrl`
 //! - `rollout_correction.rs`: `rollout_correction` with verl's threshold parsing
 //! - `extensions.rs`: advcalc's own keys (`convention`, `group_size`, ...)
 //! - `to_yaml.rs`: the resolved configuration as verl YAML
 
 mod extensions;
+mod hydra;
+#[doc(hidden)] // public for the fuzz targets and tests, not API
+pub mod interpolation;
 pub mod kl;
+pub mod resolved;
 pub mod rollout_correction;
 mod section;
 mod sources;
-mod to_yaml;
+pub(crate) mod to_yaml;
+#[doc(hidden)]
+pub mod value;
+#[doc(hidden)]
+pub mod yaml11;
 
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
@@ -24,8 +37,11 @@ use section::{Invalid, Section};
 
 pub use extensions::Extensions;
 pub use kl::KlInReward;
+pub use resolved::Resolved;
 pub use rollout_correction::RolloutCorrection;
-pub use sources::ConfigSources;
+pub use sources::{ConfigSources, Origin};
+#[doc(hidden)]
+pub use value::Value;
 
 /// verl's `algorithm` section after validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,10 +113,14 @@ impl Config {
     /// # Ok::<(), advcalc::Error>(())
     /// ```
     pub fn load(sources: &ConfigSources<'_>) -> Result<Self> {
-        let merged = sources::merge(sources)?;
+        Self::from_merged(&sources::merge(sources)?)
+    }
+
+    /// Validate merged sources (`resolved.rs` keeps the tree as well).
+    fn from_merged(merged: &sources::Merged) -> Result<Self> {
         let estimator_configured = merged.origins.written("adv_estimator");
-        let mut notes = Vec::new();
-        let mut s = Section::root(&merged.origins, merged.algorithm)?;
+        let mut notes = merged.notes.clone();
+        let mut s = Section::root(&merged.origins, merged.algorithm.clone())?;
         let algorithm = read_algorithm(&mut s, &mut notes)?;
         Ok(Config {
             algorithm,
@@ -501,7 +521,7 @@ mod tests {
     #[test]
     fn rollout_correction_is_typed_once() {
         let c = load_yaml(
-            "rollout_correction:\n  rollout_is: sequence\n  rollout_is_threshold: 0.5_3\n  rollout_is_batch_normalize: true\n  rollout_rs: token_k1,seq_max_k2\n  rollout_rs_threshold: 2,0.1\n",
+            "rollout_correction:\n  rollout_is: sequence\n  rollout_is_threshold: \"0.5_3\"\n  rollout_is_batch_normalize: true\n  rollout_rs: token_k1,seq_max_k2\n  rollout_rs_threshold: 2,0.1\n",
             &[],
         )
         .unwrap();
@@ -720,14 +740,20 @@ mod tests {
         )
         .unwrap();
         let yaml = c.to_yaml();
-        let doc: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
-        let a = &doc["algorithm"];
-        assert_eq!(a["adv_estimator"], "grpo");
-        assert_eq!(a["kl_ctrl"]["horizon"], 10000);
-        assert_eq!(a["rollout_correction"]["rollout_is_threshold"], 2.0);
-        assert_eq!(a["rollout_correction"]["loss_type"], "ppo_clip");
-        assert_eq!(a["convention"], "verl");
-        assert_eq!(doc["actor_rollout_ref"]["rollout"]["n"], 8);
+        let doc = yaml11::parse(&yaml).unwrap();
+        let at = |path: &[&str]| doc.at(path).cloned().unwrap();
+        assert_eq!(at(&["algorithm", "adv_estimator"]), Value::from("grpo"));
+        assert_eq!(at(&["algorithm", "kl_ctrl", "horizon"]), Value::Int(10000));
+        assert_eq!(
+            at(&["algorithm", "rollout_correction", "rollout_is_threshold"]),
+            Value::Float(2.0)
+        );
+        assert_eq!(
+            at(&["algorithm", "rollout_correction", "loss_type"]),
+            Value::from("ppo_clip")
+        );
+        assert_eq!(at(&["algorithm", "convention"]), Value::from("verl"));
+        assert_eq!(at(&["actor_rollout_ref", "rollout", "n"]), Value::Int(8));
         assert_eq!(yaml, c.clone().to_yaml());
         // without a named estimator the key is left out, so the text still means "not named"
         let d = Config::load(&ConfigSources::default()).unwrap();
