@@ -113,15 +113,22 @@ impl Config {
     /// # Ok::<(), advcalc::Error>(())
     /// ```
     pub fn load(sources: &ConfigSources<'_>) -> Result<Self> {
-        Self::from_merged(&sources::merge(sources)?)
+        Self::from_merged(&mut sources::merge(sources)?)
     }
 
     /// Validate merged sources (`resolved.rs` keeps the tree as well).
-    fn from_merged(merged: &sources::Merged) -> Result<Self> {
+    fn from_merged(merged: &mut sources::Merged) -> Result<Self> {
         let estimator_configured = merged.origins.written("adv_estimator");
         let mut notes = merged.notes.clone();
         let mut s = Section::root(&merged.origins, merged.algorithm.clone())?;
-        let algorithm = read_algorithm(&mut s, &mut notes)?;
+        let algorithm = read_algorithm(&mut s, &mut notes);
+        let algorithm = match (merged.deferred.take(), algorithm) {
+            // an unknown key first (the same order as for a bad value), else the key that did
+            // not resolve, which was left out of the section
+            (Some(_), Err(e)) if e.message().starts_with("unknown key") => return Err(e),
+            (Some(deferred), _) => return Err(deferred),
+            (None, result) => result?,
+        };
         Ok(Config {
             algorithm,
             rollout_n: merged.rollout_n,

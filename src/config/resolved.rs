@@ -57,8 +57,8 @@ impl Resolved {
     /// # Ok::<(), advcalc::Error>(())
     /// ```
     pub fn load(sources: &ConfigSources<'_>) -> Result<(Config, Resolved)> {
-        let merged = sources::merge(sources)?;
-        let config = Config::from_merged(&merged)?;
+        let mut merged = sources::merge(sources)?;
+        let config = Config::from_merged(&mut merged)?;
         let mut defaults = Config::load(&ConfigSources::default())?;
         defaults.estimator_configured = true; // show verl's default estimator by name
         let mut algorithm = to_yaml::algorithm(&defaults);

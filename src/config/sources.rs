@@ -39,7 +39,11 @@ pub struct ConfigSources<'a> {
 
 /// The sources merged: the resolved `algorithm` tree as the last source left it.
 pub(crate) struct Merged {
+    /// Without the keys that did not resolve.
     pub algorithm: Value,
+    /// The first key that did not resolve (an interpolation error, a `???`): reported after
+    /// the section's unknown keys, by `Config`.
+    pub deferred: Option<Error>,
     /// `actor_rollout_ref.rollout.n`, from the file or `--set`.
     pub rollout_n: Option<i64>,
     pub rollout_n_origin: Option<Origin>,
@@ -206,14 +210,37 @@ pub(crate) fn merge_with_env(
             .map(Some)
             .map_err(|e| interpolation_error(&e, &origins, defaults_list))
     };
-    let algorithm = resolve(&["algorithm"])?.unwrap_or(Value::Map(Map::new()));
-    if let Some(path) = mandatory_missing(&algorithm, "") {
-        return Err(Error::usage(format!(
-            "algorithm.{path}{}: a mandatory value (`???`) that was never set",
-            origins.note(&path)
-        ))
-        .with_hint(format!("give it a value: --set algorithm.{path}=VALUE")));
-    }
+    // Key by key, so that a key which does not resolve is left out and reported after the
+    // section's unknown keys (a component file passed by mistake says "unknown key" first).
+    let mut deferred = None;
+    let algorithm = match root.at(&["algorithm"]) {
+        Some(Value::Map(section)) => {
+            let mut out = Map::new();
+            for key in section.keys() {
+                let value = match resolve(&["algorithm", key]) {
+                    Ok(v) => v.unwrap_or(Value::Null),
+                    Err(e) => {
+                        deferred.get_or_insert(e);
+                        continue;
+                    }
+                };
+                if let Some(path) = mandatory_missing(&value, key) {
+                    deferred.get_or_insert(
+                        Error::usage(format!(
+                            "algorithm.{path}{}: a mandatory value (`???`) that was never set",
+                            origins.note(&path)
+                        ))
+                        .with_hint(format!("give it a value: --set algorithm.{path}=VALUE")),
+                    );
+                    continue;
+                }
+                out.insert(key.clone(), value);
+            }
+            Value::Map(out)
+        }
+        Some(_) => resolve(&["algorithm"])?.unwrap_or(Value::Null),
+        None => Value::Map(Map::new()),
+    };
     let rollout_n = match resolve(&["actor_rollout_ref", "rollout", "n"])? {
         None => None,
         Some(Value::Int(n)) => Some(n),
@@ -227,6 +254,7 @@ pub(crate) fn merge_with_env(
     };
     Ok(Merged {
         algorithm,
+        deferred,
         rollout_n,
         rollout_n_origin,
         origins,
