@@ -767,6 +767,65 @@ mod tests {
         assert!(!d.to_yaml().contains("adv_estimator:"), "{}", d.to_yaml());
     }
 
+    /// The three failures of issue 18, as a new user met them.
+    #[test]
+    fn verl_configs_as_omegaconf_reads_them() {
+        // an interpolation (resolved after the overrides, as OmegaConf resolves lazily)
+        let c = load_yaml("algorithm:\n  gamma: ${algorithm.lam}\n  lam: 0.95\n", &[]).unwrap();
+        assert_eq!((c.algorithm.gamma, c.algorithm.lam), (0.95, 0.95));
+        let c = load_yaml("algorithm:\n  gamma: ${.lam}\n", &["lam=0.5"]).unwrap();
+        assert_eq!(c.algorithm.gamma, 0.5);
+        // YAML 1.1 booleans and numbers
+        let c = load_yaml(
+            "use_kl_in_reward: yes\nnorm_adv_by_std_in_grpo: off\nkl_ctrl:\n  kl_coef: 1e-3\n  horizon: 10_000\n",
+            &[],
+        )
+        .unwrap();
+        let kl = c.algorithm.kl_in_reward.unwrap();
+        assert_eq!(kl.controller, KlController::Fixed { value: 0.001 });
+        assert!(!c.algorithm.norm_adv_by_std_in_grpo);
+        // a plain 0.5_3 is the float 0.53 to PyYAML, so to verl
+        let c = load_yaml(
+            "rollout_correction:\n  rollout_is: token\n  rollout_is_threshold: 0.5_3\n",
+            &[],
+        )
+        .unwrap();
+        let RolloutCorrection::Decoupled(corr) = &c.algorithm.rollout_correction else {
+            panic!()
+        };
+        assert_eq!(corr.is.as_ref().map(|i| (i.upper, i.lower)), Some((0.53, None)));
+        // a Hydra composition is named as such, with the file to pass
+        let e = fails(
+            "defaults:\n  - ppo_trainer\n  - override model_engine: megatron\n  - _self_\n",
+            &[],
+            &["Hydra composition", "ppo_trainer"],
+        );
+        assert!(e.hint().unwrap().contains(".hydra/config.yaml"));
+        // Hydra's keys are not settings
+        load_yaml(
+            "algorithm:\n  _target_: x\n  _recursive_: false\n  kl_ctrl:\n    _target_: y\n",
+            &[],
+        )
+        .unwrap();
+        // errors name the key, the file and the chain
+        fails(
+            "algorithm:\n  gamma: ${algorithm.lam}\n  lam: ${.gamma}\n",
+            &[],
+            &["algorithm.gamma (in ", "recursive interpolation"],
+        );
+        fails(
+            "gamma: ${oc.create:1}\n",
+            &[],
+            &["unsupported interpolation resolver `oc.create`"],
+        );
+        // an unknown key is still reported before a key that does not resolve
+        fails(
+            "gamma: ${nope}\nlamda: 1\n",
+            &[],
+            &["unknown key `algorithm.lamda`"],
+        );
+    }
+
     #[test]
     fn an_unknown_key_is_reported_before_a_bad_value() {
         fails(

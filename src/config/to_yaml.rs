@@ -87,9 +87,10 @@ pub(crate) fn scalar(v: &Value) -> String {
     }
 }
 
-/// A JSON string is a YAML double-quoted scalar.
+/// A JSON string is a YAML double-quoted scalar. A literal `${` is written escaped (`\${`),
+/// so that OmegaConf does not take it for an interpolation when the text is read back.
 fn quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
+    serde_json::to_string(&s.replace("${", "\\${")).unwrap_or_default()
 }
 
 /// A name that every YAML reader takes for a string as it stands.
