@@ -168,12 +168,14 @@ impl AlgoArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  advcalc config -c outputs/run/.hydra/config.yaml\n  \
+#[command(
+    after_help = "Examples:\n  advcalc config -c outputs/run/.hydra/config.yaml\n  \
 advcalc config -c verl_trainer.yaml --set algorithm.gamma=0.99 --origins\n  \
 advcalc config -e grpo --json\n\n\
 Interpolations (${a.b}, ${.x}, ${oc.env:VAR,default}, oc.decode, oc.select) are resolved and \
 plain scalars read as YAML 1.1 (yes/no/on/off are booleans), as verl's OmegaConf reads them; \
-docs/config.md has the details.")]
+docs/config.md has the details."
+)]
 pub struct ConfigArgs {
     /// verl trainer YAML (its `algorithm:` section is read) or a file holding that section
     #[arg(short = 'c', long, value_name = "FILE")]

@@ -25,7 +25,16 @@ fn shows_the_resolved_configuration_with_origins() {
     )
     .unwrap();
     let out = advcalc(
-        &["config", "-c", "c.yaml", "-e", "grpo", "--set", "kl_ctrl.horizon=1_000", "--origins"],
+        &[
+            "config",
+            "-c",
+            "c.yaml",
+            "-e",
+            "grpo",
+            "--set",
+            "kl_ctrl.horizon=1_000",
+            "--origins",
+        ],
         dir.path(),
     );
     let yaml = text(&out.stdout);
@@ -45,12 +54,23 @@ fn shows_the_resolved_configuration_with_origins() {
     std::fs::write(dir.path().join("shown.yaml"), &yaml).unwrap();
     let again = advcalc(&["config", "-c", "shown.yaml"], dir.path());
     let plain = advcalc(
-        &["config", "-c", "c.yaml", "-e", "grpo", "--set", "kl_ctrl.horizon=1_000"],
+        &[
+            "config",
+            "-c",
+            "c.yaml",
+            "-e",
+            "grpo",
+            "--set",
+            "kl_ctrl.horizon=1_000",
+        ],
         dir.path(),
     );
     assert_eq!(text(&again.stdout), text(&plain.stdout));
 
-    let out = advcalc(&["config", "-c", "c.yaml", "--json", "--origins"], dir.path());
+    let out = advcalc(
+        &["config", "-c", "c.yaml", "--json", "--origins"],
+        dir.path(),
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["algorithm"]["gamma"], 0.95);
     assert_eq!(json["actor_rollout_ref"]["rollout"]["n"], 8);
@@ -75,10 +95,23 @@ fn configuration_errors_exit_2_with_one_line() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     let lines: Vec<&str> = err.lines().collect();
-    assert!(lines[0].starts_with("error: m.yaml: a Hydra composition"), "{err}");
-    assert!(lines[1].starts_with("hint: pass the composed config"), "{err}");
-    std::fs::write(dir.path().join("g.yaml"), "algorithm:\n  gamma: ${algorithm.lamb}\n").unwrap();
-    let out = advcalc(&["run", "-c", "g.yaml", "in.parquet", "out.parquet"], dir.path());
+    assert!(
+        lines[0].starts_with("error: m.yaml: a Hydra composition"),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with("hint: pass the composed config"),
+        "{err}"
+    );
+    std::fs::write(
+        dir.path().join("g.yaml"),
+        "algorithm:\n  gamma: ${algorithm.lamb}\n",
+    )
+    .unwrap();
+    let out = advcalc(
+        &["run", "-c", "g.yaml", "in.parquet", "out.parquet"],
+        dir.path(),
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(

@@ -58,10 +58,13 @@ fn check(root: &Path, case_path: &Path) -> Result<(), Failed> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     if let Some(expect) = case.get("expect_error").and_then(Value::as_str) {
         if out.status.code() != Some(2) {
-            return Err(format!("expected exit 2 ({expect}), got {:?}: {stderr}", out.status).into());
+            return Err(
+                format!("expected exit 2 ({expect}), got {:?}: {stderr}", out.status).into(),
+            );
         }
         // the expected words are in the error line or its causes
-        if !stderr.starts_with("error: ") || !stderr.to_lowercase().contains(&expect.to_lowercase()) {
+        if !stderr.starts_with("error: ") || !stderr.to_lowercase().contains(&expect.to_lowercase())
+        {
             return Err(format!("expected an error holding `{expect}`, got: {stderr}").into());
         }
         if stderr.contains("panicked") {
@@ -83,7 +86,9 @@ fn check(root: &Path, case_path: &Path) -> Result<(), Failed> {
         match at(&got, path) {
             Some(v) if same(v, value) => {}
             Some(v) => problems.push(format!("{path}: OmegaConf {value}, advcalc {v}")),
-            None => problems.push(format!("{path}: OmegaConf {value}, advcalc has no such key")),
+            None => problems.push(format!(
+                "{path}: OmegaConf {value}, advcalc has no such key"
+            )),
         }
     }
     // what advcalc adds to the file's keys must be defaults
@@ -93,7 +98,9 @@ fn check(root: &Path, case_path: &Path) -> Result<(), Failed> {
             .iter()
             .any(|(p, _)| p == path || path.starts_with(&format!("{p}.")));
         if path.starts_with("algorithm.") && !in_omega && origin["source"] != "default" {
-            problems.push(format!("{path}: not in OmegaConf's section but from {origin}"));
+            problems.push(format!(
+                "{path}: not in OmegaConf's section but from {origin}"
+            ));
         }
     }
     let n = at(&got, "actor_rollout_ref.rollout.n");
@@ -122,7 +129,8 @@ fn leaves(v: &Value, path: &str, out: &mut Vec<(String, Value)>) {
 }
 
 fn at<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
-    path.split('.').try_fold(v, |node, part| node.as_object()?.get(part))
+    path.split('.')
+        .try_fold(v, |node, part| node.as_object()?.get(part))
 }
 
 /// Equal values of equal types: an integer is not a float (`1` ≠ `1.0`), as in Python.

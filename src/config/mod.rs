@@ -793,7 +793,10 @@ mod tests {
         let RolloutCorrection::Decoupled(corr) = &c.algorithm.rollout_correction else {
             panic!()
         };
-        assert_eq!(corr.is.as_ref().map(|i| (i.upper, i.lower)), Some((0.53, None)));
+        assert_eq!(
+            corr.is.as_ref().map(|i| (i.upper, i.lower)),
+            Some((0.53, None))
+        );
         // a Hydra composition is named as such, with the file to pass
         let e = fails(
             "defaults:\n  - ppo_trainer\n  - override model_engine: megatron\n  - _self_\n",
