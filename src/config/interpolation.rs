@@ -105,6 +105,15 @@ impl Resolver<'_> {
     /// A string value: one interpolation alone keeps the target's type; anything else is a
     /// string built from the parts.
     fn string(&mut self, s: &str, at: &[String]) -> Res<Value> {
+        // bounded, so that no file can exhaust the stack of the recursive resolver
+        if self.stack.len() > MAX_CHAIN {
+            return Err(format!("a chain of more than {MAX_CHAIN} interpolations"));
+        }
+        if nesting(s) > MAX_NESTING {
+            return Err(format!(
+                "interpolations nested more than {MAX_NESTING} deep"
+            ));
+        }
         let parts = parse_top(s)?;
         self.concat(&parts, at)
     }
@@ -219,6 +228,29 @@ impl Resolver<'_> {
             )),
         }
     }
+}
+
+/// Longest chain of interpolations through other keys.
+const MAX_CHAIN: usize = 200;
+/// Deepest `${` inside `${`.
+const MAX_NESTING: usize = 32;
+
+/// How deep `${` nest in `s` (an upper bound: quotes and escapes are not considered).
+fn nesting(s: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' && b.get(i + 1) == Some(&b'{') {
+            depth += 1;
+            max = max.max(depth);
+            i += 1;
+        } else if b[i] == b'}' {
+            depth = depth.saturating_sub(1);
+        }
+        i += 1;
+    }
+    max
 }
 
 /// The node at a path; list items by index.
@@ -649,6 +681,16 @@ mod tests {
         let e = resolved("a: ???\nb: ${a}").unwrap_err();
         assert!(e.message.contains("mandatory"), "{e:?}");
         assert!(resolved("a: ${}").is_err());
+        // no stack exhaustion: long chains and deep nesting are refused
+        let mut chain = String::from("k0: 1\n");
+        for i in 1..3000 {
+            chain += &format!("k{i}: ${{k{}}}\n", i - 1);
+        }
+        let root = yaml11::parse(&chain).unwrap();
+        let e = resolve(&root, &["k2999".to_string()], &env).unwrap_err();
+        assert!(e.message.contains("chain"), "{e:?}");
+        let deep = format!("a: '{}x{}'", "${".repeat(5000), "}".repeat(5000));
+        assert!(resolved(&deep).is_err());
         assert!(resolved("a: ${b").is_err());
         let e = resolved("a: ${oc.decode:1e-3}").unwrap_err();
         assert!(e.message.contains("oc.decode"), "{e:?}");

@@ -345,7 +345,14 @@ fn interpolation_error(
         .strip_prefix("algorithm.")
         .map(|p| origins.note(p))
         .unwrap_or_default();
-    let via = if e.chain.len() > 1 {
+    let via = if e.chain.len() > 8 {
+        let (head, tail) = (&e.chain[..3], &e.chain[e.chain.len() - 2..]);
+        format!(
+            " (via {} -> ... -> {})",
+            head.join(" -> "),
+            tail.join(" -> ")
+        )
+    } else if e.chain.len() > 1 {
         format!(" (via {})", e.chain.join(" -> "))
     } else {
         String::new()

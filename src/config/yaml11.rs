@@ -18,7 +18,6 @@
 //!
 //! The event parser is `saphyr-parser` (pure Rust, maintained; `docs/config.md` says why).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
@@ -398,7 +397,7 @@ fn collection_tag(tag: Option<&Tag>, kind: &str, span: &Span) -> Result<(), Yaml
 }
 
 fn scalar(
-    text: &Cow<'_, str>,
+    text: &str,
     style: ScalarStyle,
     tag: Option<&Tag>,
     span: &Span,
