@@ -28,7 +28,8 @@ advcalc inspect rollout_data_dir/\n  advcalc run -e grpo rollout_data_dir/ advan
 advcalc run -e grpo dumps/ adv/   (a dataset: a directory of step=N.parquet files)\n  \
 advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.parquet\n  \
 cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc inspect in.parquet\n  \
-advcalc compare -e grpo,rloo,drgrpo in.parquet\n  advcalc estimators"
+advcalc compare -e grpo,rloo,drgrpo in.parquet\n  \
+advcalc config -c verl_trainer.yaml --origins\n  advcalc estimators"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -50,6 +51,12 @@ pub enum Command {
     /// Advantage statistics per variant, weight by group pass rate and on correct vs
     /// incorrect rows, sign agreement and rank correlation per pair; writes no output file.
     Compare(Box<CompareArgs>),
+    /// Print the resolved configuration advcalc will run with
+    ///
+    /// The verl config (its algorithm: section and actor_rollout_ref.rollout.n) as OmegaConf
+    /// resolves it (interpolations, YAML 1.1 scalars), with --set and the flags applied over
+    /// verl's defaults, validated as `run` validates it.
+    Config(Box<ConfigArgs>),
     /// List every estimator: what it computes, the columns it needs, the settings it reads
     Estimators {
         /// Print JSON (an array of objects) instead of a table
@@ -172,6 +179,53 @@ impl AlgoArgs {
             no_norm_adv_by_std: self.no_norm_adv_by_std,
             convention: self.convention.as_deref(),
         })
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  advcalc config -c outputs/run/.hydra/config.yaml\n  \
+advcalc config -c verl_trainer.yaml --set algorithm.gamma=0.99 --origins\n  \
+advcalc config -e grpo --json\n\n\
+Interpolations (${a.b}, ${.x}, ${oc.env:VAR,default}, oc.decode, oc.select) are resolved and \
+plain scalars read as YAML 1.1 (yes/no/on/off are booleans), as verl's OmegaConf reads them; \
+docs/config.md has the details."
+)]
+pub struct ConfigArgs {
+    /// verl trainer YAML (its `algorithm:` section is read) or a file holding that section
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Advantage estimator (verl's algorithm.adv_estimator; verl's default is gae)
+    #[arg(short = 'e', long, value_name = "NAME")]
+    pub estimator: Option<String>,
+
+    #[command(flatten)]
+    pub algo: AlgoArgs,
+
+    /// Print JSON instead of YAML (non-finite floats as ".inf", "-.inf", ".nan")
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show where each value came from: default, file, --set or a flag (and the
+    /// interpolation it was resolved from)
+    #[arg(long)]
+    pub origins: bool,
+}
+
+impl ConfigArgs {
+    /// The sources, as `run` would merge them.
+    pub fn sources(&self) -> ConfigSources<'_> {
+        ConfigSources {
+            file: self.config.as_deref(),
+            text: None,
+            sets: &self.algo.sets,
+            estimator: self.estimator.as_deref(),
+            gamma: self.algo.gamma,
+            lam: self.algo.lam,
+            no_norm_adv_by_std: self.algo.no_norm_adv_by_std,
+            convention: self.algo.convention.as_deref(),
+        }
     }
 }
 

@@ -50,6 +50,17 @@ fn run(cli: Cli) -> Result<(), Error> {
             };
             print_stdout(&text)
         }
+        Command::Config(args) => {
+            let options = advcalc::commands::config::ConfigOptions {
+                json: args.json,
+                origins: args.origins,
+            };
+            let (text, notes) = advcalc::commands::config::show(&args.sources(), options)?;
+            for note in notes {
+                eprintln!("note: {note}");
+            }
+            print_stdout(&text)
+        }
         Command::Inspect(args) => {
             let (config, options) = args.resolve(std::io::stderr().is_terminal())?;
             let report = advcalc::commands::inspect::inspect(&config, &options)?;

@@ -84,9 +84,7 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
             match range[..] {
                 [lo, hi] if lo <= hi => openrlhf_reward_clip = (lo, hi),
                 _ => {
-                    let v = serde_yaml::Value::Sequence(
-                        range.iter().map(|&x| serde_yaml::Value::from(x)).collect(),
-                    );
+                    let v: super::value::Value = range.iter().copied().collect();
                     return Err(o.type_error("reward_clip", "[low, high] with low ≤ high", &v));
                 }
             }

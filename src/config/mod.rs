@@ -4,19 +4,32 @@
 //! a setting's string. Every error names the key and the source of its value. The result is
 //! never changed afterwards; [`Config::to_yaml`] writes it back out.
 //!
+//! - `value.rs`: the tree's values, as OmegaConf holds them (Python's types and `str()`)
+//! - `yaml11.rs`: YAML text → values as `OmegaConf.load` reads it (YAML 1.1 scalars)
+//! - `interpolation.rs`: OmegaConf's `${...}` interpolations and resolvers
+//! - `hydra.rs`: Hydra's files and keys recognised as such (`defaults:`, `_target_`)
 //! - `sources.rs`: the file, `--set` and the flags merged into one tree, with each write's origin
 //! - `section.rs`: typed keys out of that tree, unknown keys refused
+//! - `resolved.rs`: the resolved tree with verl's defaults and each value's origin (`advcalc config`)
 //! - `kl.rs`: `use_kl_in_reward`, `kl_penalty`, `kl_ctrl`
 //! - `rollout_correction.rs`: `rollout_correction` with verl's threshold parsing
 //! - `extensions.rs`: advcalc's own keys (`convention`, `group_size`, ...)
 //! - `to_yaml.rs`: the resolved configuration as verl YAML
 
 mod extensions;
+mod hydra;
+#[doc(hidden)] // public for the fuzz targets and tests, not API
+pub mod interpolation;
 pub mod kl;
+pub mod resolved;
 pub mod rollout_correction;
 mod section;
 mod sources;
-mod to_yaml;
+pub(crate) mod to_yaml;
+#[doc(hidden)]
+pub mod value;
+#[doc(hidden)]
+pub mod yaml11;
 
 use crate::error::{Error, Result};
 use crate::estimators::Estimator;
@@ -24,8 +37,11 @@ use section::{Invalid, Section};
 
 pub use extensions::Extensions;
 pub use kl::KlInReward;
+pub use resolved::Resolved;
 pub use rollout_correction::RolloutCorrection;
-pub use sources::ConfigSources;
+pub use sources::{ConfigSources, Origin};
+#[doc(hidden)]
+pub use value::Value;
 
 /// verl's `algorithm` section after validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,11 +113,22 @@ impl Config {
     /// # Ok::<(), advcalc::Error>(())
     /// ```
     pub fn load(sources: &ConfigSources<'_>) -> Result<Self> {
-        let merged = sources::merge(sources)?;
+        Self::from_merged(&mut sources::merge(sources)?)
+    }
+
+    /// Validate merged sources (`resolved.rs` keeps the tree as well).
+    fn from_merged(merged: &mut sources::Merged) -> Result<Self> {
         let estimator_configured = merged.origins.written("adv_estimator");
-        let mut notes = Vec::new();
-        let mut s = Section::root(&merged.origins, merged.algorithm)?;
-        let algorithm = read_algorithm(&mut s, &mut notes)?;
+        let mut notes = merged.notes.clone();
+        let mut s = Section::root(&merged.origins, merged.algorithm.clone())?;
+        let algorithm = read_algorithm(&mut s, &mut notes);
+        let algorithm = match (merged.deferred.take(), algorithm) {
+            // an unknown key first (the same order as for a bad value), else the key that did
+            // not resolve, which was left out of the section
+            (Some(_), Err(e)) if e.message().starts_with("unknown key") => return Err(e),
+            (Some(deferred), _) => return Err(deferred),
+            (None, result) => result?,
+        };
         Ok(Config {
             algorithm,
             rollout_n: merged.rollout_n,
@@ -501,7 +528,7 @@ mod tests {
     #[test]
     fn rollout_correction_is_typed_once() {
         let c = load_yaml(
-            "rollout_correction:\n  rollout_is: sequence\n  rollout_is_threshold: 0.5_3\n  rollout_is_batch_normalize: true\n  rollout_rs: token_k1,seq_max_k2\n  rollout_rs_threshold: 2,0.1\n",
+            "rollout_correction:\n  rollout_is: sequence\n  rollout_is_threshold: \"0.5_3\"\n  rollout_is_batch_normalize: true\n  rollout_rs: token_k1,seq_max_k2\n  rollout_rs_threshold: 2,0.1\n",
             &[],
         )
         .unwrap();
@@ -720,18 +747,86 @@ mod tests {
         )
         .unwrap();
         let yaml = c.to_yaml();
-        let doc: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
-        let a = &doc["algorithm"];
-        assert_eq!(a["adv_estimator"], "grpo");
-        assert_eq!(a["kl_ctrl"]["horizon"], 10000);
-        assert_eq!(a["rollout_correction"]["rollout_is_threshold"], 2.0);
-        assert_eq!(a["rollout_correction"]["loss_type"], "ppo_clip");
-        assert_eq!(a["convention"], "verl");
-        assert_eq!(doc["actor_rollout_ref"]["rollout"]["n"], 8);
+        let doc = yaml11::parse(&yaml).unwrap();
+        let at = |path: &[&str]| doc.at(path).cloned().unwrap();
+        assert_eq!(at(&["algorithm", "adv_estimator"]), Value::from("grpo"));
+        assert_eq!(at(&["algorithm", "kl_ctrl", "horizon"]), Value::Int(10000));
+        assert_eq!(
+            at(&["algorithm", "rollout_correction", "rollout_is_threshold"]),
+            Value::Float(2.0)
+        );
+        assert_eq!(
+            at(&["algorithm", "rollout_correction", "loss_type"]),
+            Value::from("ppo_clip")
+        );
+        assert_eq!(at(&["algorithm", "convention"]), Value::from("verl"));
+        assert_eq!(at(&["actor_rollout_ref", "rollout", "n"]), Value::Int(8));
         assert_eq!(yaml, c.clone().to_yaml());
         // without a named estimator the key is left out, so the text still means "not named"
         let d = Config::load(&ConfigSources::default()).unwrap();
         assert!(!d.to_yaml().contains("adv_estimator:"), "{}", d.to_yaml());
+    }
+
+    /// The three failures of issue 18, as a new user met them.
+    #[test]
+    fn verl_configs_as_omegaconf_reads_them() {
+        // an interpolation (resolved after the overrides, as OmegaConf resolves lazily)
+        let c = load_yaml("algorithm:\n  gamma: ${algorithm.lam}\n  lam: 0.95\n", &[]).unwrap();
+        assert_eq!((c.algorithm.gamma, c.algorithm.lam), (0.95, 0.95));
+        let c = load_yaml("algorithm:\n  gamma: ${.lam}\n", &["lam=0.5"]).unwrap();
+        assert_eq!(c.algorithm.gamma, 0.5);
+        // YAML 1.1 booleans and numbers
+        let c = load_yaml(
+            "use_kl_in_reward: yes\nnorm_adv_by_std_in_grpo: off\nkl_ctrl:\n  kl_coef: 1e-3\n  horizon: 10_000\n",
+            &[],
+        )
+        .unwrap();
+        let kl = c.algorithm.kl_in_reward.unwrap();
+        assert_eq!(kl.controller, KlController::Fixed { value: 0.001 });
+        assert!(!c.algorithm.norm_adv_by_std_in_grpo);
+        // a plain 0.5_3 is the float 0.53 to PyYAML, so to verl
+        let c = load_yaml(
+            "rollout_correction:\n  rollout_is: token\n  rollout_is_threshold: 0.5_3\n",
+            &[],
+        )
+        .unwrap();
+        let RolloutCorrection::Decoupled(corr) = &c.algorithm.rollout_correction else {
+            panic!()
+        };
+        assert_eq!(
+            corr.is.as_ref().map(|i| (i.upper, i.lower)),
+            Some((0.53, None))
+        );
+        // a Hydra composition is named as such, with the file to pass
+        let e = fails(
+            "defaults:\n  - ppo_trainer\n  - override model_engine: megatron\n  - _self_\n",
+            &[],
+            &["Hydra composition", "ppo_trainer"],
+        );
+        assert!(e.hint().unwrap().contains(".hydra/config.yaml"));
+        // Hydra's keys are not settings
+        load_yaml(
+            "algorithm:\n  _target_: x\n  _recursive_: false\n  kl_ctrl:\n    _target_: y\n",
+            &[],
+        )
+        .unwrap();
+        // errors name the key, the file and the chain
+        fails(
+            "algorithm:\n  gamma: ${algorithm.lam}\n  lam: ${.gamma}\n",
+            &[],
+            &["algorithm.gamma (in ", "recursive interpolation"],
+        );
+        fails(
+            "gamma: ${oc.create:1}\n",
+            &[],
+            &["unsupported interpolation resolver `oc.create`"],
+        );
+        // an unknown key is still reported before a key that does not resolve
+        fails(
+            "gamma: ${nope}\nlamda: 1\n",
+            &[],
+            &["unknown key `algorithm.lamda`"],
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! do, with verl's messages. Thresholds keep verl's forms: a number or a string (`"lo_hi"` for
 //! IcePop and k1 bounds, a comma list for several rejection options).
 
-use serde_yaml::Value;
+use super::value::Value;
 
 use super::section::{Invalid, Section};
 use crate::error::Result;
@@ -169,8 +169,8 @@ fn is_threshold(spec: &Value) -> Result<(f64, Option<f64>), Invalid> {
                 "rollout_is_threshold must be specified as a float or a string threshold specification, not a boolean.",
             ));
         }
-        Value::Number(n) => (n.as_f64().unwrap_or(f64::NAN), None),
-        Value::String(s) => {
+        Value::Int(_) | Value::Float(_) => (spec.as_f64().unwrap_or(f64::NAN), None),
+        Value::Str(s) => {
             let t = s.trim();
             if t.is_empty() {
                 return Err(is_error(
@@ -245,13 +245,13 @@ pub(crate) fn rs_options(spec: &str, threshold: &Value) -> Result<Vec<RsOption>,
         ));
     }
     let raw: Vec<String> = match threshold {
-        Value::String(s) => s
+        Value::Str(s) => s
             .split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .map(String::from)
             .collect(),
-        Value::Number(_) | Value::Bool(_) => vec![py_str(threshold)],
+        Value::Int(_) | Value::Float(_) | Value::Bool(_) => vec![threshold.py_str()],
         _ => {
             return Err(rs_error(
                 "rollout_rs_threshold must be a string or numeric value specifying per-option thresholds.",
@@ -352,25 +352,6 @@ fn py_float(s: &str) -> Option<f64> {
         return None;
     }
     t.parse::<f64>().ok()
-}
-
-/// Python's `str(number)` for a YAML number (`2.0` stays "2.0", `2` stays "2").
-fn py_str(v: &Value) -> String {
-    match v {
-        Value::Number(n) if n.is_f64() => {
-            let f = n.as_f64().unwrap_or(0.0);
-            if f.fract() == 0.0 && f.abs() < 1e16 {
-                format!("{f:.1}")
-            } else {
-                format!("{f}")
-            }
-        }
-        Value::Number(n) => n.to_string(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::String(s) => s.clone(),
-        _ => String::new(),
-    }
 }
 
 /// The YAML that reads back into `correction`: `(rollout_is, rollout_is_threshold,

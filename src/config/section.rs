@@ -2,7 +2,7 @@
 //! absent. A wrong type, an invalid value or a key nobody reads is a usage error that names
 //! the key and the source its value came from (`in FILE`, `from --set`, `from -e`).
 
-use serde_yaml::{Mapping, Value};
+use super::value::{Map, Value};
 
 use super::sources::Origins;
 use crate::error::{Error, Result};
@@ -36,7 +36,7 @@ impl Invalid {
 pub(crate) struct Section<'o> {
     origins: &'o Origins,
     prefix: String,
-    map: Mapping,
+    map: Map,
     /// The keys asked for, for a "did you mean" on an unknown one.
     asked: Vec<String>,
 }
@@ -49,7 +49,7 @@ impl<'o> Section<'o> {
 
     fn new(origins: &'o Origins, prefix: &str, value: Value) -> Result<Self> {
         match value {
-            Value::Mapping(map) => Ok(Section {
+            Value::Map(map) => Ok(Section {
                 origins,
                 prefix: prefix.to_string(),
                 map,
@@ -69,7 +69,7 @@ impl<'o> Section<'o> {
         Section {
             origins,
             prefix: prefix.to_string(),
-            map: Mapping::new(),
+            map: Map::new(),
             asked: Vec::new(),
         }
     }
@@ -124,7 +124,8 @@ impl<'o> Section<'o> {
     pub(crate) fn float(&mut self, key: &str, default: f64) -> Result<f64> {
         match self.take(key) {
             None => Ok(default),
-            Some(Value::Number(n)) if n.as_f64().is_some() => Ok(n.as_f64().unwrap_or(default)),
+            Some(Value::Int(n)) => Ok(n as f64),
+            Some(Value::Float(x)) => Ok(x),
             Some(other) => Err(self.type_error(key, "a number", &other)),
         }
     }
@@ -132,7 +133,7 @@ impl<'o> Section<'o> {
     pub(crate) fn int(&mut self, key: &str, default: i64) -> Result<i64> {
         match self.take(key) {
             None => Ok(default),
-            Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or(default)),
+            Some(Value::Int(n)) => Ok(n),
             Some(other) => Err(self.type_error(key, "an integer", &other)),
         }
     }
@@ -148,7 +149,7 @@ impl<'o> Section<'o> {
     pub(crate) fn string(&mut self, key: &str, default: &str) -> Result<String> {
         match self.take(key) {
             None => Ok(default.to_string()),
-            Some(Value::String(s)) => Ok(s),
+            Some(Value::Str(s)) => Ok(s),
             Some(other) => Err(self.type_error(key, "a string", &other)),
         }
     }
@@ -156,7 +157,7 @@ impl<'o> Section<'o> {
     pub(crate) fn opt_string(&mut self, key: &str) -> Result<Option<String>> {
         match self.take(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
+            Some(Value::Str(s)) => Ok(Some(s)),
             Some(other) => Err(self.type_error(key, "a string or null", &other)),
         }
     }
@@ -165,9 +166,7 @@ impl<'o> Section<'o> {
     pub(crate) fn opt_count(&mut self, key: &str) -> Result<Option<usize>> {
         match self.take(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => {
-                Ok(n.as_u64().map(|n| n as usize))
-            }
+            Some(Value::Int(n)) if n > 0 => Ok(usize::try_from(n).ok()),
             Some(other) => Err(self.type_error(key, "a positive integer or null", &other)),
         }
     }
@@ -181,7 +180,9 @@ impl<'o> Section<'o> {
         match self.take(key) {
             None => Ok(default),
             Some(Value::Null) => Ok(None),
-            Some(v @ (Value::Number(_) | Value::String(_) | Value::Bool(_))) => Ok(Some(v)),
+            Some(v @ (Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_))) => {
+                Ok(Some(v))
+            }
             Some(other) => Err(self.type_error(key, "a number, a string or null", &other)),
         }
     }
@@ -189,10 +190,10 @@ impl<'o> Section<'o> {
     pub(crate) fn opt_string_list(&mut self, key: &str) -> Result<Option<Vec<String>>> {
         match self.take(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Sequence(items)) => items
+            Some(Value::Seq(items)) => items
                 .into_iter()
                 .map(|v| match v {
-                    Value::String(s) => Ok(s),
+                    Value::Str(s) => Ok(s),
                     other => Err(self.type_error(key, "a list of strings", &other)),
                 })
                 .collect::<Result<Vec<_>>>()
@@ -204,7 +205,7 @@ impl<'o> Section<'o> {
     pub(crate) fn opt_float_list(&mut self, key: &str) -> Result<Option<Vec<f64>>> {
         match self.take(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Sequence(items)) => items
+            Some(Value::Seq(items)) => items
                 .into_iter()
                 .map(|v| {
                     v.as_f64()
@@ -235,14 +236,14 @@ impl<'o> Section<'o> {
 
     /// Every key must have been read: an unknown key is an error naming it.
     pub(crate) fn finish(&mut self) -> Result<()> {
-        self.map.remove("_target_"); // Hydra's class marker, meaningless here
-        let Some((key, _)) = self.map.iter().next() else {
+        // Hydra's instantiation keys (`_target_`, ...) configure Python objects, not verl
+        for key in super::hydra::INSTANTIATION_KEYS {
+            self.map.remove(key);
+        }
+        let Some(key) = self.map.keys().next() else {
             return Ok(());
         };
-        let key = match key {
-            Value::String(s) => s.clone(),
-            other => describe(other),
-        };
+        let key = key.clone();
         let path = self.path(&key);
         let error = Error::usage(format!(
             "unknown key `algorithm.{path}`{}: verl 0.9.1 has no such setting",
@@ -306,11 +307,11 @@ pub(crate) fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("`{b}`"),
-        Value::Number(n) => format!("`{n}`"),
-        Value::String(s) => format!("\"{s}\""),
-        Value::Sequence(_) => "a list".into(),
-        Value::Mapping(_) => "a mapping".into(),
-        Value::Tagged(_) => "a tagged value".into(),
+        Value::Int(n) => format!("`{n}`"),
+        Value::Float(x) => format!("`{}`", super::value::py_float_repr(*x)),
+        Value::Str(s) => format!("\"{s}\""),
+        Value::Seq(_) => "a list".into(),
+        Value::Map(_) => "a mapping".into(),
     }
 }
 

@@ -1,11 +1,16 @@
 //! Where the configuration comes from: the `--config` file, then `--set` overrides, then the
-//! short flags, merged into one `algorithm` YAML tree before anything is read from it. Every
-//! write is recorded in [`Origins`], so an error can say which source to fix.
+//! short flags, written into one tree (the whole file, as OmegaConf holds it) before anything
+//! is read from it; then the `algorithm` section and `actor_rollout_ref.rollout.n` are
+//! resolved (interpolations, after every override, as OmegaConf resolves them lazily). Every
+//! write is recorded in [`Origins`], so an error can say which source to fix and `advcalc
+//! config --origins` where each value came from.
 
 use std::path::Path;
 
-use serde_yaml::{Mapping, Value};
-
+use super::hydra::{self, Shape};
+use super::interpolation;
+use super::value::{Map, Value};
+use super::yaml11;
 use crate::error::{Error, Result};
 
 /// Where the configuration comes from, in increasing priority.
@@ -15,7 +20,8 @@ pub struct ConfigSources<'a> {
     /// `actor_rollout_ref.rollout.n`); `None`: verl's defaults.
     pub file: Option<&'a Path>,
     /// The same as `file`, given as text, with the name messages call it by (the Python
-    /// package's `config=` as a YAML string or a dict). Only one of `file` and `text`.
+    /// package's `config=` as a YAML string or a dict serialised as JSON, which is YAML).
+    /// Only one of `file` and `text`.
     pub text: Option<(&'a str, &'a str)>,
     /// `--set key=value`, in command-line order.
     pub sets: &'a [String],
@@ -31,19 +37,32 @@ pub struct ConfigSources<'a> {
     pub convention: Option<&'a str>,
 }
 
-/// The sources merged: the `algorithm` tree as the last source left it.
+/// The sources merged: the resolved `algorithm` tree as the last source left it.
 pub(crate) struct Merged {
+    /// Without the keys that did not resolve.
     pub algorithm: Value,
+    /// The first key that did not resolve (an interpolation error, a `???`): reported after
+    /// the section's unknown keys, by `Config`.
+    pub deferred: Option<Error>,
     /// `actor_rollout_ref.rollout.n`, from the file or `--set`.
     pub rollout_n: Option<i64>,
+    pub rollout_n_origin: Option<Origin>,
     pub origins: Origins,
+    /// The interpolations of the `algorithm` section as written: (dotted path below
+    /// `algorithm`, text).
+    pub interpolations: Vec<(String, String)>,
+    /// Notes for stderr about the file's shape.
+    pub notes: Vec<String>,
 }
 
 /// Which source wrote a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Origin {
+pub enum Origin {
+    /// The config file (or text), by the name messages use.
     File(String),
+    /// `--set`.
     Set,
+    /// A short flag (`-e`, `--gamma`, ...).
     Flag(&'static str),
 }
 
@@ -58,18 +77,27 @@ impl Origins {
         self.writes.push((path.to_string(), origin));
     }
 
-    /// " (in FILE)", " (from --set)" or " (from -e)": the last source that wrote `path`, a
-    /// section holding it or a key inside it; empty for a default nobody wrote.
-    pub(crate) fn note(&self, path: &str) -> String {
+    /// The last source that wrote `path`, a section holding it or a key inside it.
+    pub(crate) fn last(&self, path: &str) -> Option<&Origin> {
         let related = |written: &str| {
             written == path
                 || path.starts_with(&format!("{written}."))
                 || written.starts_with(&format!("{path}."))
         };
-        match self.writes.iter().rev().find(|(p, _)| related(p)) {
-            Some((_, Origin::File(file))) => format!(" (in {file})"),
-            Some((_, Origin::Set)) => " (from --set)".to_string(),
-            Some((_, Origin::Flag(flag))) => format!(" (from {flag})"),
+        self.writes
+            .iter()
+            .rev()
+            .find(|(p, _)| related(p))
+            .map(|(_, o)| o)
+    }
+
+    /// " (in FILE)", " (from --set)" or " (from -e)": the last source that wrote `path`, a
+    /// section holding it or a key inside it; empty for a default nobody wrote.
+    pub(crate) fn note(&self, path: &str) -> String {
+        match self.last(path) {
+            Some(Origin::File(file)) => format!(" (in {file})"),
+            Some(Origin::Set) => " (from --set)".to_string(),
+            Some(Origin::Flag(flag)) => format!(" (from {flag})"),
             None => String::new(),
         }
     }
@@ -80,11 +108,20 @@ impl Origins {
     }
 }
 
-/// Read the file, apply `--set`, then the flags.
+/// Read the file, apply `--set`, then the flags; resolve what advcalc reads.
 pub(crate) fn merge(sources: &ConfigSources<'_>) -> Result<Merged> {
-    let mut algorithm = Value::Mapping(Mapping::new());
-    let mut rollout_n = None;
+    merge_with_env(sources, &|key| std::env::var(key).ok())
+}
+
+pub(crate) fn merge_with_env(
+    sources: &ConfigSources<'_>,
+    env: interpolation::Env<'_>,
+) -> Result<Merged> {
+    let mut root = Map::new();
     let mut origins = Origins::default();
+    let mut rollout_n_origin = None;
+    let mut notes = Vec::new();
+    let mut defaults_list = false;
     let file = match (sources.file, sources.text) {
         (Some(path), _) => {
             let name = path.display().to_string();
@@ -96,41 +133,46 @@ pub(crate) fn merge(sources: &ConfigSources<'_>) -> Result<Merged> {
         (None, Some((name, text))) => Some((name.to_string(), text.to_string())),
         (None, None) => None,
     };
-    if let Some((name, text)) = file {
-        let doc: Value = serde_yaml::from_str(&text)
+    if let Some((name, text)) = &file {
+        let doc = yaml11::parse(text)
             .map_err(|e| Error::usage(format!("{name}: not valid YAML")).with_source(e))?;
-        let (section, n) = split_trainer_yaml(doc, &name)?;
-        origins.push("", Origin::File(name.clone())); // the section itself
-        if let Value::Mapping(map) = &section {
-            for key in map.keys() {
-                if let Value::String(key) = key {
-                    origins.push(key, Origin::File(name.clone()));
-                }
+        root = file_root(doc, name, &mut notes)?;
+        defaults_list = root.contains_key("defaults");
+        if let Some(Value::Map(section)) = root.get("algorithm") {
+            origins.push("", Origin::File(name.clone())); // the section itself
+            for key in section.keys() {
+                origins.push(key, Origin::File(name.clone()));
             }
         }
-        algorithm = section;
-        rollout_n = n;
+        if root
+            .get("actor_rollout_ref")
+            .and_then(|v| v.at(&["rollout", "n"]))
+            .is_some()
+        {
+            rollout_n_origin = Some(Origin::File(name.clone()));
+        }
     }
+    let mut set_n = None;
     for set in sources.sets {
         let (key, raw) = set.split_once('=').ok_or_else(|| {
             Error::usage(format!("--set {set}: expected KEY=VALUE"))
                 .with_hint("write it as --set algorithm.lam=0.95")
         })?;
-        let value: Value = serde_yaml::from_str(raw).unwrap_or(Value::String(raw.into()));
+        // the value as a YAML scalar or flow collection, as in a file; else the text itself
+        let value = yaml11::parse(raw).unwrap_or_else(|_| Value::Str(raw.into()));
         let key = key.trim();
         if key == "actor_rollout_ref.rollout.n" {
-            rollout_n = Some(
-                value
-                    .as_i64()
-                    .ok_or_else(|| Error::usage(format!("--set {set}: expected an integer")))?,
-            );
+            set_n = Some(set.clone());
+            insert_path(&mut root, key, value)
+                .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
+            rollout_n_origin = Some(Origin::Set);
             continue;
         }
         let path = key.strip_prefix("algorithm.").unwrap_or(key);
-        if path.is_empty() {
+        if path.is_empty() || path == "algorithm" {
             return Err(Error::usage(format!("--set {set}: empty key")));
         }
-        insert_path(&mut algorithm, path, value)
+        insert_path(&mut root, &format!("algorithm.{path}"), value)
             .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
         origins.push(path, Origin::Set);
     }
@@ -151,55 +193,207 @@ pub(crate) fn merge(sources: &ConfigSources<'_>) -> Result<Merged> {
     ];
     for (path, flag, value) in flags {
         if let Some(value) = value {
-            insert_path(&mut algorithm, path, value)
+            insert_path(&mut root, &format!("algorithm.{path}"), value)
                 .map_err(|msg| Error::usage(format!("{flag}: {msg}")))?;
             origins.push(path, Origin::Flag(flag));
         }
     }
+
+    let root = Value::Map(root);
+    let interpolations = interpolations_in(root.at(&["algorithm"]));
+    let resolve = |path: &[&str]| -> Result<Option<Value>> {
+        if root.at(path).is_none() {
+            return Ok(None);
+        }
+        let owned: Vec<String> = path.iter().map(|p| p.to_string()).collect();
+        interpolation::resolve(&root, &owned, env)
+            .map(Some)
+            .map_err(|e| interpolation_error(&e, &origins, defaults_list))
+    };
+    // Key by key, so that a key which does not resolve is left out and reported after the
+    // section's unknown keys (a component file passed by mistake says "unknown key" first).
+    let mut deferred = None;
+    let algorithm = match root.at(&["algorithm"]) {
+        Some(Value::Map(section)) => {
+            let mut out = Map::new();
+            for key in section.keys() {
+                let value = match resolve(&["algorithm", key]) {
+                    Ok(v) => v.unwrap_or(Value::Null),
+                    Err(e) => {
+                        deferred.get_or_insert(e);
+                        continue;
+                    }
+                };
+                if let Some(path) = mandatory_missing(&value, key) {
+                    deferred.get_or_insert(
+                        Error::usage(format!(
+                            "algorithm.{path}{}: a mandatory value (`???`) that was never set",
+                            origins.note(&path)
+                        ))
+                        .with_hint(format!("give it a value: --set algorithm.{path}=VALUE")),
+                    );
+                    continue;
+                }
+                out.insert(key.clone(), value);
+            }
+            Value::Map(out)
+        }
+        Some(_) => resolve(&["algorithm"])?.unwrap_or(Value::Null),
+        None => Value::Map(Map::new()),
+    };
+    let rollout_n = match resolve(&["actor_rollout_ref", "rollout", "n"])? {
+        None => None,
+        Some(Value::Int(n)) => Some(n),
+        Some(_) if set_n.is_some() => {
+            return Err(Error::usage(format!(
+                "--set {}: expected an integer",
+                set_n.unwrap_or_default()
+            )));
+        }
+        Some(_) => None,
+    };
     Ok(Merged {
         algorithm,
+        deferred,
         rollout_n,
+        rollout_n_origin,
         origins,
+        interpolations,
+        notes,
     })
 }
 
-/// A trainer YAML has an `algorithm:` section; a file without one is the section itself.
-fn split_trainer_yaml(doc: Value, origin: &str) -> Result<(Value, Option<i64>)> {
-    let Value::Mapping(mut top) = doc else {
-        if doc.is_null() {
-            return Ok((Value::Mapping(Mapping::new()), None));
+/// The file as a tree with the `algorithm` section at `algorithm`, whatever its shape.
+fn file_root(doc: Value, name: &str, notes: &mut Vec<String>) -> Result<Map> {
+    let top = match doc {
+        Value::Null => return Ok(Map::new()),
+        Value::Map(m) => m,
+        _ => return Err(Error::usage(format!("{name}: expected a YAML mapping"))),
+    };
+    match hydra::shape(&top) {
+        Shape::Trainer => Ok(top),
+        Shape::TrainerWithoutAlgorithm => {
+            notes.push(format!(
+                "{name} has no algorithm: section: verl's defaults apply to every algorithm setting"
+            ));
+            Ok(top)
         }
-        return Err(Error::usage(format!("{origin}: expected a YAML mapping")));
+        Shape::Composition { defaults } => Err(hydra::composition_error(name, &defaults)),
+        // the section alone: `${algorithm.x}` and `${.x}` both reach its keys
+        Shape::Section => {
+            let mut root = Map::new();
+            root.insert("algorithm", Value::Map(top));
+            Ok(root)
+        }
+    }
+}
+
+/// The interpolations written in the section (before resolution), for `--origins`.
+fn interpolations_in(section: Option<&Value>) -> Vec<(String, String)> {
+    fn walk(v: &Value, path: &str, out: &mut Vec<(String, String)>) {
+        let join = |k: &str| {
+            if path.is_empty() {
+                k.to_string()
+            } else {
+                format!("{path}.{k}")
+            }
+        };
+        match v {
+            Value::Str(s) if interpolation::has_interpolation(s) => {
+                out.push((path.to_string(), s.clone()))
+            }
+            Value::Map(m) => m.iter().for_each(|(k, v)| walk(v, &join(k), out)),
+            Value::Seq(items) => items
+                .iter()
+                .enumerate()
+                .for_each(|(i, v)| walk(v, &join(&i.to_string()), out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(v) = section {
+        walk(v, "", &mut out);
+    }
+    out
+}
+
+/// The first `???` (OmegaConf's missing value) left in the resolved section.
+fn mandatory_missing(v: &Value, path: &str) -> Option<String> {
+    match v {
+        Value::Str(s) if s == "???" => Some(path.to_string()),
+        Value::Map(m) => m.iter().find_map(|(k, v)| {
+            let p = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            mandatory_missing(v, &p)
+        }),
+        _ => None,
+    }
+}
+
+/// `algorithm.gamma (in FILE): interpolation key `algorithm.lamb` not found`, the chain of
+/// keys followed when there is one, and what to do.
+fn interpolation_error(
+    e: &interpolation::InterpolationError,
+    origins: &Origins,
+    defaults_list: bool,
+) -> Error {
+    let at = e.at();
+    let note = at
+        .strip_prefix("algorithm.")
+        .map(|p| origins.note(p))
+        .unwrap_or_default();
+    let via = if e.chain.len() > 8 {
+        let (head, tail) = (&e.chain[..3], &e.chain[e.chain.len() - 2..]);
+        format!(
+            " (via {} -> ... -> {})",
+            head.join(" -> "),
+            tail.join(" -> ")
+        )
+    } else if e.chain.len() > 1 {
+        format!(" (via {})", e.chain.join(" -> "))
+    } else {
+        String::new()
     };
-    let Some(section) = top.remove("algorithm") else {
-        return Ok((Value::Mapping(top), None));
-    };
-    let n = top
-        .get("actor_rollout_ref")
-        .and_then(|v| v.get("rollout"))
-        .and_then(|v| v.get("n"))
-        .and_then(Value::as_i64);
-    Ok((section, n))
+    let error = Error::usage(format!(
+        "{at}{note}: cannot resolve the interpolation: {}{via}",
+        e.message
+    ));
+    if e.message.contains("not found") && defaults_list {
+        error.with_hint(
+            "the file has a Hydra defaults list, whose files advcalc does not compose: pass the composed config (the run's .hydra/config.yaml)",
+        )
+    } else if e.message.contains("unsupported interpolation resolver") {
+        error.with_hint("replace the interpolation with its value, or override the key with --set")
+    } else if e.message.contains("environment variable") {
+        error.with_hint("set the variable, or give a default: ${oc.env:NAME,default}")
+    } else {
+        error
+    }
 }
 
 /// Set `a.b.c = value` inside nested mappings, creating them as needed.
-fn insert_path(root: &mut Value, path: &str, value: Value) -> std::result::Result<(), String> {
-    let mut node = root;
+fn insert_path(root: &mut Map, path: &str, value: Value) -> std::result::Result<(), String> {
     let parts: Vec<&str> = path.split('.').collect();
-    for (i, part) in parts.iter().enumerate() {
-        if node.is_null() {
-            *node = Value::Mapping(Mapping::new());
+    let (last, parents) = parts.split_last().ok_or("empty key")?;
+    let mut node = root;
+    for (i, part) in parents.iter().enumerate() {
+        let slot = node.entry_or_null(part);
+        if slot.is_null() {
+            *slot = Value::Map(Map::new());
         }
-        let Value::Mapping(map) = node else {
-            return Err(format!("`{}` is not a section", parts[..i].join(".")));
+        node = match slot {
+            Value::Map(m) => m,
+            _ => {
+                let shown = parts[..=i].join(".");
+                let shown = shown.strip_prefix("algorithm.").unwrap_or(&shown);
+                return Err(format!("`{shown}` is not a section"));
+            }
         };
-        let key = Value::String((*part).to_string());
-        if i + 1 == parts.len() {
-            map.insert(key, value);
-            return Ok(());
-        }
-        node = map.entry(key).or_insert(Value::Null);
     }
+    node.insert(*last, value);
     Ok(())
 }
 

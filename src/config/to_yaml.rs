@@ -5,20 +5,19 @@
 //! reader (PyYAML, OmegaConf) could take for something else quoted (`"0.5_2"` would be the
 //! float 0.52 there).
 
-use serde_yaml::{Mapping, Value};
-
 use super::extensions::mask_mode_name;
 use super::kl::{HORIZON, KL_COEF, TARGET_KL};
 use super::rollout_correction::{self, LOSS_TYPE, RolloutCorrection};
+use super::value::{Map, Value, yaml_float};
 use super::{AlgoConfig, Config};
 use crate::shaping::kl::KlController;
 
 pub(super) fn to_yaml(config: &Config) -> String {
-    let mut top = Mapping::new();
-    top.insert("algorithm".into(), algorithm(config).into());
+    let mut top = Map::new();
+    top.insert("algorithm", algorithm(config).into());
     if let Some(n) = config.rollout_n {
         top.insert(
-            "actor_rollout_ref".into(),
+            "actor_rollout_ref",
             map([("rollout", map([("n", Value::from(n))]))]),
         );
     }
@@ -28,39 +27,70 @@ pub(super) fn to_yaml(config: &Config) -> String {
     if !config.estimator_configured {
         text += "# no estimator was named: adv_estimator is left out, so verl's default (gae) applies\n";
     }
-    emit(&mut text, 0, &top);
+    emit(&mut text, 0, &top, "", &|_| None);
     text
 }
 
-/// Block mappings, flow lists, plain scalars.
-fn emit(out: &mut String, indent: usize, map: &Mapping) {
+/// Block mappings, flow lists, plain scalars where every YAML reader agrees on them;
+/// `comment(path)` may end a line with `# ...` (the dotted path of the key on that line).
+pub(crate) fn emit(
+    out: &mut String,
+    indent: usize,
+    map: &Map,
+    path: &str,
+    comment: &dyn Fn(&str) -> Option<String>,
+) {
     let pad = " ".repeat(indent);
-    for (key, value) in map {
-        let key = key.as_str().unwrap_or_default(); // advcalc's own key names
+    for (key, value) in map.iter() {
+        let here = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        let name = if plain(key) { key.clone() } else { quoted(key) };
+        let note = comment(&here)
+            .map(|c| format!("  # {c}"))
+            .unwrap_or_default();
         match value {
-            Value::Mapping(m) if !m.is_empty() => {
-                out.push_str(&format!("{pad}{key}:\n"));
-                emit(out, indent + 2, m);
+            Value::Map(m) if !m.is_empty() => {
+                out.push_str(&format!("{pad}{name}:\n"));
+                emit(out, indent + 2, m, &here, comment);
             }
-            Value::Sequence(items) => {
-                let items: Vec<String> = items.iter().map(scalar).collect();
-                out.push_str(&format!("{pad}{key}: [{}]\n", items.join(", ")));
-            }
-            v => out.push_str(&format!("{pad}{key}: {}\n", scalar(v))),
+            v => out.push_str(&format!("{pad}{name}: {}{note}\n", scalar(v))),
         }
     }
 }
 
-fn scalar(v: &Value) -> String {
+/// One value on one line: scalars, and lists and mappings in flow style.
+pub(crate) fn scalar(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) if plain(s) => s.clone(),
-        // a JSON string is a YAML double-quoted scalar
-        Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
-        Value::Sequence(_) | Value::Mapping(_) | Value::Tagged(_) => "null".into(),
+        Value::Int(n) => n.to_string(),
+        Value::Float(x) => yaml_float(*x),
+        Value::Str(s) if plain(s) => s.clone(),
+        Value::Str(s) => quoted(s),
+        Value::Seq(items) => {
+            let items: Vec<String> = items.iter().map(scalar).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Map(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| {
+                    let k = if plain(k) { k.clone() } else { quoted(k) };
+                    format!("{k}: {}", scalar(v))
+                })
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
     }
+}
+
+/// A JSON string is a YAML double-quoted scalar. A literal `${` is written escaped (`\${`),
+/// so that OmegaConf does not take it for an interpolation when the text is read back.
+fn quoted(s: &str) -> String {
+    serde_json::to_string(&s.replace("${", "\\${")).unwrap_or_default()
 }
 
 /// A name that every YAML reader takes for a string as it stands.
@@ -68,21 +98,27 @@ fn plain(s: &str) -> bool {
     const WORDS: [&str; 9] = [
         "yes", "no", "true", "false", "on", "off", "null", "nan", "inf",
     ];
-    s.starts_with(|c: char| c.is_ascii_lowercase())
+    s.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
         && !WORDS.contains(&s)
 }
 
 fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
-    Value::Mapping(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    Value::Map(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }
 
-fn algorithm(config: &Config) -> Mapping {
+/// The `algorithm` section of `config` as verl YAML keys (every key advcalc reads).
+pub(crate) fn algorithm(config: &Config) -> Map {
     let a: &AlgoConfig = &config.algorithm;
-    let mut m = Mapping::new();
+    let mut m = Map::new();
     let mut put = |key: &str, value: Value| {
-        m.insert(key.into(), value);
+        m.insert(key, value);
     };
     put("gamma", a.gamma.into());
     put("lam", a.lam.into());
@@ -121,12 +157,12 @@ fn algorithm(config: &Config) -> Mapping {
         match &a.rollout_correction {
             RolloutCorrection::Off => Value::Null,
             RolloutCorrection::Decoupled(c) => {
-                let mut r: Mapping = rollout_correction::to_values(c)
+                let mut r: Map = rollout_correction::to_values(c)
                     .into_iter()
-                    .map(|(k, v)| (k.into(), v))
+                    .map(|(k, v)| (k.to_string(), v))
                     .collect();
-                r.insert("bypass_mode".into(), false.into());
-                r.insert("loss_type".into(), LOSS_TYPE.into());
+                r.insert("bypass_mode", false.into());
+                r.insert("loss_type", LOSS_TYPE.into());
                 r.into()
             }
             RolloutCorrection::Bypass { loss_type } => map([
@@ -138,7 +174,7 @@ fn algorithm(config: &Config) -> Mapping {
         },
     );
     let list_or_null = |v: Value| match &v {
-        Value::Sequence(s) if s.is_empty() => Value::Null,
+        Value::Seq(s) if s.is_empty() => Value::Null,
         _ => v,
     };
     put(

@@ -661,10 +661,10 @@ mod tests {
     /// The `--set` overrides of a rollout_correction section: (option, threshold) for IS
     /// and rejection.
     fn rollout_correction(
-        is: Option<(&str, serde_yaml::Value)>,
-        rs: Option<(&str, serde_yaml::Value)>,
+        is: Option<(&str, crate::config::Value)>,
+        rs: Option<(&str, crate::config::Value)>,
     ) -> Vec<String> {
-        let yaml = |v: &serde_yaml::Value| serde_yaml::to_string(v).unwrap().trim().to_string();
+        let yaml = |v: &crate::config::Value| crate::config::to_yaml::scalar(v);
         let key = "algorithm.rollout_correction";
         let mut sets = Vec::new();
         if let Some((option, threshold)) = is {

@@ -237,7 +237,7 @@ mod tests {
 
     use crate::config::rollout_correction::{is_spec, rs_options};
 
-    fn is(level: &str, threshold: serde_yaml::Value) -> IsSpec {
+    fn is(level: &str, threshold: crate::config::Value) -> IsSpec {
         is_spec(level, &threshold, false).unwrap()
     }
 
@@ -303,7 +303,7 @@ mod tests {
         );
     }
 
-    fn rejected(rs: &str, threshold: serde_yaml::Value) -> Vec<Vec<f32>> {
+    fn rejected(rs: &str, threshold: crate::config::Value) -> Vec<Vec<f32>> {
         let options = rs_options(rs, &threshold).unwrap();
         (0..3)
             .map(|i| {

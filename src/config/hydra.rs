@@ -1,0 +1,137 @@
+//! Hydra's files as what they are. verl's trainer configs are Hydra configs: a `defaults:`
+//! list composes other files into the one verl runs with, and `_target_`-style keys tell
+//! Hydra which Python class to build. Neither is a verl setting, and a file that is only a
+//! composition (`ppo_megatron_trainer.yaml`: a defaults list, no `algorithm:` section) does
+//! not hold the configuration at all: advcalc says so and names the file to pass instead of
+//! reading its keys as settings.
+
+use super::value::{Map, Value};
+use crate::error::Error;
+
+/// Hydra's instantiation keys: they configure object construction, never a verl setting.
+pub(crate) const INSTANTIATION_KEYS: [&str; 5] = [
+    "_target_",
+    "_recursive_",
+    "_convert_",
+    "_partial_",
+    "_args_",
+];
+
+/// Top-level keys of a verl trainer config other than `algorithm` (any of them marks a trainer
+/// file, whose settings advcalc does not read).
+const TRAINER_SECTIONS: [&str; 12] = [
+    "actor_rollout_ref",
+    "data",
+    "trainer",
+    "critic",
+    "reward_model",
+    "reward",
+    "custom_reward_function",
+    "ray_kwargs",
+    "ray_init",
+    "global_profiler",
+    "transfer_queue",
+    "model_engine",
+];
+
+/// What a config file's top level is.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Shape {
+    /// A trainer config with an `algorithm:` section (Hydra's `defaults:` may be beside it).
+    Trainer,
+    /// A trainer config without an `algorithm:` section: verl's defaults apply.
+    TrainerWithoutAlgorithm,
+    /// A file holding the `algorithm` section alone.
+    Section,
+    /// A Hydra composition: a `defaults:` list and no `algorithm:` section.
+    Composition { defaults: Vec<String> },
+}
+
+pub(crate) fn shape(top: &Map) -> Shape {
+    if top.contains_key("algorithm") {
+        return Shape::Trainer;
+    }
+    if let Some(defaults) = top.get("defaults") {
+        return Shape::Composition {
+            defaults: default_names(defaults),
+        };
+    }
+    if top
+        .keys()
+        .any(|k| TRAINER_SECTIONS.contains(&k.as_str()) || k == "hydra")
+    {
+        return Shape::TrainerWithoutAlgorithm;
+    }
+    Shape::Section
+}
+
+/// The entries of a defaults list as written (`ppo_trainer`, `override model_engine: megatron`).
+fn default_names(defaults: &Value) -> Vec<String> {
+    let Value::Seq(items) = defaults else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Value::Map(m) => m
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", v.py_str()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            other => other.py_str(),
+        })
+        .collect()
+}
+
+/// The error for a composition: what the file is, and which file to pass.
+pub(crate) fn composition_error(name: &str, defaults: &[String]) -> Error {
+    let listed = if defaults.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", defaults.join("; "))
+    };
+    Error::usage(format!(
+        "{name}: a Hydra composition (a `defaults:` list{listed} and no `algorithm:` section): advcalc reads one file and does not compose Hydra configs"
+    ))
+    .with_hint(
+        "pass the composed config: the .hydra/config.yaml of the run's output directory, or verl's _generated_*.yaml beside the file, or `python -m verl.trainer.main_ppo --config-name NAME --cfg job > composed.yaml`",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::yaml11;
+
+    fn shape_of(yaml: &str) -> Shape {
+        match yaml11::parse(yaml).unwrap() {
+            Value::Map(m) => shape(&m),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn files_are_recognised() {
+        assert_eq!(shape_of("algorithm:\n  gamma: 1\n"), Shape::Trainer);
+        assert_eq!(
+            shape_of(
+                "defaults:\n  - ppo_trainer\n  - override model_engine: megatron\n  - _self_\n"
+            ),
+            Shape::Composition {
+                defaults: vec![
+                    "ppo_trainer".into(),
+                    "override model_engine: megatron".into(),
+                    "_self_".into()
+                ]
+            }
+        );
+        assert_eq!(
+            shape_of("trainer:\n  total_epochs: 1\n"),
+            Shape::TrainerWithoutAlgorithm
+        );
+        assert_eq!(shape_of("gamma: 0.9\n"), Shape::Section);
+        let e = composition_error("m.yaml", &["ppo_trainer".into()]);
+        assert!(e.message().contains("Hydra composition"), "{}", e.message());
+        assert!(e.hint().unwrap().contains(".hydra/config.yaml"));
+    }
+}
