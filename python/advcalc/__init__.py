@@ -30,6 +30,7 @@ estimator and convention.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -286,8 +287,15 @@ def _config_args(
     if config is None:
         pass
     elif isinstance(config, Mapping):
-        # JSON is YAML: the dict goes in as the text of a config file
-        config_text = json.dumps(config)
+        # JSON is YAML: the dict goes in as the text of a config file (JSON has no NaN or
+        # infinity; YAML text spells them .nan and .inf)
+        try:
+            config_text = json.dumps(config, allow_nan=False)
+        except ValueError:
+            raise UsageError(
+                "config: a dict cannot carry NaN or infinity",
+                "pass the config as YAML text, where they are .nan and .inf",
+            ) from None
     elif isinstance(config, os.PathLike):
         config_file = os.fspath(config)
     elif isinstance(config, str):
@@ -317,8 +325,14 @@ def _sets(sets: Sets) -> List[str]:
     if isinstance(sets, Mapping):
         out = []
         for key, value in sets.items():
-            # the CLI reads each value as YAML: JSON spells every non-string value in YAML
-            text = value if isinstance(value, str) else json.dumps(value)
+            # the CLI reads each value as YAML: JSON spells every other value in YAML, but
+            # for NaN and infinity
+            if isinstance(value, float) and not math.isfinite(value):
+                text = ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+            elif isinstance(value, str):
+                text = value
+            else:
+                text = json.dumps(value)
             out.append(f"{key}={text}")
         return out
     if isinstance(sets, str):
