@@ -179,3 +179,15 @@ def test_warnings_and_notes_are_python_warnings() -> None:
     table = pq.read_table(DEMO)
     with pytest.warns(advcalc.ConfigNote, match="filter_groups.enable is ignored"):
         advcalc.compute(table, estimator="grpo", set={"algorithm.filter_groups.enable": True})
+
+
+def test_config_text_is_read_as_verl_reads_it() -> None:
+    # OmegaConf interpolation and YAML 1.1 scalars, as for a config file (docs/config.md)
+    table = pq.read_table(DEMO)
+    text = "algorithm:\n  adv_estimator: gae\n  lam: 0.9\n  gamma: ${algorithm.lam}\n"
+    same_columns(advcalc.compute(table, config=text),
+                 advcalc.compute(table, estimator="gae", set={"algorithm.lam": 0.9, "algorithm.gamma": 0.9}))
+    with pytest.raises(advcalc.UsageError, match="algorithm.nope"):
+        advcalc.compute(table, config="algorithm:\n  gamma: ${algorithm.nope}\n")
+    with pytest.raises(advcalc.UsageError, match="NaN or infinity"):
+        advcalc.compute(table, config={"algorithm": {"gamma": float("nan")}})
