@@ -292,3 +292,22 @@ fn the_passes_refuse_pieces_that_do_not_fit() {
     let err = message(engine.plan(mixed).unwrap_err());
     assert!(err.contains("different passes or configurations"), "{err}");
 }
+
+#[test]
+fn a_first_row_that_overflows_is_refused() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases/steps_adaptive_gae");
+    let input = read(&dir.join("input.parquet"), 1 << 20);
+    let engine = case_engine(&dir, &input);
+    let err = engine.prepass_stats(&input[0], usize::MAX).unwrap_err();
+    assert_eq!(err.kind(), advcalc::ErrorKind::Usage);
+    assert!(
+        err.message().contains("leaves no room"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        engine
+            .row_stats(&input[0], usize::MAX, &engine.start())
+            .is_err()
+    );
+}

@@ -258,6 +258,18 @@ impl Engine {
         Ok(())
     }
 
+    /// A batch's rows must be numberable from `first_row` (a runner's offset, not ours).
+    fn check_rows(&self, batch: &RecordBatch, first_row: usize) -> Result<()> {
+        match first_row.checked_add(batch.num_rows()) {
+            Some(_) => Ok(()),
+            None => Err(Error::usage(format!(
+                "{}: first_row {first_row} leaves no room for the batch's {} rows",
+                self.name,
+                batch.num_rows()
+            ))),
+        }
+    }
+
     /// Pass 1 on one record batch whose first row is row `first_row` of the input.
     pub fn row_stats(
         &self,
@@ -265,6 +277,7 @@ impl Engine {
         first_row: usize,
         constants: &Constants,
     ) -> Result<RowStats> {
+        self.check_rows(batch, first_row)?;
         let pass = StatsPass::Statistics;
         let mut stats = self
             .job()
@@ -276,6 +289,7 @@ impl Engine {
 
     /// Pre-pass on one record batch (only the common per-row scalars).
     pub fn prepass_stats(&self, batch: &RecordBatch, first_row: usize) -> Result<RowStats> {
+        self.check_rows(batch, first_row)?;
         let pass = StatsPass::Constants;
         let start = self.start();
         let mut stats = self
@@ -313,6 +327,7 @@ impl Engine {
         first_row: usize,
         shard: &PlanShard,
     ) -> Result<RecordBatch> {
+        self.check_rows(batch, first_row)?;
         if shard.config != self.config {
             return Err(Error::usage(format!(
                 "{}: the plan shard was made with another configuration",
