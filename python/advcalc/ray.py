@@ -24,7 +24,6 @@ or pass ``runtime_env={"pip": ["advcalc"]}`` / ``{"py_modules": [...]}`` to ``ra
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,14 +33,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import _config_args, _native, _read_args, _say
-from ._files import file_schema, read_file
+from ._files import file_rows, file_schema, read_file, write_file
 from ._errors import UsageError
 
 __all__ = ["run"]
-
-# A temporary output file: hidden, named after its target, unique per attempt.
-_TMP = re.compile(r"^\.advcalc-ray-.*\.tmp$")
-
 
 @dataclass
 class _Unit:
@@ -102,10 +97,11 @@ def run(
         raise UsageError(f"{src}: no Parquet files in it")
     schema = _schema(units)
     out_dir = Path(dst)
-    _check_destination(units, out_dir, force)
+    _check_destination(src, units, out_dir, force)
     name = str(src) if isinstance(src, (str, os.PathLike)) else "<dataset>"
     engine = _native.Engine(cfg, schema, name, read)
     needed = engine.pass1_columns()
+    run_id = uuid.uuid4().hex[:12]
     starts, row = [], 0
     for unit in units:
         starts.append(row)
@@ -143,11 +139,13 @@ def run(
         # the output holds the file's own columns, as the CLI's dataset run writes it
         if units[i].step is not None and "step" not in _file_columns(units[i]):
             table = table.drop_columns(["step"])
-        _write(table, out_dir / units[i].out)
+        _write(table, out_dir / units[i].out, run_id)
         return _row(i, rows=table.num_rows)
 
-    each(pass2)
-    _remove_stale_temporaries(out_dir, units)
+    try:
+        each(pass2)
+    finally:
+        _remove_temporaries(out_dir, units, run_id)
     warnings = list(plan.warnings)
     _say(warnings, [])
     return {
@@ -205,13 +203,7 @@ def _units(src: Any) -> List[_Unit]:
 
 
 def _file_unit(path: Path, out: str) -> _Unit:
-    try:
-        rows = pq.read_metadata(path).num_rows
-    except (OSError, pa.ArrowException) as e:
-        from ._errors import DataError
-
-        raise DataError(f"{path}: cannot read the Parquet footer", None, [str(e)]) from None
-    return _Unit(str(path), out, rows, path=str(path))
+    return _Unit(str(path), out, file_rows(str(path)), path=str(path))
 
 
 def _read(unit: _Unit, columns: Optional[List[str]] = None) -> pa.Table:
@@ -227,7 +219,9 @@ def _read(unit: _Unit, columns: Optional[List[str]] = None) -> pa.Table:
 def _schema(units: List[_Unit]) -> pa.Schema:
     """The units' common schema (what pass 1 reads); files that disagree are an error naming
     both files and the column."""
-    first = _read(units[0]).schema.remove_metadata()
+    first = (
+        _read(units[0]).schema if units[0].path is None else _read_schema(units[0])
+    ).remove_metadata()
     for unit in units[1:]:
         if unit.path is None:
             continue
@@ -256,9 +250,16 @@ def _read_schema(unit: _Unit) -> pa.Schema:
     return schema
 
 
-def _check_destination(units: List[_Unit], out_dir: Path, force: bool) -> None:
+def _check_destination(src: Any, units: List[_Unit], out_dir: Path, force: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: not a directory", "DST is the output directory")
+    if isinstance(src, (str, os.PathLike)):
+        # as the CLI: OUT neither IN's directory, nor inside it, nor containing it (outputs
+        # would become inputs of the next run)
+        base = Path(src) if Path(src).is_dir() else Path(_glob_base(os.fspath(src)))
+        out, inp = out_dir.resolve(), base.resolve()
+        if out == inp or inp in out.parents or out in inp.parents:
+            raise UsageError(f"{out_dir}: overlaps the input {src}", "write to a directory apart from the input")
     for unit in units:
         if unit.path is not None and (out_dir / unit.out).resolve() == Path(unit.path).resolve():
             raise UsageError(f"{out_dir}: would overwrite its input {unit.path}",
@@ -268,15 +269,23 @@ def _check_destination(units: List[_Unit], out_dir: Path, force: bool) -> None:
                              "pass force=True to overwrite it")
 
 
-def _write(table: pa.Table, path: Path) -> None:
-    """Write atomically: a unique temporary name beside the target, fsync, rename. A retried
-    task writes the same bytes again and renames over its own earlier output."""
+def _glob_base(pattern: str) -> str:
+    """The directory part of a glob before its first wildcard (a file: its directory)."""
+    parts = Path(pattern).parts
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            return str(Path(*parts[:i])) if i else "."
+    return str(Path(pattern).parent)
+
+
+def _write(table: pa.Table, path: Path, run_id: str) -> None:
+    """Write atomically, in the format of the name (as the CLI's dataset run): a unique
+    temporary name beside the target, fsync, rename. A retried task writes the same bytes
+    again and renames over its own earlier output."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".advcalc-ray-{path.name}-{uuid.uuid4().hex}.tmp"
+    tmp = path.parent / f".advcalc-ray-{run_id}-{uuid.uuid4().hex}-{path.name}.tmp"
     try:
-        # no dictionaries: token lists of floats do not repeat, and encoding them as
-        # dictionaries first cost 2.5x the write time (measured on the benchmark dump)
-        pq.write_table(table, tmp, compression="zstd", use_dictionary=False)
+        write_file(table, tmp, like=path)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -285,9 +294,12 @@ def _write(table: pa.Table, path: Path) -> None:
             tmp.unlink()
 
 
-def _remove_stale_temporaries(out_dir: Path, units: List[_Unit]) -> None:
-    """Temporary files of attempts Ray killed mid-write (their retries wrote the outputs)."""
+def _remove_temporaries(out_dir: Path, units: List[_Unit], run_id: str) -> None:
+    """This run's temporary files that attempts Ray killed mid-write left (their retries wrote
+    the outputs); another run's, in flight in the same directory, are not touched."""
+    prefix = f".advcalc-ray-{run_id}-"
     for parent in {(out_dir / u.out).parent for u in units}:
-        for p in parent.iterdir():
-            if _TMP.match(p.name):
-                p.unlink(missing_ok=True)
+        if parent.is_dir():
+            for p in parent.iterdir():
+                if p.name.startswith(prefix) and p.name.endswith(".tmp"):
+                    p.unlink(missing_ok=True)

@@ -420,8 +420,9 @@ fn compare(
 /// The name of the estimator a configuration selects (compare's variant labels).
 #[pyfunction]
 fn estimator_name(py: Python<'_>, config: ConfigArgs) -> PyResult<String> {
-    let config = config.load().map_err(|e| to_python(py, &e))?;
-    Ok(config.algorithm.adv_estimator.name().to_string())
+    run_engine(py, move || {
+        Ok(config.load()?.algorithm.adv_estimator.name().to_string())
+    })
 }
 
 /// The engine's passes on record batches, for runners that spread them over processes and

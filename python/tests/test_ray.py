@@ -204,3 +204,36 @@ def test_compute_and_run_on_a_dataset_from_python(tmp_path: Path) -> None:
     want = pa.concat_tables([pq.read_table(p) for p in parts])
     assert got.column("step").to_pylist() == [1] * 128 + [2] * 128
     same_columns(got.drop_columns(["step"]), want)
+
+
+def test_arrow_files_in_arrow_out_as_the_cli(tmp_path: Path) -> None:
+    table = with_steps(pq.read_table(DEMO), 2)
+    src = tmp_path / "rollouts"
+    src.mkdir()
+    for step in (1, 2):
+        rows = table.filter(pc.equal(table.column("step"), step))
+        with pa.ipc.new_file(src / f"step={step}.arrow", rows.schema) as w:
+            w.write_table(rows)
+    cli("run", "-q", "-e", "grpo", src, tmp_path / "cli")
+    summary = advcalc.ray.run(src, tmp_path / "ray", estimator="grpo")
+    for out in summary["outputs"]:
+        got = pa.ipc.open_file(out).read_all()
+        want = pa.ipc.open_file(tmp_path / "cli" / Path(out).name).read_all()
+        same_columns(got, want)
+    # one Arrow file, given alone
+    single = advcalc.ray.run(src / "step=1.arrow", tmp_path / "one", estimator="grpo")
+    assert single["rows"] == 128
+
+
+def test_dataset_refusals_as_the_cli(tmp_path: Path) -> None:
+    src = hive_dataset(tmp_path / "rollouts")
+    with pytest.raises(advcalc.UsageError, match="overlaps"):
+        advcalc.ray.run(src, src / "out", estimator="grpo")
+    # a step column that disagrees with the path
+    bad = pq.read_table(src / "step=2" / "part-0.parquet")
+    bad = bad.append_column("step", pa.array([3] * bad.num_rows, pa.int64()))
+    pq.write_table(bad, src / "step=2" / "part-0.parquet")
+    done = cli("run", "-q", "-e", "grpo", src, tmp_path / "cli", check=False)
+    assert done.returncode != 0 and "step=2" in done.stderr
+    with pytest.raises(advcalc.Error, match="step=2"):
+        advcalc.ray.run(src, tmp_path / "ray", estimator="grpo")
