@@ -156,20 +156,7 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
                 progress.inc(part.rows);
             }
         }
-        let pipeline = job.pipeline;
-        let has_rollout = job.has_rollout();
-        let is_weights = pipeline.is_weights(has_rollout);
-        let rewards_unchanged = pipeline.kl.is_none();
-        let output_schema = job.columns.output_schema(is_weights, rewards_unchanged);
-        let mask_rewritten = pipeline
-            .correction_runs(has_rollout)
-            .is_some_and(|c| !c.rs.is_empty());
-        let sources = job.columns.output_sources(
-            &output_schema,
-            is_weights,
-            mask_rewritten,
-            rewards_unchanged,
-        );
+        let (output_schema, sources) = job.output_layout();
         // Every output directory, created, and cleared of this host's dead runs' leftovers.
         for (p, dest) in dests.iter().enumerate() {
             if write[p] {

@@ -313,21 +313,7 @@ impl Passes<'_> {
         let mut metric_parts = prepared.metric_parts.clone();
 
         progress.pass("writing");
-        let pipeline = job.pipeline;
-        let has_rollout = job.has_rollout();
-        let is_weights = pipeline.is_weights(has_rollout);
-        let rewards_unchanged = pipeline.kl.is_none();
-        let output_schema = job.columns.output_schema(is_weights, rewards_unchanged);
-        // Only rejection changes the mask; otherwise it is spliced from IN.
-        let mask_rewritten = pipeline
-            .correction_runs(has_rollout)
-            .is_some_and(|c| !c.rs.is_empty());
-        let sources = job.columns.output_sources(
-            &output_schema,
-            is_weights,
-            mask_rewritten,
-            rewards_unchanged,
-        );
+        let (output_schema, sources) = job.output_layout();
         let mut output = ParquetOutput::create_with_metadata(
             self.output,
             output_schema,

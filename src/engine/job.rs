@@ -17,6 +17,7 @@ use crate::estimators::{Plan, RowStats};
 use crate::interrupt;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::schema::InputColumns;
+use crate::io::write::ColumnSource;
 use crate::shaping::kl::KlController;
 use crate::shaping::scores::{self, Layout};
 
@@ -96,6 +97,23 @@ impl<'a> Job<'a> {
             path_step: part.path_step,
             ..*self
         }
+    }
+
+    /// Pass 2's output: its schema, and where each column comes from (copied from IN
+    /// byte for byte, or computed). Only rejection changes the mask; otherwise it is copied.
+    pub fn output_layout(&self) -> (arrow::datatypes::SchemaRef, Vec<ColumnSource>) {
+        let has_rollout = self.has_rollout();
+        let is_weights = self.pipeline.is_weights(has_rollout);
+        let rewards_unchanged = self.pipeline.kl.is_none();
+        let schema = self.columns.output_schema(is_weights, rewards_unchanged);
+        let mask_rewritten = self
+            .pipeline
+            .correction_runs(has_rollout)
+            .is_some_and(|c| !c.rs.is_empty());
+        let sources =
+            self.columns
+                .output_sources(&schema, is_weights, mask_rewritten, rewards_unchanged);
+        (schema, sources)
     }
 
     pub fn has_rollout(&self) -> bool {
