@@ -57,15 +57,7 @@ pub fn spool_to_parquet(
         }
         Format::Parquet | Format::Jsonl => return Err(fail("is not Arrow IPC, nothing to spool")),
     };
-    let spool = tempfile::Builder::new()
-        .prefix(".advcalc-spool-")
-        .suffix(".parquet")
-        .tempfile_in(dir)
-        .map_err(|e| fail("cannot create a spool file").with_source(e))?;
-    let handle = spool
-        .as_file()
-        .try_clone()
-        .map_err(|e| fail("cannot spool").with_source(e))?;
+    let (spool, handle) = spool_file(dir, name)?;
     // The stream's schema metadata becomes the spooled file's key-value metadata, where
     // `ParquetInput::key_value_metadata` finds a Parquet input's.
     let mut metadata: Vec<KeyValue> = reader
@@ -207,4 +199,20 @@ fn write_file<W: Write>(
             .map_err(WriteError::Sink)?;
     }
     writer.finish().map_err(WriteError::Sink)
+}
+
+/// A temporary Parquet file in `dir` for an input read again by every pass (removed on drop),
+/// and a second handle on it to write through. `name` names the input in messages.
+pub fn spool_file(dir: &Path, name: &str) -> Result<(NamedTempFile, std::fs::File)> {
+    let fail = |what: &str| Error::data(format!("{name}: {what}"));
+    let spool = tempfile::Builder::new()
+        .prefix(".advcalc-spool-")
+        .suffix(".parquet")
+        .tempfile_in(dir)
+        .map_err(|e| fail("cannot create a spool file").with_source(e))?;
+    let handle = spool
+        .as_file()
+        .try_clone()
+        .map_err(|e| fail("cannot spool").with_source(e))?;
+    Ok((spool, handle))
 }

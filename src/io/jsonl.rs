@@ -404,15 +404,7 @@ pub fn spool(
 ) -> Result<(NamedTempFile, JsonlInput)> {
     let files = files(path, name)?;
     let fail = |what: &str| Error::data(format!("{name}: {what}"));
-    let spool = tempfile::Builder::new()
-        .prefix(".advcalc-spool-")
-        .suffix(".parquet")
-        .tempfile_in(dir)
-        .map_err(|e| fail("cannot create a spool file").with_source(e))?;
-    let handle = spool
-        .as_file()
-        .try_clone()
-        .map_err(|e| fail("cannot spool").with_source(e))?;
+    let (spool, handle) = crate::io::ipc::spool_file(dir, name)?;
     let mut sink = Some(BufWriter::new(handle));
     let mut writer: Option<(ArrowWriter<BufWriter<File>>, SchemaRef)> = None;
     let mut batch = SpoolBatch::default();

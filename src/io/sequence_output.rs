@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::io::format::Format;
 use crate::io::ipc;
 use crate::io::jsonl::{JsonlInput, field_batches};
-use crate::io::write::{remove_stale_temporaries, temp_prefix};
+use crate::io::write::temporary_output;
 
 /// The per-row output column.
 pub const ADVANTAGE: &str = "advantage";
@@ -65,20 +65,7 @@ pub fn write(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    remove_stale_temporaries(&dir);
-    let mut builder = tempfile::Builder::new();
-    let prefix = temp_prefix();
-    builder.prefix(&prefix).suffix(".parquet.tmp");
-    // tempfile creates 0600 files; the output should get the usual umask-based mode.
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let tmp = builder.tempfile_in(&dir).map_err(|e| {
-        Error::data(format!(
-            "{name}: cannot create a temporary file in {}",
-            dir.display()
-        ))
-        .with_source(e)
-    })?;
+    let tmp = temporary_output(&dir, &name)?;
     write_parquet(input, &advantages, tmp.as_file(), &name, metadata)?;
     tmp.as_file()
         .sync_all()

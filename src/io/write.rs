@@ -105,6 +105,27 @@ pub fn temp_prefix() -> String {
 /// and PID namespace, `Origin`) that were killed: their process is gone. Another host's or
 /// container's files, and those of earlier boots, are never touched, whatever their process
 /// id; nor is anything where `/proc` cannot tell (the leftovers stay, to remove by hand).
+/// A temporary file for an output in `dir`, after removing this host's dead runs' leftovers
+/// there: renamed onto the output once complete. `name` names the output in messages.
+pub fn temporary_output(dir: &Path, name: &str) -> Result<NamedTempFile> {
+    remove_stale_temporaries(dir);
+    let mut builder = tempfile::Builder::new();
+    // Host, boot, PID namespace and pid in the name let a later run tell a killed run's
+    // leftovers from a live one's, and from other hosts' (`remove_stale_temporaries`).
+    let prefix = temp_prefix();
+    builder.prefix(&prefix).suffix(TEMP_SUFFIX);
+    // tempfile creates 0600 files; the output should get the usual umask-based mode.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    builder.tempfile_in(dir).map_err(|e| {
+        Error::data(format!(
+            "{name}: cannot create a temporary file in {}",
+            dir.display()
+        ))
+        .with_source(e)
+    })
+}
+
 pub fn remove_stale_temporaries(dir: &Path) {
     let o = origin();
     let Some(key) = &o.key else { return };
@@ -252,22 +273,7 @@ impl ParquetOutput {
         }
         check_destination(dest, force)?;
         let dir = parent_dir(dest);
-        remove_stale_temporaries(&dir);
-        let mut builder = tempfile::Builder::new();
-        // Host, boot, PID namespace and pid in the name let a later run tell a killed run's
-        // leftovers from a live one's, and from other hosts' (`remove_stale_temporaries`).
-        let prefix = temp_prefix();
-        builder.prefix(&prefix).suffix(TEMP_SUFFIX);
-        // tempfile creates 0600 files; the output should get the usual umask-based mode.
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let tmp = builder.tempfile_in(&dir).map_err(|e| {
-            Error::data(format!(
-                "{name}: cannot create a temporary file in {}",
-                dir.display()
-            ))
-            .with_source(e)
-        })?;
+        let tmp = temporary_output(&dir, &name)?;
         let handle = tmp
             .as_file()
             .try_clone()
