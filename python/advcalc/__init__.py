@@ -111,10 +111,9 @@ def compute(
     if hasattr(data, "__arrow_c_stream__"):
         table, metrics_json, warns, notes = _native.compute_stream(data, cfg, read, metrics)
         found = json.loads(metrics_json) if metrics_json is not None else None
-    elif isinstance(data, (str, os.PathLike)) and _native.dataset_parts(os.fspath(data)):
+    elif isinstance(data, (str, os.PathLike)) and (parts := _native.dataset_parts(os.fspath(data))):
         # a dataset (a directory or a glob of files): the files concatenated in the CLI's
         # dataset order, a file's step from its path as a `step` column
-        parts = _native.dataset_parts(os.fspath(data))
         table = pa.concat_tables([read_file(path, step) for path, _, step, _ in parts])
         table, metrics_json, warns, notes = _native.compute_stream(
             table, cfg, read, metrics, os.fspath(data)

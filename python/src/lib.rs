@@ -254,10 +254,20 @@ fn compute_path(
     metrics: bool,
 ) -> PyResult<Option<Computed>> {
     let done = run_engine(py, move || {
-        let opened = Input::open(&src, read.format()?, read.allow_nonfinite)?;
-        if opened.jsonl.is_some() {
+        // a JSONL dump is told by its name (or a directory's .jsonl files) before it is read,
+        // so that only `run` parses it
+        let format = read.format()?;
+        let jsonl = match format {
+            Some(f) => f == Format::Jsonl,
+            None if src.is_dir() => {
+                advcalc::io::jsonl::directory_has_jsonl(&src, &src.display().to_string())?
+            }
+            None => Format::of(&src, None) == Format::Jsonl,
+        };
+        if jsonl {
             return Ok(None);
         }
+        let opened = Input::open(&src, format, read.allow_nonfinite)?;
         let input = &opened.parquet;
         let batches = pool(read.threads)?.install(|| {
             (0..input.num_row_groups())
