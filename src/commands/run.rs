@@ -14,13 +14,12 @@ use std::path::PathBuf;
 use crate::commands::inspect::PROVENANCE_PREFIX;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::engine::job::{GroupOutputs, Job};
+use crate::engine::job::Job;
 use crate::engine::metrics;
 use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
-use crate::io::assemble::assemble;
 use crate::io::dataset::{Dataset, is_dataset};
 use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
@@ -267,25 +266,8 @@ pub(crate) fn encode_row_group(
     row_group: usize,
     with_metrics: bool,
 ) -> Result<(EncodedRowGroup, metrics::Parts)> {
-    let GroupOutputs {
-        group,
-        mask,
-        outputs,
-    } = job.row_group_outputs(batch, first_row, prepared)?;
-    let parts = if with_metrics {
-        metrics::advantage_parts(&group, &mask, &outputs.advantages)
-    } else {
-        metrics::Parts::new()
-    };
-    drop(mask);
-    let out = assemble(
-        batch,
-        job.columns,
-        encoder.computed_schema(),
-        &group.mask.offsets,
-        outputs,
-        job.file,
-    )?;
+    let done = job.row_group_outputs(batch, first_row, prepared)?;
+    let (out, parts) = job.assembled(batch, done, encoder.computed_schema(), with_metrics)?;
     Ok((encoder.encode(row_group, &out)?, parts))
 }
 

@@ -15,6 +15,7 @@ use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
 use crate::estimators::{Plan, RowStats};
 use crate::interrupt;
+use crate::io::assemble::assemble;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::schema::InputColumns;
 use crate::io::write::ColumnSource;
@@ -114,6 +115,37 @@ impl<'a> Job<'a> {
             self.columns
                 .output_sources(&schema, is_weights, mask_rewritten, rewards_unchanged);
         (schema, sources)
+    }
+
+    /// Pass 2's record batch (in `schema`) from a row group's outputs, and its `--metrics`
+    /// parts when `with_metrics`.
+    pub fn assembled(
+        &self,
+        batch: &RecordBatch,
+        done: GroupOutputs,
+        schema: &arrow::datatypes::SchemaRef,
+        with_metrics: bool,
+    ) -> Result<(RecordBatch, metrics::Parts)> {
+        let GroupOutputs {
+            group,
+            mask,
+            outputs,
+        } = done;
+        let parts = if with_metrics {
+            metrics::advantage_parts(&group, &mask, &outputs.advantages)
+        } else {
+            metrics::Parts::new()
+        };
+        drop(mask);
+        let out = assemble(
+            batch,
+            self.columns,
+            schema,
+            &group.mask.offsets,
+            outputs,
+            self.file,
+        )?;
+        Ok((out, parts))
     }
 
     pub fn has_rollout(&self) -> bool {

@@ -23,7 +23,6 @@ use crate::engine::pipeline::{Constants, Pipeline};
 use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
 use crate::estimators::{RowStats, Stamp};
-use crate::io::assemble::assemble;
 use crate::io::schema::InputColumns;
 use crate::shaping::scores::Layout;
 
@@ -351,26 +350,8 @@ impl Engine {
         batch: &RecordBatch,
         done: GroupOutputs,
     ) -> Result<(RecordBatch, metrics::Parts)> {
-        let GroupOutputs {
-            group,
-            mask,
-            outputs,
-        } = done;
-        let parts = if self.metrics {
-            metrics::advantage_parts(&group, &mask, &outputs.advantages)
-        } else {
-            metrics::Parts::new()
-        };
-        drop(mask);
-        let out = assemble(
-            batch,
-            &self.columns,
-            &self.output_schema,
-            &group.mask.offsets,
-            outputs,
-            &self.name,
-        )?;
-        Ok((out, parts))
+        self.job()
+            .assembled(batch, done, &self.output_schema, self.metrics)
     }
 
     /// The input columns the statistics passes read ([`Engine::row_stats`],

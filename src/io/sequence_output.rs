@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::io::format::Format;
 use crate::io::ipc;
 use crate::io::jsonl::{JsonlInput, field_batches};
-use crate::io::write::temporary_output;
+use crate::io::write::{persist, temporary_output};
 
 /// The per-row output column.
 pub const ADVANTAGE: &str = "advantage";
@@ -70,18 +70,7 @@ pub fn write(
     tmp.as_file()
         .sync_all()
         .map_err(|e| Error::data(format!("{name}: write failed")).with_source(e))?;
-    let persisted = if force {
-        tmp.persist(output)
-    } else {
-        tmp.persist_noclobber(output)
-    };
-    persisted.map_err(|e| {
-        Error::data(format!(
-            "{name}: cannot move the finished output into place"
-        ))
-        .with_source(e.error)
-    })?;
-    Ok(())
+    persist(tmp, output, force, &name)
 }
 
 /// Every row's advantage: the one value of its `advantages` list in the result.

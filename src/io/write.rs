@@ -534,19 +534,25 @@ impl OutputSink {
             .map_err(|e| Error::data(format!("{name}: write failed")).with_source(e))?;
         let file = buf.into_file().map_err(io)?;
         file.sync_all().map_err(io)?;
-        let persisted = if self.force {
-            self.tmp.persist(&self.dest)
-        } else {
-            self.tmp.persist_noclobber(&self.dest)
-        };
-        persisted.map_err(|e| {
-            Error::data(format!(
-                "{name}: cannot move the finished output into place"
-            ))
-            .with_source(e.error)
-        })?;
-        Ok(())
+        persist(self.tmp, &self.dest, self.force, &name)
     }
+}
+
+/// Rename a finished, synced temporary file onto its output (over an existing one only with
+/// `force`).
+pub fn persist(tmp: NamedTempFile, dest: &Path, force: bool, name: &str) -> Result<()> {
+    let persisted = if force {
+        tmp.persist(dest)
+    } else {
+        tmp.persist_noclobber(dest)
+    };
+    persisted.map_err(|e| {
+        Error::data(format!(
+            "{name}: cannot move the finished output into place"
+        ))
+        .with_source(e.error)
+    })?;
+    Ok(())
 }
 
 /// A column chunk's metadata under another column descriptor (same physical layout).
