@@ -424,7 +424,7 @@ fn cases() -> Vec<Case> {
         config_case(
             "wrong key type",
             "adv_estimator: grpo\ngamma: [1]\n",
-            &["algorithm.gamma: expected a number"],
+            &["algorithm.gamma: expected a finite number"],
         ),
         config_case(
             "kl_penalty full",

@@ -26,9 +26,9 @@ pub(crate) fn read(s: &mut Section<'_>, use_kl_in_reward: bool) -> Result<Option
     let penalty = s.string("kl_penalty", "kl")?;
     let mut k = s.subsection_or_empty("kl_ctrl")?;
     let kind = k.string("type", "fixed")?;
-    let kl_coef = k.float("kl_coef", KL_COEF)?;
+    let kl_coef = k.finite("kl_coef", KL_COEF)?;
     let horizon = k.int("horizon", HORIZON)?;
-    let target_kl = k.float("target_kl", TARGET_KL)?;
+    let target_kl = k.finite("target_kl", TARGET_KL)?;
     let controller = if use_kl_in_reward {
         Some(controller(&kind, kl_coef, target_kl, horizon).map_err(|e| k.reject(e))?)
     } else {

@@ -172,8 +172,8 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoCo
     let estimator_name = s.string("adv_estimator", "gae")?;
     let adv_estimator = Estimator::from_name(&estimator_name)
         .map_err(|e| Error::usage(format!("{}{}", e.message(), s.note("adv_estimator"))))?;
-    let gamma = s.float("gamma", 1.0)?;
-    let lam = s.float("lam", 1.0)?;
+    let gamma = s.finite("gamma", 1.0)?;
+    let lam = s.finite("lam", 1.0)?;
     let norm_adv_by_std_in_grpo = s.bool("norm_adv_by_std_in_grpo", true)?;
     let use_kl_in_reward = s.bool("use_kl_in_reward", false)?;
     // The sections' own errors wait until the unknown keys of this one are reported.
@@ -358,10 +358,31 @@ mod tests {
     fn wrong_type_is_named() {
         let e = load_yaml("adv_estimator: grpo\ngamma: fast\n", &[]).unwrap_err();
         assert!(
-            e.message().contains("algorithm.gamma: expected a number"),
+            e.message()
+                .contains("algorithm.gamma: expected a finite number"),
             "{}",
             e.message()
         );
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused() {
+        for (yaml, sets, want) in [
+            (
+                "adv_estimator: gae\nlam: .inf\n",
+                &[][..],
+                "algorithm.lam: expected a finite number, found `inf`",
+            ),
+            (
+                "adv_estimator: gae\n",
+                &["algorithm.gamma=.nan"][..],
+                "algorithm.gamma",
+            ),
+        ] {
+            let e = load_yaml(yaml, sets).unwrap_err();
+            assert!(e.message().contains(want), "{}", e.message());
+            assert_eq!(e.exit_code(), 2);
+        }
     }
 
     #[test]

@@ -130,6 +130,16 @@ impl<'o> Section<'o> {
         }
     }
 
+    /// A number the maths uses: inf or NaN would turn every advantage into NaN without a word.
+    pub(crate) fn finite(&mut self, key: &str, default: f64) -> Result<f64> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(Value::Int(n)) => Ok(n as f64),
+            Some(Value::Float(x)) if x.is_finite() => Ok(x),
+            Some(other) => Err(self.type_error(key, "a finite number", &other)),
+        }
+    }
+
     pub(crate) fn int(&mut self, key: &str, default: i64) -> Result<i64> {
         match self.take(key) {
             None => Ok(default),
