@@ -410,33 +410,7 @@ enum Arg {
 /// interpolation), and interpolations.
 fn parse_top(s: &str) -> Res<Vec<Part>> {
     let chars: Vec<char> = s.chars().collect();
-    let mut parts = Vec::new();
-    let mut text = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let at = |j: usize, pat: &str| chars[j..].iter().copied().take(pat.len()).eq(pat.chars());
-        if at(i, "\\\\${") {
-            text.push('\\');
-            i += 2;
-        } else if at(i, "\\${") {
-            text.push_str("${");
-            i += 3;
-        } else if at(i, "${") {
-            if !text.is_empty() {
-                parts.push(Part::Text(std::mem::take(&mut text)));
-            }
-            let (interp, next) = parse_interp(&chars, i, s)?;
-            parts.push(Part::Interp(interp));
-            i = next;
-        } else {
-            text.push(chars[i]);
-            i += 1;
-        }
-    }
-    if !text.is_empty() {
-        parts.push(Part::Text(text));
-    }
-    Ok(parts)
+    parse_parts(&chars, s, true)
 }
 
 /// `${...}` starting at `start`: the interpolation and the index after its `}`.
@@ -502,11 +476,24 @@ fn matching_brace(chars: &[char], from: usize) -> Option<usize> {
 
 /// Text with nested interpolations (a key, an argument, a quoted string's content).
 fn parse_inner(chars: &[char], whole: &str) -> Res<Vec<Part>> {
+    parse_parts(chars, whole, false)
+}
+
+/// Text and interpolations; `escapes`: the top level's `\${` and `\\${` (OmegaConf's grammar
+/// has them only there).
+fn parse_parts(chars: &[char], whole: &str, escapes: bool) -> Res<Vec<Part>> {
     let mut parts = Vec::new();
     let mut text = String::new();
     let mut i = 0;
     while i < chars.len() {
-        if chars[i] == '$' && chars.get(i + 1) == Some(&'{') {
+        let at = |j: usize, pat: &str| chars[j..].iter().copied().take(pat.len()).eq(pat.chars());
+        if escapes && at(i, "\\\\${") {
+            text.push('\\');
+            i += 2;
+        } else if escapes && at(i, "\\${") {
+            text.push_str("${");
+            i += 3;
+        } else if at(i, "${") {
             if !text.is_empty() {
                 parts.push(Part::Text(std::mem::take(&mut text)));
             }
