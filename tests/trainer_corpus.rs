@@ -1,0 +1,290 @@
+//! Conformance with other trainers: every case of the committed cross-trainer corpus
+//! (`fixtures/trainers/cases`, made by `fixtures/trainers/generate.py`, which runs TRL's,
+//! OpenRLHF's, SkyRL's, NeMo-RL's, prime-rl's, open-instruct's and verl's own advantage code
+//! on CPU) through the real binary with the case's arguments.
+//!
+//! One trial per case directory (`cargo test --test trainer_corpus -- nemo_grpo`), run by
+//! libtest-mimic (`harness = false`). NaN is a value and lengths are checked everywhere
+//! (`src/test_support.rs`). Each case says how it is judged (`case.json`):
+//!
+//! * `kind: match` — advcalc's `advantages` and `returns` equal the trainer's float32 numbers
+//!   within the case's tolerance, which is set from the trainer's own float32 rounding noise
+//!   (its code re-run in float64, `trainer_noise`; docs/trainer-corpus.md).
+//! * `kind: deviation` — a fragile group, where the trainer's float32 arithmetic departs from
+//!   the exact answer by far more than rounding (equal non-dyadic scores, a one-pass variance,
+//!   ε dominating). advcalc must give the exact answer: the trainer's own code run in float64
+//!   (`advantages_f64`, `returns_f64`). The trainer's float32 numbers stay beside it, and the
+//!   test checks that they really differ by the recorded magnitude.
+//!
+//! [`PENDING`] lists the cases that exercise issue 12's fixes and new options, which land on
+//! another branch: until then they must fail (reported, not hidden), and once they pass the
+//! trial fails until they are taken off the list.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Float64Type};
+use common::{check_rows_close, read_parquet, run_in, stderr};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::Value;
+
+/// Cases that need issue 12's `trainers` branch (fixes 1 and 2, the three new options).
+/// Each must fail against advcalc without it; remove a name once its case passes.
+const PENDING: &[&str] = &[
+    "trl_rloo_normalized_nan",
+    "primerl_maxrl_no_policy_token",
+    "openrlhf_rloo_kl_k1",
+    "openrlhf_group_norm_kl_k2",
+    "openrlhf_reinforce_baseline_kl_k3",
+    "skyrl_grpo_batch_normalize",
+    "skyrl_rloo_batch_normalize",
+    "nemo_group_by_prompt_ids",
+    "nemo_rloo_loo_std_fragile",
+];
+/// At most this many problems of one case are printed.
+const SHOWN: usize = 8;
+
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = vec![Trial::test("corpus::complete", || {
+        corpus_complete(&cases_root())
+    })];
+    for dir in case_dirs(&cases_root()) {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let pending = PENDING.contains(&name.as_str());
+        trials.push(Trial::test(name.clone(), move || {
+            let problems = check_case(&dir);
+            match (problems.is_empty(), pending) {
+                (true, false) => Ok(()),
+                (false, false) => Err(report(&problems).into()),
+                (false, true) => {
+                    eprintln!(
+                        "{name}: PENDING (issue 12, trainers branch), fails as expected:\n{}",
+                        report(&problems)
+                    );
+                    Ok(())
+                }
+                (true, true) => Err(format!(
+                    "{name} is in PENDING but passes now: take it off the list in tests/trainer_corpus.rs"
+                )
+                .into()),
+            }
+        }));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn report(problems: &[String]) -> String {
+    let mut text = format!("{} problem(s):\n", problems.len());
+    for p in problems.iter().take(SHOWN) {
+        text += &format!("  {p}\n");
+    }
+    text
+}
+
+fn cases_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trainers/cases")
+}
+
+fn case_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .expect("fixtures/trainers/cases exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The case names of docs/trainer-corpus.md's case table (`| name | trainer | rows | ...`).
+fn documented_cases() -> Result<BTreeSet<String>, String> {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/trainer-corpus.md");
+    let text = std::fs::read_to_string(&doc).map_err(|e| format!("{}: {e}", doc.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.trim_matches('`');
+            let rows = cells.get(3)?;
+            (!name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && rows.parse::<usize>().is_ok())
+            .then(|| name.to_string())
+        })
+        .collect())
+}
+
+/// The directories are exactly the documented cases; every PENDING name is a case.
+fn corpus_complete(root: &Path) -> Result<(), Failed> {
+    let names: BTreeSet<String> = case_dirs(root)
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let documented = documented_cases()?;
+    let mut problems = Vec::new();
+    if names.is_empty() {
+        problems.push("no case directory".to_string());
+    }
+    let missing: Vec<&String> = documented.difference(&names).collect();
+    if !missing.is_empty() {
+        problems.push(format!("documented but no directory: {missing:?}"));
+    }
+    let undocumented: Vec<&String> = names.difference(&documented).collect();
+    if !undocumented.is_empty() {
+        problems.push(format!(
+            "not in docs/trainer-corpus.md's table: {undocumented:?}"
+        ));
+    }
+    for p in PENDING {
+        if !names.contains(*p) {
+            problems.push(format!("PENDING names no case: {p}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n").into())
+    }
+}
+
+/// Rows of a list column as f64 (float32 lists widen exactly).
+fn lists_f64(batch: &RecordBatch, name: &str) -> Result<Vec<Vec<f64>>, String> {
+    let col = batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("no column {name}"))?;
+    let as_list = DataType::List(Arc::new(Field::new("item", DataType::Float64, true)));
+    let col = arrow::compute::cast(col, &as_list).map_err(|e| format!("{name}: {e}"))?;
+    let list = col.as_list::<i32>();
+    if list.null_count() != 0 {
+        return Err(format!("{name} has null rows"));
+    }
+    (0..list.len())
+        .map(|i| {
+            let row = list.value(i);
+            if row.null_count() != 0 {
+                return Err(format!("{name} row {i} has null values"));
+            }
+            Ok(row.as_primitive::<Float64Type>().values().to_vec())
+        })
+        .collect()
+}
+
+/// The largest |a − b| over two equally shaped row sets (NaN only against NaN).
+fn max_abs_diff(a: &[Vec<f64>], b: &[Vec<f64>]) -> Result<f64, String> {
+    let mut m: f64 = 0.0;
+    if a.len() != b.len() {
+        return Err(format!("{} rows vs {}", a.len(), b.len()));
+    }
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        if x.len() != y.len() {
+            return Err(format!("row {i}: {} values vs {}", x.len(), y.len()));
+        }
+        for (p, q) in x.iter().zip(y) {
+            match (p.is_nan(), q.is_nan()) {
+                (true, true) => {}
+                (false, false) => m = m.max((p - q).abs()),
+                _ => return Err(format!("row {i}: NaN against a number")),
+            }
+        }
+    }
+    Ok(m)
+}
+
+fn check_case(dir: &Path) -> Vec<String> {
+    let spec: Value = match std::fs::read_to_string(dir.join("case.json"))
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => return vec![format!("case.json: {e}")],
+    };
+    let Some(args) = spec["args"]
+        .as_array()
+        .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<&str>>>())
+    else {
+        return vec!["case.json: args is not an array of strings".into()];
+    };
+    let (Some(atol), Some(rtol), Some(noise)) = (
+        spec["tolerance"]["atol"].as_f64(),
+        spec["tolerance"]["rtol"].as_f64(),
+        spec["trainer_noise"].as_f64(),
+    ) else {
+        return vec!["case.json: tolerance.atol, tolerance.rtol or trainer_noise missing".into()];
+    };
+    let deviation = match spec["kind"].as_str() {
+        Some("match") => false,
+        Some("deviation") => true,
+        other => return vec![format!("case.json: kind {other:?}")],
+    };
+
+    let tmp = tempfile::tempdir().unwrap();
+    let out_path = tmp.path().join("out.parquet");
+    let out_str = out_path.display().to_string();
+    let mut all = vec!["run"];
+    all.extend(args.iter().copied());
+    all.extend(["--quiet", "input.parquet", out_str.as_str()]);
+    let out = run_in(dir, &all);
+    if !out.status.success() {
+        return vec![format!(
+            "advcalc {} failed: {}",
+            args.join(" "),
+            stderr(&out).trim()
+        )];
+    }
+    let input = read_parquet(&dir.join("input.parquet"));
+    let expected = read_parquet(&dir.join("expected.parquet"));
+    let actual = read_parquet(&out_path);
+    if actual.num_rows() != input.num_rows() || expected.num_rows() != input.num_rows() {
+        return vec![format!(
+            "rows: input {}, output {}, expected {}",
+            input.num_rows(),
+            actual.num_rows(),
+            expected.num_rows()
+        )];
+    }
+    let mut problems = Vec::new();
+    for name in ["advantages", "returns"] {
+        let got = lists_f64(&actual, name);
+        let trainer = lists_f64(&expected, name);
+        let exact = lists_f64(&expected, &format!("{name}_f64"));
+        let (got, trainer, exact) = match (got, trainer, exact) {
+            (Ok(g), Ok(t), Ok(e)) => (g, t, e),
+            (g, t, e) => {
+                for r in [g.err(), t.err(), e.err()].into_iter().flatten() {
+                    problems.push(r);
+                }
+                continue;
+            }
+        };
+        // The recorded magnitude is what the committed numbers say.
+        match max_abs_diff(&trainer, &exact) {
+            Ok(d) if d <= noise * (1.0 + 1e-6) + 1e-12 => {
+                if deviation && d <= atol {
+                    problems.push(format!(
+                        "{name}: a deviation case whose trainer numbers are within the tolerance of the exact ones ({d:e})"
+                    ));
+                }
+            }
+            Ok(d) => problems.push(format!(
+                "{name}: trainer float32 vs float64 differ by {d:e}, case.json says {noise:e}"
+            )),
+            Err(e) => problems.push(format!("{name}: expected.parquet: {e}")),
+        }
+        let reference = if deviation { &exact } else { &trainer };
+        let label = if deviation {
+            format!("{name} (vs the exact float64 answer)")
+        } else {
+            format!("{name} (vs the trainer's float32 output)")
+        };
+        if let Err(p) = check_rows_close(&label, &got, reference, atol, rtol) {
+            problems.push(p);
+        }
+    }
+    problems
+}
