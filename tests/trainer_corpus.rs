@@ -16,6 +16,10 @@
 //!   (`advantages_f64`, `returns_f64`). The trainer's float32 numbers stay beside it, and the
 //!   test checks that they really differ by the recorded magnitude.
 //!
+//! * `kind: error` — a convention × estimator pair docs/conventions.md C5 marks "error" (the
+//!   framework has no such estimator): advcalc refuses with exit 2, one `error:` line naming
+//!   both, and writes nothing.
+//!
 //! [`PENDING`] lists the cases that exercise issue 12's fixes and new options, which land on
 //! another branch: until then they must fail (reported, not hidden), and once they pass the
 //! trial fails until they are taken off the list.
@@ -44,6 +48,7 @@ const PENDING: &[&str] = &[
     "skyrl_rloo_batch_normalize",
     "nemo_group_by_prompt_ids",
     "nemo_rloo_loo_std_fragile",
+    "worked_t8_skyrl_batch_normalize",
 ];
 /// At most this many problems of one case are printed.
 const SHOWN: usize = 8;
@@ -196,6 +201,42 @@ fn max_abs_diff(a: &[Vec<f64>], b: &[Vec<f64>]) -> Result<f64, String> {
     Ok(m)
 }
 
+/// A refused pair: exit `expect_exit`, one `error:` line naming every `expect_error` word, no
+/// panic, no output file.
+fn check_error_case(dir: &Path, args: &[&str], spec: &Value) -> Vec<String> {
+    let (Some(code), Some(words)) = (
+        spec["expect_exit"].as_i64(),
+        spec["expect_error"]
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<&str>>>()),
+    ) else {
+        return vec!["case.json: expect_exit or expect_error missing".into()];
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out_path = tmp.path().join("out.parquet");
+    let out_str = out_path.display().to_string();
+    let mut all = vec!["run"];
+    all.extend(args.iter().copied());
+    all.extend(["--quiet", "input.parquet", out_str.as_str()]);
+    let out = run_in(dir, &all);
+    let err = stderr(&out);
+    let first = err.lines().next().unwrap_or_default();
+    let mut problems = Vec::new();
+    if out.status.code() != Some(code as i32) {
+        problems.push(format!(
+            "exit {:?}, expected {code}: {err}",
+            out.status.code()
+        ));
+    }
+    if !first.starts_with("error: ") || words.iter().any(|w| !first.contains(w)) {
+        problems.push(format!("error line does not name {words:?}: {first}"));
+    }
+    if err.contains("panicked") || out_path.exists() {
+        problems.push("panic or output left behind".into());
+    }
+    problems
+}
+
 fn check_case(dir: &Path) -> Vec<String> {
     let spec: Value = match std::fs::read_to_string(dir.join("case.json"))
         .map_err(|e| e.to_string())
@@ -210,6 +251,9 @@ fn check_case(dir: &Path) -> Vec<String> {
     else {
         return vec!["case.json: args is not an array of strings".into()];
     };
+    if spec["kind"].as_str() == Some("error") {
+        return check_error_case(dir, &args, &spec);
+    }
     let (Some(atol), Some(rtol), Some(noise)) = (
         spec["tolerance"]["atol"].as_f64(),
         spec["tolerance"]["rtol"].as_f64(),
