@@ -30,7 +30,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, ListArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Float64Type};
 use common::{check_rows_close, read_parquet, run_in, stderr};
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -58,6 +58,7 @@ fn main() {
     let mut trials = vec![Trial::test("corpus::complete", || {
         corpus_complete(&cases_root())
     })];
+    trials.extend(oracle_trials());
     for dir in case_dirs(&cases_root()) {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let pending = PENDING.contains(&name.as_str());
@@ -237,13 +238,48 @@ fn check_error_case(dir: &Path, args: &[&str], spec: &Value) -> Vec<String> {
     problems
 }
 
-fn check_case(dir: &Path) -> Vec<String> {
-    let spec: Value = match std::fs::read_to_string(dir.join("case.json"))
+/// How a non-error case is judged (case.json).
+struct Judged {
+    atol: f64,
+    rtol: f64,
+    /// The trainer's own largest |float32 − float64| on the case.
+    noise: f64,
+    /// Compared with the exact (float64) answer instead of the trainer's float32 numbers.
+    deviation: bool,
+}
+
+fn read_spec(dir: &Path) -> Result<Value, String> {
+    std::fs::read_to_string(dir.join("case.json"))
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+        .map_err(|e| format!("case.json: {e}"))
+}
+
+fn judged(spec: &Value) -> Result<Judged, String> {
+    let (Some(atol), Some(rtol), Some(noise)) = (
+        spec["tolerance"]["atol"].as_f64(),
+        spec["tolerance"]["rtol"].as_f64(),
+        spec["trainer_noise"].as_f64(),
+    ) else {
+        return Err("case.json: tolerance.atol, tolerance.rtol or trainer_noise missing".into());
+    };
+    let deviation = match spec["kind"].as_str() {
+        Some("match") => false,
+        Some("deviation") => true,
+        other => return Err(format!("case.json: kind {other:?}")),
+    };
+    Ok(Judged {
+        atol,
+        rtol,
+        noise,
+        deviation,
+    })
+}
+
+fn check_case(dir: &Path) -> Vec<String> {
+    let spec = match read_spec(dir) {
         Ok(v) => v,
-        Err(e) => return vec![format!("case.json: {e}")],
+        Err(e) => return vec![e],
     };
     let Some(args) = spec["args"]
         .as_array()
@@ -254,17 +290,9 @@ fn check_case(dir: &Path) -> Vec<String> {
     if spec["kind"].as_str() == Some("error") {
         return check_error_case(dir, &args, &spec);
     }
-    let (Some(atol), Some(rtol), Some(noise)) = (
-        spec["tolerance"]["atol"].as_f64(),
-        spec["tolerance"]["rtol"].as_f64(),
-        spec["trainer_noise"].as_f64(),
-    ) else {
-        return vec!["case.json: tolerance.atol, tolerance.rtol or trainer_noise missing".into()];
-    };
-    let deviation = match spec["kind"].as_str() {
-        Some("match") => false,
-        Some("deviation") => true,
-        other => return vec![format!("case.json: kind {other:?}")],
+    let judged = match judged(&spec) {
+        Ok(j) => j,
+        Err(e) => return vec![e],
     };
 
     let tmp = tempfile::tempdir().unwrap();
@@ -292,11 +320,16 @@ fn check_case(dir: &Path) -> Vec<String> {
             expected.num_rows()
         )];
     }
+    compare(&judged, &actual, &expected)
+}
+
+/// advcalc's `advantages` and `returns` (`actual`) against the case's expected.parquet.
+fn compare(j: &Judged, actual: &RecordBatch, expected: &RecordBatch) -> Vec<String> {
     let mut problems = Vec::new();
     for name in ["advantages", "returns"] {
-        let got = lists_f64(&actual, name);
-        let trainer = lists_f64(&expected, name);
-        let exact = lists_f64(&expected, &format!("{name}_f64"));
+        let got = lists_f64(actual, name);
+        let trainer = lists_f64(expected, name);
+        let exact = lists_f64(expected, &format!("{name}_f64"));
         let (got, trainer, exact) = match (got, trainer, exact) {
             (Ok(g), Ok(t), Ok(e)) => (g, t, e),
             (g, t, e) => {
@@ -308,27 +341,116 @@ fn check_case(dir: &Path) -> Vec<String> {
         };
         // The recorded magnitude is what the committed numbers say.
         match max_abs_diff(&trainer, &exact) {
-            Ok(d) if d <= noise * (1.0 + 1e-6) + 1e-12 => {
-                if deviation && d <= atol {
+            Ok(d) if d <= j.noise * (1.0 + 1e-6) + 1e-12 => {
+                if j.deviation && d <= j.atol {
                     problems.push(format!(
                         "{name}: a deviation case whose trainer numbers are within the tolerance of the exact ones ({d:e})"
                     ));
                 }
             }
             Ok(d) => problems.push(format!(
-                "{name}: trainer float32 vs float64 differ by {d:e}, case.json says {noise:e}"
+                "{name}: trainer float32 vs float64 differ by {d:e}, case.json says {:e}",
+                j.noise
             )),
             Err(e) => problems.push(format!("{name}: expected.parquet: {e}")),
         }
-        let reference = if deviation { &exact } else { &trainer };
-        let label = if deviation {
-            format!("{name} (vs the exact float64 answer)")
+        let (reference, label) = if j.deviation {
+            (&exact, format!("{name} (vs the exact float64 answer)"))
         } else {
-            format!("{name} (vs the trainer's float32 output)")
+            (
+                &trainer,
+                format!("{name} (vs the trainer's float32 output)"),
+            )
         };
-        if let Err(p) = check_rows_close(&label, &got, reference, atol, rtol) {
+        if let Err(p) = check_rows_close(&label, &got, reference, j.atol, j.rtol) {
             problems.push(p);
         }
     }
     problems
+}
+
+// ---- The comparison must be able to fail: expected.parquet's own columns fed in as advcalc's
+// output, untouched or damaged.
+
+/// `expected.parquet` of a case, its judgement, and an "output" made of its columns `adv`
+/// and `ret`, passed through `damage`.
+fn oracle(
+    case: &str,
+    adv: &str,
+    ret: &str,
+    damage: impl Fn(&mut Vec<Vec<f64>>),
+) -> Result<Vec<String>, String> {
+    let dir = cases_root().join(case);
+    let j = judged(&read_spec(&dir)?)?;
+    let expected = read_parquet(&dir.join("expected.parquet"));
+    let mut a = lists_f64(&expected, adv)?;
+    damage(&mut a);
+    let r = lists_f64(&expected, ret)?;
+    let col = |rows: Vec<Vec<f64>>| -> ArrayRef {
+        Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(
+            rows.into_iter().map(|r| Some(r.into_iter().map(Some))),
+        ))
+    };
+    let actual = RecordBatch::try_from_iter([("advantages", col(a)), ("returns", col(r))])
+        .map_err(|e| e.to_string())?;
+    Ok(compare(&j, &actual, &expected))
+}
+
+fn must_fail(what: &str, problems: Result<Vec<String>, String>) -> Result<(), Failed> {
+    match problems? {
+        p if p.is_empty() => Err(format!("{what}: the comparison accepted it").into()),
+        _ => Ok(()),
+    }
+}
+
+fn must_pass(what: &str, problems: Result<Vec<String>, String>) -> Result<(), Failed> {
+    match problems? {
+        p if p.is_empty() => Ok(()),
+        p => Err(format!("{what}: {}", report(&p)).into()),
+    }
+}
+
+fn oracle_trials() -> Vec<Trial> {
+    vec![
+        Trial::test("oracle::deviation_rejects_the_trainers_float32", || {
+            must_fail(
+                "TRL's float32 numbers on trl_grpo_fragile",
+                oracle("trl_grpo_fragile", "advantages", "returns", |_| {}),
+            )
+        }),
+        Trial::test("oracle::deviation_accepts_the_exact_answer", || {
+            must_pass(
+                "the float64 answer on trl_grpo_fragile",
+                oracle("trl_grpo_fragile", "advantages_f64", "returns_f64", |_| {}),
+            )
+        }),
+        Trial::test("oracle::match_accepts_the_trainer", || {
+            must_pass(
+                "TRL's numbers on trl_grpo",
+                oracle("trl_grpo", "advantages", "returns", |_| {}),
+            )
+        }),
+        Trial::test("oracle::match_rejects_a_moved_value", || {
+            must_fail(
+                "one value of trl_grpo moved by 1e-4",
+                oracle("trl_grpo", "advantages", "returns", |a| a[3][0] += 1e-4),
+            )
+        }),
+        Trial::test("oracle::match_rejects_a_short_row", || {
+            must_fail(
+                "a row of trl_grpo one value short",
+                oracle("trl_grpo", "advantages", "returns", |a| {
+                    a[0].pop();
+                }),
+            )
+        }),
+        Trial::test("oracle::match_rejects_nan", || {
+            must_fail(
+                "a NaN in trl_grpo_nan",
+                oracle("trl_grpo_nan", "advantages", "returns", |a| {
+                    a[0][0] = f64::NAN
+                }),
+            )
+        }),
+    ]
 }
