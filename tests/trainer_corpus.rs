@@ -13,7 +13,8 @@
 //! * `kind: deviation` — a fragile group, where the trainer's float32 arithmetic departs from
 //!   the exact answer by far more than rounding (equal non-dyadic scores, a one-pass variance,
 //!   ε dominating). advcalc must give the exact answer: the trainer's own code run in float64
-//!   (`advantages_f64`, `returns_f64`). The trainer's float32 numbers stay beside it, and the
+//!   (`advantages_f64`, `returns_f64`; for NeMo's one-pass variance, which cancels in float64
+//!   too, the formula in exact arithmetic, case.json `exact`). The trainer's float32 numbers stay beside it, and the
 //!   test checks that they really differ by the recorded magnitude.
 //!
 //! * `kind: error` — a convention × estimator pair docs/conventions.md C5 marks "error" (the
