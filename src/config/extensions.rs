@@ -6,7 +6,8 @@ use crate::error::Result;
 use crate::estimators::Estimator;
 use crate::estimators::conventions::{self, Convention};
 use crate::estimators::reinforce_plus_plus::MaskMode;
-use crate::estimators::rloo_loo_std::NemoOptions;
+use crate::estimators::rloo_loo_std::{NemoGroupBy, NemoOptions};
+use crate::shaping::openrlhf_kl::{ApproxKl, OpenrlhfKl};
 
 /// advcalc's extension keys, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,14 @@ pub struct Extensions {
     pub trl_normalize_advantages: bool,
     /// `nemo.use_leave_one_out_baseline`, `nemo.normalize_rewards` (read under nemo-rl only).
     pub nemo: NemoOptions,
+    /// `openrlhf.kl_coef`, `openrlhf.kl_estimator`: OpenRLHF's `--algo.kl.init_coef` and
+    /// `--algo.kl.estimator` (the openrlhf_* estimators).
+    pub openrlhf_kl: OpenrlhfKl,
+    /// `skyrl.advantage_batch_normalize`: SkyRL's `trainer.algorithm` flag (the family under
+    /// `--convention skyrl`).
+    pub skyrl_advantage_batch_normalize: bool,
+    /// `nemo.group_by`: `uid` or `prompt_ids` (rloo_loo_std, and the family under nemo-rl).
+    pub nemo_group_by: NemoGroupBy,
 }
 
 impl Default for Extensions {
@@ -41,6 +50,9 @@ impl Default for Extensions {
             openrlhf_no_std_norm: false,
             trl_normalize_advantages: false,
             nemo: NemoOptions::default(),
+            openrlhf_kl: OpenrlhfKl::default(),
+            skyrl_advantage_batch_normalize: false,
+            nemo_group_by: NemoGroupBy::Uid,
         }
     }
 }
@@ -77,8 +89,11 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
     };
     let group_size = s.opt_count("group_size")?;
     let whiten_advantages = s.bool("whiten_advantages", d.whiten_advantages)?;
-    let (mut openrlhf_reward_clip, mut openrlhf_no_std_norm) =
-        (d.openrlhf_reward_clip, d.openrlhf_no_std_norm);
+    let (mut openrlhf_reward_clip, mut openrlhf_no_std_norm, mut openrlhf_kl) = (
+        d.openrlhf_reward_clip,
+        d.openrlhf_no_std_norm,
+        d.openrlhf_kl,
+    );
     if let Some(mut o) = s.subsection("openrlhf")? {
         if let Some(range) = o.opt_float_list("reward_clip")? {
             match range[..] {
@@ -90,6 +105,15 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
             }
         }
         openrlhf_no_std_norm = o.bool("no_std_norm", false)?;
+        openrlhf_kl.coef = o.float("kl_coef", 0.0)?;
+        if let Some(name) = o.opt_string("kl_estimator")? {
+            openrlhf_kl.estimator = ApproxKl::from_name(&name).ok_or_else(|| {
+                o.reject(Invalid::new(
+                    "kl_estimator",
+                    format!("expected k1, k2 or k3, found \"{name}\""),
+                ))
+            })?;
+        }
         o.finish()?;
     }
     let mut trl_normalize_advantages = d.trl_normalize_advantages;
@@ -98,10 +122,24 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
         t.finish()?;
     }
     let mut nemo = d.nemo;
+    let mut nemo_group_by = d.nemo_group_by;
     if let Some(mut n) = s.subsection("nemo")? {
         nemo.use_leave_one_out_baseline = n.bool("use_leave_one_out_baseline", true)?;
         nemo.normalize_rewards = n.bool("normalize_rewards", true)?;
+        if let Some(name) = n.opt_string("group_by")? {
+            nemo_group_by = NemoGroupBy::from_name(&name).ok_or_else(|| {
+                n.reject(Invalid::new(
+                    "group_by",
+                    format!("expected uid or prompt_ids, found \"{name}\""),
+                ))
+            })?;
+        }
         n.finish()?;
+    }
+    let mut skyrl_advantage_batch_normalize = d.skyrl_advantage_batch_normalize;
+    if let Some(mut k) = s.subsection("skyrl")? {
+        skyrl_advantage_batch_normalize = k.bool("advantage_batch_normalize", false)?;
+        k.finish()?;
     }
     Ok(Extensions {
         convention,
@@ -112,6 +150,9 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
         openrlhf_no_std_norm,
         trl_normalize_advantages,
         nemo,
+        openrlhf_kl,
+        skyrl_advantage_batch_normalize,
+        nemo_group_by,
     })
 }
 
@@ -163,7 +204,22 @@ pub(crate) fn check(
         }
     }
     if c != Convention::NemoRl && x.nemo != NemoOptions::default() {
-        notes.push("algorithm.nemo.* is read under --convention nemo-rl only".into());
+        notes.push("algorithm.nemo.use_leave_one_out_baseline and algorithm.nemo.normalize_rewards are read under --convention nemo-rl only".into());
+    }
+    let nemo_grouped =
+        e == Estimator::RlooLooStd || (c == Convention::NemoRl && conventions::in_family(e));
+    if x.nemo_group_by != NemoGroupBy::Uid && !nemo_grouped {
+        notes.push(
+            "algorithm.nemo.group_by is read by rloo_loo_std, and by grpo, drgrpo and rloo under --convention nemo-rl, only".into(),
+        );
+    }
+    if x.skyrl_advantage_batch_normalize && !(c == Convention::Skyrl && conventions::in_family(e)) {
+        notes.push(
+            "algorithm.skyrl.advantage_batch_normalize is read by grpo, drgrpo, rloo and maxrl under --convention skyrl only".into(),
+        );
+    }
+    if x.openrlhf_kl != OpenrlhfKl::default() && !e.is_openrlhf() {
+        notes.push("algorithm.openrlhf.kl_coef and algorithm.openrlhf.kl_estimator are read by the openrlhf_* estimators only".into());
     }
     if x.trl_normalize_advantages && !(c == Convention::Trl && e == Estimator::Rloo) {
         notes.push(

@@ -21,13 +21,15 @@
 use crate::data::GroupKey;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
-use crate::estimators::{Plan, TrainingBatch};
+use crate::estimators::moments::Moments;
+use crate::estimators::{Plan, RowStats, Rows, Tokens, TrainingBatch, broadcast_scalars};
 
 use super::Estimator;
 use super::grpo_batch_std::{self, grpo_batch_std};
 use super::maxrl::{MaxrlRule, maxrl};
 use super::openrlhf::{Shaping, group_scalar};
-use super::rloo_loo_std::{NemoOptions, rloo_loo_std};
+use super::rloo_loo_std::{NemoGroupBy, NemoOptions, rloo_loo_std};
+use super::skyrl_normalize::skyrl_batch_normalize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Convention {
@@ -110,6 +112,25 @@ pub struct FamilyOptions {
     pub trl_normalize_advantages: bool,
     /// NeMo-RL `grpo.use_leave_one_out_baseline` / `grpo.normalize_rewards`.
     pub nemo: NemoOptions,
+    /// `nemo.group_by`: NeMo's groups (`uid`, or identical prompt token ids).
+    pub nemo_group_by: NemoGroupBy,
+    /// SkyRL `trainer.algorithm.advantage_batch_normalize` (read under `skyrl`).
+    pub skyrl_batch_normalize: bool,
+}
+
+impl FamilyOptions {
+    /// Whether SkyRL's `advantage_batch_normalize` applies to `e` (the family under `skyrl`).
+    pub fn skyrl_normalizes(&self, e: Estimator) -> bool {
+        self.skyrl_batch_normalize && self.convention == Convention::Skyrl && in_family(e)
+    }
+
+    /// Whether `e` groups by NeMo's prompt token ids (`nemo.group_by: prompt_ids` for
+    /// rloo_loo_std, and for the family under `nemo-rl`).
+    pub fn groups_by_prompt_ids(&self, e: Estimator) -> bool {
+        self.nemo_group_by == NemoGroupBy::PromptIds
+            && (e == Estimator::RlooLooStd
+                || (self.convention == Convention::NemoRl && in_family(e)))
+    }
 }
 
 /// Consecutive-n grouping of one batch's rows (TRL, OpenRLHF, open-instruct). Also returns a
@@ -363,8 +384,65 @@ pub fn family_batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<(), Er
         Refusal::Singleton(row) => batch.singleton_error(&g, row),
         Refusal::Undefined(msg) => Error::usage(msg),
     })?;
+    if s.family.skyrl_normalizes(s.estimator) {
+        let lengths: Vec<f64> = batch
+            .rows
+            .iter()
+            .map(|&r| batch.stats.moments[r].n)
+            .collect();
+        let w = skyrl_batch_normalize(&scalars, &batch.valid(), &lengths).ok_or_else(|| {
+            Error::data(format!(
+                "{} skyrl.advantage_batch_normalize found no valid token in the batch (SkyRL divides 0 by 0)",
+                batch.at()
+            ))
+        })?;
+        plan.whitening.insert(batch.step, w);
+    }
     batch.set_scalars(plan, scalars);
     Ok(())
+}
+
+/// Pass 1 of a family member: with SkyRL's batch normalisation, each row's length (the
+/// padded width is the longest), kept as the count of an empty [`Moments`]. Nothing else.
+pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<(), Error> {
+    if rows
+        .settings
+        .family
+        .skyrl_normalizes(rows.settings.estimator)
+    {
+        for i in 0..rows.rows() {
+            stats.moments.push(Moments {
+                n: rows.span(i).len() as f64,
+                mean: 0.0,
+                m2: 0.0,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Pass 2 of a family member: `a·m`, or with SkyRL's batch normalisation
+/// `(a·m − mean)·rstd` at every position and the un-normalised `a·m` as returns.
+pub fn family_token_outputs(rows: &Rows<'_>, plan: &Plan) -> Tokens {
+    let plain = broadcast_scalars(rows, plan);
+    if !rows
+        .settings
+        .family
+        .skyrl_normalizes(rows.settings.estimator)
+    {
+        return plain;
+    }
+    let mut advantages = plain.advantages.clone();
+    for i in 0..rows.rows() {
+        let w = plan.whitening_of(rows.group.step_of(i));
+        for t in rows.span(i) {
+            advantages[t] = w.apply(plain.advantages[t]);
+        }
+    }
+    Tokens {
+        advantages,
+        returns: Some(plain.advantages),
+    }
 }
 
 #[cfg(test)]

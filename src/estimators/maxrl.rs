@@ -21,7 +21,7 @@ use crate::estimators::groups::Grouping;
 use super::grpo::per_row_from_group;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars, conventions,
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +92,12 @@ impl Estimate for Maxrl {
         conventions::family_batch(batch, plan)
     }
 
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        conventions::family_row_stats(rows, stats)
+    }
+
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(broadcast_scalars(rows, plan))
+        Ok(conventions::family_token_outputs(rows, plan))
     }
 }
 

@@ -41,7 +41,7 @@ impl Estimate for OpenrlhfGroupNorm {
     }
 
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(openrlhf::token_outputs(rows, plan, false))
+        openrlhf::token_outputs(rows, plan, false)
     }
 }
 

@@ -40,7 +40,7 @@ impl Estimate for OpenrlhfRloo {
     }
 
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(openrlhf::token_outputs(rows, plan, false))
+        openrlhf::token_outputs(rows, plan, false)
     }
 }
 

@@ -45,6 +45,32 @@ impl Default for NemoOptions {
     }
 }
 
+/// `nemo.group_by`: what makes NeMo's groups. NeMo itself groups rows whose prompt token ids
+/// are identical (`torch.unique(prompts, dim=0)` in `calculate_baseline_and_std_per_prompt`);
+/// `uid` (the default) stands in for them, `prompt_ids` reads them from the `prompt_ids`
+/// column (a list of integers per row, compared exactly as stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NemoGroupBy {
+    #[default]
+    Uid,
+    PromptIds,
+}
+
+impl NemoGroupBy {
+    pub fn name(self) -> &'static str {
+        match self {
+            NemoGroupBy::Uid => "uid",
+            NemoGroupBy::PromptIds => "prompt_ids",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        [NemoGroupBy::Uid, NemoGroupBy::PromptIds]
+            .into_iter()
+            .find(|g| g.name() == name)
+    }
+}
+
 /// torch's `nan_to_num(x, nan=0.0)`.
 fn nan_to_num(x: f32) -> f32 {
     if x.is_nan() {

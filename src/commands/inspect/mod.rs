@@ -107,6 +107,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     // Only the mask and the scores are required; the rest is used when present.
     let needs = Needs {
         uid: has("uid"),
+        prompt_ids: false,
         tokens: Vec::new(),
         optional: TokenRole::ALL.to_vec(),
         reward_baselines: has("reward_baselines"),
