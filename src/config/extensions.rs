@@ -203,34 +203,59 @@ pub(crate) fn check(
             ));
         }
     }
-    if c != Convention::NemoRl && x.nemo != NemoOptions::default() {
-        notes.push("algorithm.nemo.use_leave_one_out_baseline and algorithm.nemo.normalize_rewards are read under --convention nemo-rl only".into());
-    }
-    let nemo_grouped =
-        e == Estimator::RlooLooStd || (c == Convention::NemoRl && conventions::in_family(e));
-    if x.nemo_group_by != NemoGroupBy::Uid && !nemo_grouped {
-        notes.push(
-            "algorithm.nemo.group_by is read by rloo_loo_std, and by grpo, drgrpo and rloo under --convention nemo-rl, only".into(),
-        );
-    }
-    if x.skyrl_advantage_batch_normalize && !(c == Convention::Skyrl && conventions::in_family(e)) {
-        notes.push(
-            "algorithm.skyrl.advantage_batch_normalize is read by grpo, drgrpo, rloo and maxrl under --convention skyrl only".into(),
-        );
-    }
-    if x.openrlhf_kl != OpenrlhfKl::default() && !e.is_openrlhf() {
-        notes.push("algorithm.openrlhf.kl_coef and algorithm.openrlhf.kl_estimator are read by the openrlhf_* estimators only".into());
-    }
-    if x.trl_normalize_advantages && !(c == Convention::Trl && e == Estimator::Rloo) {
-        notes.push(
-            "algorithm.trl.normalize_advantages is read by rloo under --convention trl only".into(),
-        );
-    }
-    if !x.whiten_advantages && e != Estimator::Gae {
-        notes.push("algorithm.whiten_advantages is read by gae only".into());
-    }
-    if x.mask_mode != MaskMode::Carry && e != Estimator::ReinforcePlusPlus {
-        notes.push("algorithm.mask_mode is read by reinforce_plus_plus only".into());
+    // Keys set away from their defaults that this estimator does not read under this
+    // convention: a note each (the same lists `advcalc estimators` prints).
+    let reads: Vec<&str> = match conventions::settings_under(e, c) {
+        Some(Ok(list)) => list,
+        Some(Err(_)) => Vec::new(),
+        None => e.info().settings.to_vec(),
+    };
+    let d = Extensions::default();
+    let set: [(&str, bool); 10] = [
+        (
+            "whiten_advantages",
+            x.whiten_advantages != d.whiten_advantages,
+        ),
+        ("mask_mode", x.mask_mode != d.mask_mode),
+        ("group_size", x.group_size.is_some()),
+        (
+            "openrlhf.reward_clip",
+            x.openrlhf_reward_clip != d.openrlhf_reward_clip,
+        ),
+        (
+            "openrlhf.no_std_norm",
+            x.openrlhf_no_std_norm != d.openrlhf_no_std_norm,
+        ),
+        ("openrlhf.kl_coef", x.openrlhf_kl.coef != d.openrlhf_kl.coef),
+        (
+            "openrlhf.kl_estimator",
+            x.openrlhf_kl.estimator != d.openrlhf_kl.estimator,
+        ),
+        ("trl.normalize_advantages", x.trl_normalize_advantages),
+        (
+            "skyrl.advantage_batch_normalize",
+            x.skyrl_advantage_batch_normalize,
+        ),
+        ("nemo.group_by", x.nemo_group_by != d.nemo_group_by),
+    ];
+    let nemo = [
+        (
+            "nemo.use_leave_one_out_baseline",
+            x.nemo.use_leave_one_out_baseline != d.nemo.use_leave_one_out_baseline,
+        ),
+        (
+            "nemo.normalize_rewards",
+            x.nemo.normalize_rewards != d.nemo.normalize_rewards,
+        ),
+    ];
+    for (key, changed) in set.into_iter().chain(nemo) {
+        if changed && !reads.contains(&key) {
+            notes.push(format!(
+                "algorithm.{key} is not read by {} under --convention {} (`advcalc estimators` lists what each estimator reads)",
+                e.name(),
+                c.name()
+            ));
+        }
     }
     Ok(())
 }

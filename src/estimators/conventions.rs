@@ -102,6 +102,40 @@ pub fn check(e: Estimator, c: Convention) -> Result<(), String> {
     }
 }
 
+/// The `algorithm.*` settings family member `e` reads under convention `c`, besides
+/// `convention` itself (what `advcalc estimators` lists); `Err` when `c` has no such
+/// estimator ([`check`]). `None` for an estimator outside the family.
+pub fn settings_under(e: Estimator, c: Convention) -> Option<Result<Vec<&'static str>, String>> {
+    if !in_family(e) {
+        return None;
+    }
+    if let Err(msg) = check(e, c) {
+        return Some(Err(msg));
+    }
+    let mut s: Vec<&'static str> = Vec::new();
+    if e == Estimator::Grpo {
+        s.push("norm_adv_by_std_in_grpo");
+    }
+    if c.consecutive() {
+        s.push("group_size");
+    }
+    match (c, e) {
+        (Convention::Trl, Estimator::Rloo) => s.push("trl.normalize_advantages"),
+        (Convention::NemoRl, Estimator::Grpo) => s.extend([
+            "nemo.use_leave_one_out_baseline",
+            "nemo.normalize_rewards",
+            "nemo.group_by",
+        ]),
+        (Convention::NemoRl, Estimator::Drgrpo) => {
+            s.extend(["nemo.use_leave_one_out_baseline", "nemo.group_by"])
+        }
+        (Convention::NemoRl, _) => s.push("nemo.group_by"),
+        (Convention::Skyrl, _) => s.push("skyrl.advantage_batch_normalize"),
+        _ => {}
+    }
+    Some(Ok(s))
+}
+
 /// The convention and the framework switches it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct FamilyOptions {

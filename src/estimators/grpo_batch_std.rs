@@ -98,7 +98,7 @@ impl Estimate for GrpoBatchStd {
         summary: "group mean baseline divided by the batch std of the scores",
         kind: Kind::Outcome,
         columns: &[Column::Uid],
-        settings: &["convention", "group_size"],
+        settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
     };

@@ -34,7 +34,13 @@ impl Estimate for OpenrlhfReinforceBaseline {
         summary: "score minus group mean on the last token, γ = 1 returns, whitened over the batch",
         kind: Kind::Token,
         columns: &[Column::Uid],
-        settings: &["group_size", "openrlhf.reward_clip", "openrlhf.no_std_norm"],
+        settings: &[
+            "group_size",
+            "openrlhf.reward_clip",
+            "openrlhf.kl_coef",
+            "openrlhf.kl_estimator",
+            "openrlhf.no_std_norm",
+        ],
         weights_in_pass1: false,
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",

@@ -127,7 +127,7 @@ impl Estimate for RlooLooStd {
         summary: "leave-one-out baseline and leave-one-out std, divided only where the std > 0",
         kind: Kind::Outcome,
         columns: &[Column::Uid],
-        settings: &[],
+        settings: &["nemo.group_by"],
         weights_in_pass1: false,
         needs_tokens: None,
     };
