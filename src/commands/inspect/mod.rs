@@ -10,6 +10,7 @@
 mod checks;
 mod distribution;
 mod findings;
+pub mod fragile;
 mod report;
 mod scan;
 mod spans;
