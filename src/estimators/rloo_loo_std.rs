@@ -2,22 +2,28 @@
 //! leave-one-out standard deviation, only where that std is positive
 //! (`docs/conventions.md` B4).
 //!
-//! **Computes**, per group of n rows, in f32 as NeMo does (one-pass `E[x²] − E[x]²`):
+//! **Computes**, per group of n rows, exactly (f64, two-pass; the exact answer NeMo's formula
+//! gives in real arithmetic), written as f32:
 //! ```text
 //! n ≤ 1:   b = s, σ = 0                                      → a = 0
-//! n > 1:   M = 1 − I (leave one out), nv = n − 1
-//!          b_i = (M·s)_i / nv;   q_i = (M·s²)_i / nv
-//!          σ_i = nan_to_num( sqrt((q_i − b_i²) · nv/(nv − 1)) )    (NaN → 0, ±inf → ±max)
+//! n > 1:   others_i = the group's rows but i (leave-one-out; all rows without it), nv = |others_i|
+//!          b_i = mean(others_i);   σ_i = sample std of others_i (0 when nv ≤ 1)
 //! a_i = s_i − b_i;   a_i /= (σ_i + 1e-6) only where σ_i > 0;   advantages = returns = a_i · m
 //! ```
-//! **Inputs**: outcome scores, `uid` groups (NeMo groups rows with identical prompt token
-//! ids; `uid` stands in for them). **Parameters** ([`NemoOptions`]): `use_leave_one_out_baseline`
-//! (false: M = all ones, nv = n, the ordinary one-pass sample std) and `normalize_rewards`
-//! (false: `a = s − b`). `-e rloo_loo_std` uses NeMo's defaults (both true); under
-//! `--convention nemo-rl` the `nemo.*` keys set them for `grpo`.
-//! **Edge cases**: n = 2 gives `nv/(nv−1) = inf`; `0·inf = NaN → 0`, so `a = s_i − s_j`
-//! unscaled. The f32 one-pass variance can leave a residue for equal non-dyadic scores, which
-//! is then divided by a tiny σ — NeMo#1518; reproduced, not fixed. advcalc writes `a·m`;
+//! **Inputs**: outcome scores, groups by `uid` or, with `nemo.group_by: prompt_ids`, by
+//! identical prompt token ids (NeMo's rule). **Parameters** ([`NemoOptions`]):
+//! `use_leave_one_out_baseline` (false: every row, the ordinary sample std) and
+//! `normalize_rewards` (false: `a = s − b`). `-e rloo_loo_std` uses NeMo's defaults (both
+//! true); under `--convention nemo-rl` the `nemo.*` keys set them for `grpo`.
+//! **Edge cases**: n = 2 leaves one other row: NeMo's `nv/(nv−1) = inf` gives `0·inf = NaN →
+//! 0`, so `a = s_i − s_j` unscaled — the same as the exact σ = 0 here.
+//! **Float residue (not reproduced)**: NeMo evaluates `E[x²] − E[x]²` in float32 through a
+//! matrix multiply whose summation order is unspecified, so no fixed order reproduces it bit
+//! for bit (the corpus measured NeMo on a CPU disagreeing with any row-order emulation).
+//! Where the other rows are equal but not exactly representable sums (seven rows of 0.3),
+//! NeMo's residue σ is tiny but positive and its advantage explodes (NeMo#1518: 7428.4 where
+//! the exact answer is 0.7). advcalc writes the exact answer; [`one_pass_f32`] emulates the
+//! float32 formula in row order for `inspect`'s fragile-group finding. advcalc writes `a·m`;
 //! NeMo broadcasts `a` over every position (advcalc choice, C3).
 //! **Source**: NeMo-RL `nemo_rl/algorithms/advantage_estimator.py`
 //! (`GRPOAdvantageEstimator`), `nemo_rl/algorithms/utils.py`
@@ -84,12 +90,50 @@ fn nan_to_num(x: f32) -> f32 {
     }
 }
 
+/// The exact leave-one-out (or plain) baseline and std of NeMo's formula; see the module.
 pub fn rloo_loo_std(scores: &[f64], grouping: &Grouping, opts: NemoOptions) -> Vec<f64> {
     let mut out = vec![0.0f64; scores.len()];
     for rows in grouping.members() {
         let n = rows.len();
         if n <= 1 {
             continue; // baseline = s, std = 0 → 0
+        }
+        let loo = opts.use_leave_one_out_baseline;
+        for (k, &r) in rows.iter().enumerate() {
+            let others = || {
+                rows.iter()
+                    .enumerate()
+                    .filter(move |&(j, _)| !(loo && j == k))
+                    .map(|(_, &q)| scores[q])
+            };
+            let nv = others().count() as f64;
+            let b = others().sum::<f64>() / nv;
+            let std = if nv > 1.0 {
+                (others().map(|x| (x - b) * (x - b)).sum::<f64>() / (nv - 1.0)).sqrt()
+            } else {
+                0.0 // NeMo: 0·inf = NaN → 0
+            };
+            let a = scores[r] - b;
+            out[r] = if opts.normalize_rewards && std > 0.0 {
+                a / (std + 1e-6)
+            } else {
+                a
+            };
+        }
+    }
+    out
+}
+
+/// NeMo's formula as float32 one-pass arithmetic, the sums taken in row order:
+/// `b = Σ_others s / nv`, `q = Σ_others s² / nv`, `σ = nan_to_num(√((q − b²)·nv/(nv − 1)))`.
+/// Not advcalc's output (NeMo's matrix multiply sums in an unspecified order, so this is one
+/// possible residue, not NeMo's): `inspect` uses it to show how far float32 departs.
+pub fn one_pass_f32(scores: &[f64], grouping: &Grouping, opts: NemoOptions) -> Vec<f64> {
+    let mut out = vec![0.0f64; scores.len()];
+    for rows in grouping.members() {
+        let n = rows.len();
+        if n <= 1 {
+            continue;
         }
         let s: Vec<f32> = rows.iter().map(|&r| scores[r] as f32).collect();
         let loo = opts.use_leave_one_out_baseline;
@@ -212,5 +256,26 @@ mod tests {
             NemoOptions::default(),
         );
         assert_close(&a, &[2.886741, -0.999998, -0.999998, 0.288675]);
+    }
+
+    // The corpus's fragile NeMo groups: equal others → exact σ = 0, no division. Seven rows
+    // of 0.3 and one of 1.0: the 1.0 row's others are all 0.3 → a = 1.0 − 0.3 = .7 (NeMo's
+    // float32 gives 7428.4); a 0.3 row: b = (6·.3 + 1)/7 = .4, σ = √((6·.01 + .36)/6) =
+    // .264575 → (.3 − .4)/(.264575 + 1e-6) = −.377963. Eight rows of 0.3: 0 everywhere.
+    #[test]
+    fn equal_others_are_exactly_undivided() {
+        let x = 0.3f32 as f64;
+        let mut s = vec![x; 8];
+        s[7] = 1.0;
+        let g = grouping(&["g"; 8]);
+        let a = rloo_loo_std(&s, &g, NemoOptions::default());
+        assert_close(&[a[0], a[7]], &[-0.377963, 0.7]);
+        assert_eq!(
+            rloo_loo_std(&[x; 8], &g, NemoOptions::default()),
+            vec![0.0; 8]
+        );
+        // the float32 row-order emulation keeps NeMo's residue: far from .7
+        let f = one_pass_f32(&s, &g, NemoOptions::default());
+        assert!(f[7] > 100.0, "{f:?}");
     }
 }

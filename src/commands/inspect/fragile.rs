@@ -12,16 +12,19 @@
 //!   gives `±(1–2 ulp of x)/ε`. A score such as 0.5 (every `k·x` exact) is safe.
 //! - **tight spread**: the scores differ, but so little that a trainer's ε, or float32
 //!   rounding of the mean (and NeMo-RL's one-pass `E[x²] − E[x]²` variance), changes
-//!   `(s − μ)/σ` by more than [`TIGHT_SPREAD_DEPARTURE`]. The relative departure of a rule
-//!   is estimated as `ε/(σ + ε) + ulp32(μ)/σ` (plus `ulp32(E[x²])/(2σ²)` for a one-pass
-//!   variance); an estimate of the size, not an emulation of any one kernel's order.
+//!   `(s − μ)/σ` by more than [`TIGHT_SPREAD_DEPARTURE`]. The relative departure of a
+//!   two-pass rule is estimated as `ε/(σ + ε) + ulp32(μ)/σ`, an estimate of the size, not an
+//!   emulation of any one kernel's order. NeMo-RL's one-pass leave-one-out std is emulated
+//!   in float32, row order (`rloo_loo_std::one_pass_f32`), against the exact answer: this
+//!   also catches groups whose *other* rows are equal but inexact (seven 0.3 and one 1.0),
+//!   where NeMo's residue σ turns the exact 0.7 into thousands (NeMo#1518).
 //!
 //! The trainers' rules ([`RULES`]) are those of docs/conventions.md C2; the magnitudes the
 //! trainers' own code gives on such groups are measured by the cross-trainer corpus
 //! (docs/trainer-corpus.md) and quoted in docs/conventions.md.
 
 use crate::estimators::groups::Grouping;
-use crate::estimators::rloo_loo_std::{NemoOptions, rloo_loo_std};
+use crate::estimators::rloo_loo_std::{NemoOptions, one_pass_f32, rloo_loo_std};
 
 /// A tight-spread group is reported when some trainer's arithmetic changes its normalised
 /// advantages by more than this fraction: beyond 1 %, trainers visibly disagree on the same
@@ -145,19 +148,34 @@ pub fn mean_is_exact(x: f64, n: usize) -> bool {
     })
 }
 
-/// `(n, mean, sample σ, mean of squares)` of a group, in f64.
-fn moments(s: &[f64]) -> (f64, f64, f64, f64) {
+/// `(n, mean, sample σ)` of a group, in f64.
+fn moments(s: &[f64]) -> (f64, f64, f64) {
     let n = s.len() as f64;
     let mean = s.iter().sum::<f64>() / n;
     let var = s.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
-    let sq = s.iter().map(|x| x * x).sum::<f64>() / n;
-    (n, mean, var.sqrt(), sq)
+    (n, mean, var.sqrt())
 }
 
-/// One rule's estimated relative departure from the exact `(s − μ)/σ` on a group with a
-/// spread (σ > 0).
+/// One rule's relative departure from the exact `(s − μ)/σ` on a group with a spread
+/// (σ > 0): estimated for a two-pass rule; for NeMo's one-pass leave-one-out std, its
+/// float32 arithmetic in row order against the exact answer, per row
+/// `|a32 − a| / max(|a|, 1)` (a residue σ behind the `σ > 0` gate can turn an exact 0.7
+/// into thousands, NeMo#1518).
 fn spread_departure(rule: &Rule, s: &[f64]) -> f64 {
-    let (n, mean, sd, sq) = moments(s);
+    if rule.one_pass {
+        let grouping = Grouping {
+            group_of_row: vec![0; s.len()],
+            n_groups: 1,
+        };
+        let exact = rloo_loo_std(s, &grouping, NemoOptions::default());
+        let f32 = one_pass_f32(s, &grouping, NemoOptions::default());
+        return exact
+            .iter()
+            .zip(&f32)
+            .map(|(a, b)| (a - b).abs() / a.abs().max(1.0))
+            .fold(0.0, f64::max);
+    }
+    let (n, mean, sd) = moments(s);
     // open-instruct divides by the population std
     let sigma = if rule.float32 {
         sd
@@ -167,9 +185,6 @@ fn spread_departure(rule: &Rule, s: &[f64]) -> f64 {
     let mut d = rule.epsilon / (sigma + rule.epsilon);
     if rule.float32 {
         d += ulp32(mean) / sigma;
-        if rule.one_pass {
-            d += ulp32(sq) / (2.0 * sigma * sigma);
-        }
     }
     d
 }
@@ -198,7 +213,7 @@ pub fn fragile_groups(groups: &[Vec<f64>]) -> Fragile {
                 group_of_row: vec![0; s.len()],
                 n_groups: 1,
             };
-            let a = rloo_loo_std(s, &grouping, NemoOptions::default());
+            let a = one_pass_f32(s, &grouping, NemoOptions::default());
             let big = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
             nemo_equal = Some(nemo_equal.map_or((big, big), |(lo, hi)| (lo.min(big), hi.max(big))));
             continue;
@@ -311,5 +326,18 @@ mod tests {
     fn singletons_and_non_finite_groups_are_skipped() {
         let f = fragile_groups(&[vec![0.3], vec![0.3, f64::NAN, 0.3]]);
         assert!(!f.any());
+    }
+
+    // NeMo#1518: seven rows of 0.3 and one of 1.0. Every two-pass rule is robust (σ = .247),
+    // but NeMo's float32 one-pass σ of the 1.0 row's others is a residue > 0, so its exact .7
+    // is divided by it.
+    #[test]
+    fn nemo_one_pass_residue() {
+        let mut s = vec![0.3f32 as f64; 8];
+        s[7] = 1.0;
+        let f = fragile_groups(&[s]);
+        assert_eq!((f.tight_spread_groups, f.equal_inexact_groups), (1, 0));
+        assert!(f.departures[3].tight_spread.unwrap() > 100.0);
+        assert!(f.departures[0].tight_spread.unwrap() < TIGHT_SPREAD_DEPARTURE);
     }
 }
