@@ -23,6 +23,9 @@
 //! trainers' own code gives on such groups are measured by the cross-trainer corpus
 //! (docs/trainer-corpus.md) and quoted in docs/conventions.md.
 
+use serde_json::{Value, json};
+
+use super::report::{num, pct};
 use crate::estimators::groups::Grouping;
 use crate::estimators::rloo_loo_std::{NemoOptions, one_pass_f32, rloo_loo_std};
 
@@ -254,6 +257,69 @@ pub fn fragile_groups(groups: &[Vec<f64>]) -> Fragile {
         })
         .collect();
     f
+}
+
+/// `fragile_groups` in the JSON (docs/inspect.md).
+pub fn fragile_json(f: &Fragile) -> Value {
+    let pair = |p: Option<(f64, f64)>| p.map_or(Value::Null, |(lo, hi)| json!([lo, hi]));
+    json!({
+        "equal_inexact_scores": {
+            "groups": f.equal_inexact_groups,
+            "rows": f.equal_inexact_rows,
+            "example_score": f.equal_inexact_example.map_or(Value::Null, Value::from),
+        },
+        "tight_spread": {
+            "groups": f.tight_spread_groups,
+            "rows": f.tight_spread_rows,
+            "departure_threshold": TIGHT_SPREAD_DEPARTURE,
+        },
+        "trainers": f.departures.iter().map(|d| json!({
+            "trainer": d.rule.trainer,
+            "epsilon": d.rule.epsilon,
+            "float32": d.rule.float32,
+            "equal_scores_abs_advantage": pair(d.equal_scores),
+            "equal_scores_abs_advantage_clipped": pair(d.equal_scores_clipped),
+            "tight_spread_relative_departure": d.tight_spread.map_or(Value::Null, Value::from),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The table rows of a step's fragile groups: counts, then one row per trainer.
+pub fn fragile_rows(f: &Fragile) -> Vec<(String, String)> {
+    let mut rows = vec![(
+        "fragile groups".to_string(),
+        format!(
+            "{} groups ({} rows) of equal inexact scores{}; {} groups ({} rows) of tight spread",
+            f.equal_inexact_groups,
+            f.equal_inexact_rows,
+            f.equal_inexact_example
+                .map(|x| format!(" (e.g. {})", num(x)))
+                .unwrap_or_default(),
+            f.tight_spread_groups,
+            f.tight_spread_rows
+        ),
+    )];
+    for d in &f.departures {
+        let mut parts = Vec::new();
+        if f.equal_inexact_groups > 0 {
+            parts.push(match d.equal_scores {
+                None => "equal scores: 0 (exact)".to_string(),
+                Some((lo, hi)) => format!(
+                    "equal scores: |a| ≈ {}–{}{}",
+                    num(lo),
+                    num(hi),
+                    d.equal_scores_clipped
+                        .map(|(_, c)| format!(" ({} after its clip)", num(c)))
+                        .unwrap_or_default()
+                ),
+            });
+        }
+        if let Some(t) = d.tight_spread {
+            parts.push(format!("tight spread: up to {} off", pct(t)));
+        }
+        rows.push((format!("  {}", d.rule.trainer), parts.join("; ")));
+    }
+    rows
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 mod checks;
 mod distribution;
-mod findings;
+pub(crate) mod findings;
 pub mod fragile;
 mod report;
 mod scan;

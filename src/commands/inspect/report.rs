@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use crate::shaping::scores::Layout;
 
 use super::distribution::Distribution;
-use super::fragile::{Fragile, TIGHT_SPREAD_DEPARTURE};
+use super::fragile::{Fragile, fragile_json, fragile_rows};
 use super::tally::ColumnCounts;
 use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
 
@@ -174,69 +174,6 @@ pub struct Rejection {
     pub rows_fully_rejected: u64,
     /// Mask-0 positions the rejected mask sets to 1: always 0 unless advcalc has a bug.
     pub outside_mask: u64,
-}
-
-/// `fragile_groups` in the JSON (docs/inspect.md).
-pub fn fragile_json(f: &Fragile) -> Value {
-    let pair = |p: Option<(f64, f64)>| p.map_or(Value::Null, |(lo, hi)| json!([lo, hi]));
-    json!({
-        "equal_inexact_scores": {
-            "groups": f.equal_inexact_groups,
-            "rows": f.equal_inexact_rows,
-            "example_score": opt(f.equal_inexact_example),
-        },
-        "tight_spread": {
-            "groups": f.tight_spread_groups,
-            "rows": f.tight_spread_rows,
-            "departure_threshold": TIGHT_SPREAD_DEPARTURE,
-        },
-        "trainers": f.departures.iter().map(|d| json!({
-            "trainer": d.rule.trainer,
-            "epsilon": d.rule.epsilon,
-            "float32": d.rule.float32,
-            "equal_scores_abs_advantage": pair(d.equal_scores),
-            "equal_scores_abs_advantage_clipped": pair(d.equal_scores_clipped),
-            "tight_spread_relative_departure": opt(d.tight_spread),
-        })).collect::<Vec<_>>(),
-    })
-}
-
-/// The table rows of a step's fragile groups: counts, then one row per trainer.
-pub fn fragile_rows(f: &Fragile) -> Vec<(String, String)> {
-    let mut rows = vec![(
-        "fragile groups".to_string(),
-        format!(
-            "{} groups ({} rows) of equal inexact scores{}; {} groups ({} rows) of tight spread",
-            f.equal_inexact_groups,
-            f.equal_inexact_rows,
-            f.equal_inexact_example
-                .map(|x| format!(" (e.g. {})", num(x)))
-                .unwrap_or_default(),
-            f.tight_spread_groups,
-            f.tight_spread_rows
-        ),
-    )];
-    for d in &f.departures {
-        let mut parts = Vec::new();
-        if f.equal_inexact_groups > 0 {
-            parts.push(match d.equal_scores {
-                None => "equal scores: 0 (exact)".to_string(),
-                Some((lo, hi)) => format!(
-                    "equal scores: |a| ≈ {}–{}{}",
-                    num(lo),
-                    num(hi),
-                    d.equal_scores_clipped
-                        .map(|(_, c)| format!(" ({} after its clip)", num(c)))
-                        .unwrap_or_default()
-                ),
-            });
-        }
-        if let Some(t) = d.tight_spread {
-            parts.push(format!("tight spread: up to {} off", pct(t)));
-        }
-        rows.push((format!("  {}", d.rule.trainer), parts.join("; ")));
-    }
-    rows
 }
 
 /// `a / b`, `None` when `b` is 0.
