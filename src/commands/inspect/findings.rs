@@ -352,10 +352,9 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
     };
     if f.equal_inexact_groups > 0 {
         let departs = who(&|d| {
-            d.equal_scores.map(|(lo, hi)| {
+            d.equal_scores.map(|(_, hi)| {
                 format!(
-                    "±{}–{}{}",
-                    num(lo),
+                    "up to ±{}{}",
                     num(hi),
                     d.equal_scores_clipped
                         .map(|(_, c)| format!(" (±{} after its clip)", num(c)))
@@ -367,7 +366,7 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
         w.push(Warning {
             code: "equal_inexact_scores",
             message: format!(
-                "{} groups ({} rows) hold equal scores that float32 cannot average exactly (e.g. {}): the exact advantage is 0, as advcalc writes, but a trainer's float32 mean lands an ulp or two off while the std is 0, so it trains on noise: about {departs} per row; {exact}. Round rewards to multiples of a power of two (e.g. 1/1024), or drop zero-variance groups before training",
+                "{} groups ({} rows) hold equal scores that float32 cannot average exactly (e.g. {}): the exact advantage is 0, as advcalc writes, but a trainer's float32 mean lands an ulp or two off while the std is 0, so it trains on noise, the same sign on every row of the group: {departs} per row; {exact}. Round rewards to multiples of a power of two (e.g. 1/1024), or drop zero-variance groups before training",
                 f.equal_inexact_groups,
                 f.equal_inexact_rows,
                 f.equal_inexact_example.map(num).unwrap_or_default(),
