@@ -8,9 +8,12 @@ use serde_json::{Map, Value, json};
 use crate::estimators::conventions::{self, Convention};
 use crate::estimators::{Estimator, Info, Kind};
 
+/// The settings read under one convention; `None`: the convention has no such estimator.
+type ConventionSettings = (Convention, Option<Vec<&'static str>>);
+
 /// The settings `e` reads under each convention (`null`: the convention has no such
 /// estimator); `None` outside the family, whose settings do not depend on the convention.
-fn by_convention(e: Estimator) -> Option<Vec<(Convention, Option<Vec<&'static str>>)>> {
+fn by_convention(e: Estimator) -> Option<Vec<ConventionSettings>> {
     conventions::in_family(e).then(|| {
         Convention::ALL
             .iter()

@@ -385,7 +385,6 @@ pub fn family_scalars(
             NemoOptions {
                 use_leave_one_out_baseline: true,
                 normalize_rewards: false,
-                ..opts.nemo
             },
         ),
         (Convention::NemoRl, _) => rloo_loo_std(

@@ -90,7 +90,15 @@ fn nan_to_num(x: f32) -> f32 {
     }
 }
 
+/// Groups up to this size get a two-pass std per row (O(n²)); larger ones the O(n)
+/// leave-one-out update with an exact test for equal others (see [`rloo_loo_std`]).
+const TWO_PASS_MAX_ROWS: usize = 1024;
+
 /// The exact leave-one-out (or plain) baseline and std of NeMo's formula; see the module.
+/// Per row, the other rows' mean and sample std are taken two-pass in f64 for groups of up to
+/// [`TWO_PASS_MAX_ROWS`] rows; a larger group (a `uid` that is not a prompt, usually) uses
+/// `SS₋ᵢ = SS − (s_i − μ)²·n/(n − 1)` from the group's two-pass `SS`, with σ = 0 exactly when
+/// the other rows are all equal (the `σ > 0` gate must not see a rounding residue).
 pub fn rloo_loo_std(scores: &[f64], grouping: &Grouping, opts: NemoOptions) -> Vec<f64> {
     let mut out = vec![0.0f64; scores.len()];
     for rows in grouping.members() {
@@ -99,6 +107,10 @@ pub fn rloo_loo_std(scores: &[f64], grouping: &Grouping, opts: NemoOptions) -> V
             continue; // baseline = s, std = 0 → 0
         }
         let loo = opts.use_leave_one_out_baseline;
+        if n > TWO_PASS_MAX_ROWS {
+            large_group(scores, &rows, opts, &mut out);
+            continue;
+        }
         for (k, &r) in rows.iter().enumerate() {
             let others = || {
                 rows.iter()
@@ -122,6 +134,49 @@ pub fn rloo_loo_std(scores: &[f64], grouping: &Grouping, opts: NemoOptions) -> V
         }
     }
     out
+}
+
+/// [`rloo_loo_std`] for a group above [`TWO_PASS_MAX_ROWS`] rows, in O(n).
+fn large_group(scores: &[f64], rows: &[usize], opts: NemoOptions, out: &mut [f64]) {
+    let s: Vec<f64> = rows.iter().map(|&r| scores[r]).collect();
+    let n = s.len() as f64;
+    let sum: f64 = s.iter().sum();
+    let mean = sum / n;
+    let ss: f64 = s.iter().map(|x| (x - mean) * (x - mean)).sum();
+    // the two smallest and two largest values decide whether the others of a row are equal
+    let mut sorted = s.clone();
+    sorted.sort_by(f64::total_cmp);
+    let (lo, hi) = (sorted[0], sorted[sorted.len() - 1]);
+    let (lo2, hi2) = (sorted[1], sorted[sorted.len() - 2]);
+    for (k, &r) in rows.iter().enumerate() {
+        let x = s[k];
+        let (b, std) = if opts.use_leave_one_out_baseline {
+            let nv = n - 1.0;
+            let (min_o, max_o) = (
+                if x == lo { lo2 } else { lo },
+                if x == hi { hi2 } else { hi },
+            );
+            let std = if min_o == max_o || nv < 2.0 {
+                0.0
+            } else {
+                ((ss - (x - mean) * (x - mean) * n / nv).max(0.0) / (nv - 1.0)).sqrt()
+            };
+            ((sum - x) / nv, std)
+        } else {
+            let std = if lo == hi {
+                0.0
+            } else {
+                (ss / (n - 1.0)).sqrt()
+            };
+            (mean, std)
+        };
+        let a = x - b;
+        out[r] = if opts.normalize_rewards && std > 0.0 {
+            a / (std + 1e-6)
+        } else {
+            a
+        };
+    }
 }
 
 /// NeMo's formula as float32 one-pass arithmetic, the sums taken in row order:
@@ -277,5 +332,38 @@ mod tests {
         // the float32 row-order emulation keeps NeMo's residue: far from .7
         let f = one_pass_f32(&s, &g, NemoOptions::default());
         assert!(f[7] > 100.0, "{f:?}");
+    }
+
+    // A group above the two-pass size: 1500 rows, 1499 of 0.3 and one of 1.0. The 1.0 row's
+    // others are equal: exactly 0.7, undivided. A 0.3 row: b = (1498·.3 + 1)/1499, its
+    // others' SS = 1498·(.3 − b)² + (1 − b)²; the same numbers as the two-pass rule.
+    #[test]
+    fn large_groups_agree_with_two_pass() {
+        let x = 0.3f32 as f64;
+        let n = TWO_PASS_MAX_ROWS + 476;
+        let mut s = vec![x; n];
+        s[n - 1] = 1.0;
+        s[3] = 0.5;
+        let g = grouping(&vec!["g"; n]);
+        let a = rloo_loo_std(&s, &g, NemoOptions::default());
+        // by hand for the 1.0 row: others 1498 × x and one .5
+        let others: Vec<f64> = s[..n - 1].to_vec();
+        let b = others.iter().sum::<f64>() / (n - 1) as f64;
+        let sd = (others.iter().map(|v| (v - b) * (v - b)).sum::<f64>() / (n - 2) as f64).sqrt();
+        assert!((a[n - 1] - (1.0 - b) / (sd + 1e-6)).abs() < 1e-9 * a[n - 1].abs());
+        // without the .5, the 1.0 row's others are all equal: 0.7 exactly as f32
+        s[3] = x;
+        let a = rloo_loo_std(&s, &g, NemoOptions::default());
+        assert!((a[n - 1] - (1.0 - x)).abs() < 1e-12, "{}", a[n - 1]);
+        // and a 0.3 row matches the two-pass formula
+        let others: Vec<f64> = s[1..].to_vec();
+        let b = others.iter().sum::<f64>() / (n - 1) as f64;
+        let sd = (others.iter().map(|v| (v - b) * (v - b)).sum::<f64>() / (n - 2) as f64).sqrt();
+        assert!((a[0] - (x - b) / (sd + 1e-6)).abs() < 1e-9);
+        let plain = NemoOptions {
+            use_leave_one_out_baseline: false,
+            normalize_rewards: true,
+        };
+        assert_eq!(rloo_loo_std(&vec![x; n], &g, plain), vec![0.0; n]);
     }
 }

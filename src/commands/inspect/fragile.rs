@@ -36,6 +36,10 @@ use crate::estimators::rloo_loo_std::{NemoOptions, one_pass_f32, rloo_loo_std};
 /// group mean".
 pub const TIGHT_SPREAD_DEPARTURE: f64 = 0.01;
 
+/// NeMo's one-pass emulation costs O(n²) per group; larger groups (a `uid` that is not a
+/// prompt, usually) are not evaluated for NeMo.
+const ONE_PASS_MAX_ROWS: usize = 1024;
+
 /// How a trainer normalises a group, as far as the residue is concerned.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rule {
@@ -168,6 +172,9 @@ fn moments(s: &[f64]) -> (f64, f64, f64) {
 /// `|a32 − a| / max(|a|, 1)` (a residue σ behind the `σ > 0` gate can turn an exact 0.7
 /// into thousands, NeMo#1518).
 fn spread_departure(rule: &Rule, s: &[f64]) -> f64 {
+    if rule.one_pass && s.len() > ONE_PASS_MAX_ROWS {
+        return 0.0; // not evaluated (see ONE_PASS_MAX_ROWS)
+    }
     if rule.one_pass {
         let grouping = Grouping {
             group_of_row: vec![0; s.len()],
@@ -213,6 +220,9 @@ pub fn fragile_groups(groups: &[Vec<f64>]) -> Fragile {
             f.equal_inexact_rows += s.len() as u64;
             if f.equal_inexact_example.is_none_or(|e| x.abs() > e.abs()) {
                 f.equal_inexact_example = Some(x);
+            }
+            if s.len() > ONE_PASS_MAX_ROWS {
+                continue; // NeMo not evaluated; the two-pass rules' range needs no emulation
             }
             // NeMo's one-pass leave-one-out arithmetic in row order (advcalc's emulation)
             let grouping = Grouping {
