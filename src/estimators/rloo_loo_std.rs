@@ -92,7 +92,7 @@ fn nan_to_num(x: f32) -> f32 {
 
 /// Groups up to this size get a two-pass std per row (O(n²)); larger ones the O(n)
 /// leave-one-out update with an exact test for equal others (see [`rloo_loo_std`]).
-const TWO_PASS_MAX_ROWS: usize = 1024;
+const TWO_PASS_MAX_ROWS: usize = 256;
 
 /// The exact leave-one-out (or plain) baseline and std of NeMo's formula; see the module.
 /// Per row, the other rows' mean and sample std are taken two-pass in f64 for groups of up to
@@ -334,9 +334,9 @@ mod tests {
         assert!(f[7] > 100.0, "{f:?}");
     }
 
-    // A group above the two-pass size: 1500 rows, 1499 of 0.3 and one of 1.0. The 1.0 row's
-    // others are equal: exactly 0.7, undivided. A 0.3 row: b = (1498·.3 + 1)/1499, its
-    // others' SS = 1498·(.3 − b)² + (1 − b)²; the same numbers as the two-pass rule.
+    // A group above the two-pass size (732 rows of 0.3, one of them set to .5, the last to
+    // 1.0) against the two-pass formula written out here; then without the .5, the 1.0 row's
+    // others are all equal: exactly 1.0 − 0.3, undivided.
     #[test]
     fn large_groups_agree_with_two_pass() {
         let x = 0.3f32 as f64;

@@ -38,7 +38,7 @@ pub const TIGHT_SPREAD_DEPARTURE: f64 = 0.01;
 
 /// NeMo's one-pass emulation costs O(n²) per group; larger groups (a `uid` that is not a
 /// prompt, usually) are not evaluated for NeMo.
-const ONE_PASS_MAX_ROWS: usize = 1024;
+const ONE_PASS_MAX_ROWS: usize = 256;
 
 /// How a trainer normalises a group, as far as the residue is concerned.
 #[derive(Debug, Clone, Copy, PartialEq)]
