@@ -8,7 +8,7 @@ use crate::shaping::scores::Layout;
 
 use super::checks::Checks;
 use super::distribution::Distribution;
-use super::fragile::{Fragile, TIGHT_SPREAD_DEPARTURE, fragile_groups};
+use super::fragile::{Fragile, TIGHT_SPREAD_DEPARTURE, departure, fragile_groups, groups};
 use super::report::{
     Groups, Kl, KlShaping, Mismatch, Rejection, ScoreSums, StepReport, ToolSpans, Warning,
     fraction, histogram, num, pct,
@@ -366,8 +366,8 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
         w.push(Warning {
             code: "equal_inexact_scores",
             message: format!(
-                "{} groups ({} rows) hold equal scores that float32 cannot average exactly (e.g. {}): the exact advantage is 0, as advcalc writes, but a trainer's float32 mean lands an ulp or two off while the std is 0, so it trains on noise, the same sign on every row of the group: {departs} per row; {exact}. Round rewards to multiples of a power of two (e.g. 1/1024), or drop zero-variance groups before training",
-                f.equal_inexact_groups,
+                "{} ({} rows) of equal scores that float32 cannot average exactly (e.g. {}): the exact advantage is 0, as advcalc writes, but a trainer's float32 mean lands an ulp or two off while the std is 0 or a residue as small, so it trains on noise, the same sign on every row of the group: {departs} per row; {exact}. Round rewards to multiples of a power of two (e.g. 1/1024), or drop zero-variance groups before training",
+                groups(f.equal_inexact_groups),
                 f.equal_inexact_rows,
                 f.equal_inexact_example.map(num).unwrap_or_default(),
             ),
@@ -377,13 +377,13 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
         let departs = who(&|d| {
             d.tight_spread
                 .filter(|&t| t > TIGHT_SPREAD_DEPARTURE)
-                .map(|t| format!("up to {}", pct(t)))
+                .map(|t| format!("up to {}", departure(t)))
         });
         w.push(Warning {
             code: "tight_spread_groups",
             message: format!(
-                "{} groups ({} rows) have score spreads so small that a trainer's ε or float32 arithmetic changes their normalised advantages by more than {}: {departs} off the exact (s − μ)/σ; trainers disagree on these rows. Rescale the rewards, or use a mean-only estimator (drgrpo) for such groups",
-                f.tight_spread_groups,
+                "{} ({} rows) with scores so close (within the group, or among a row's leave-one-out siblings for NeMo-RL) that a trainer's ε or float32 arithmetic changes their normalised advantages by more than {}: {departs} off the exact answer; trainers disagree on these rows. Rescale the rewards, or use a mean-only estimator (drgrpo) for such groups",
+                groups(f.tight_spread_groups),
                 f.tight_spread_rows,
                 pct(TIGHT_SPREAD_DEPARTURE),
             ),

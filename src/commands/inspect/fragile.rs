@@ -299,18 +299,33 @@ pub fn fragile_json(f: &Fragile) -> Value {
     })
 }
 
+/// A relative departure for people: a percentage, or `N×` past 10 (a residue that turns an
+/// advantage of 0.7 into 7428 is not usefully a percentage).
+pub fn departure(t: f64) -> String {
+    if t >= 10.0 {
+        format!("{}×", num(t))
+    } else {
+        pct(t)
+    }
+}
+
+/// `n group` / `n groups`.
+pub fn groups(n: u64) -> String {
+    format!("{n} group{}", if n == 1 { "" } else { "s" })
+}
+
 /// The table rows of a step's fragile groups: counts, then one row per trainer.
 pub fn fragile_rows(f: &Fragile) -> Vec<(String, String)> {
     let mut rows = vec![(
         "fragile groups".to_string(),
         format!(
-            "{} groups ({} rows) of equal inexact scores{}; {} groups ({} rows) of tight spread",
-            f.equal_inexact_groups,
+            "{} ({} rows) of equal inexact scores{}; {} ({} rows) of tight spread",
+            groups(f.equal_inexact_groups),
             f.equal_inexact_rows,
             f.equal_inexact_example
                 .map(|x| format!(" (e.g. {})", num(x)))
                 .unwrap_or_default(),
-            f.tight_spread_groups,
+            groups(f.tight_spread_groups),
             f.tight_spread_rows
         ),
     )];
@@ -324,13 +339,13 @@ pub fn fragile_rows(f: &Fragile) -> Vec<(String, String)> {
                     num(lo),
                     num(hi),
                     d.equal_scores_clipped
-                        .map(|(_, c)| format!(" ({} after its clip)", num(c)))
+                        .map(|(_, c)| format!(" (at most {} after its clip)", num(c)))
                         .unwrap_or_default()
                 ),
             });
         }
         if let Some(t) = d.tight_spread {
-            parts.push(format!("tight spread: up to {} off", pct(t)));
+            parts.push(format!("tight spread: up to {} off", departure(t)));
         }
         rows.push((format!("  {}", d.rule.trainer), parts.join("; ")));
     }
