@@ -576,3 +576,46 @@ fn nemo_groups_by_prompt_ids() {
         "expected uid or prompt_ids",
     );
 }
+
+// The new keys are written by `advcalc config` and read back unchanged; a key set where the
+// estimator does not read it gives a note (the lists `advcalc estimators` prints).
+#[test]
+fn new_keys_round_trip_through_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = run_in(
+        tmp.path(),
+        &[
+            "config",
+            "-e",
+            "openrlhf_rloo",
+            "--set",
+            "openrlhf.kl_coef=0.05",
+            "--set",
+            "openrlhf.kl_estimator=k3",
+            "--set",
+            "nemo.group_by=prompt_ids",
+            "--set",
+            "skyrl.advantage_batch_normalize=true",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let yaml = String::from_utf8(out.stdout.clone()).unwrap();
+    for line in [
+        "kl_coef: 0.05",
+        "kl_estimator: k3",
+        "group_by: prompt_ids",
+        "advantage_batch_normalize: true",
+    ] {
+        assert!(yaml.contains(line), "{line} not in {yaml}");
+    }
+    let err = stderr(&out);
+    assert!(
+        err.contains("algorithm.nemo.group_by is not read by openrlhf_rloo"),
+        "{err}"
+    );
+    assert!(!err.contains("openrlhf.kl_coef is not read"), "{err}");
+    std::fs::write(tmp.path().join("c.yaml"), &yaml).unwrap();
+    let again = run_in(tmp.path(), &["config", "-c", "c.yaml"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), yaml);
+}
