@@ -9,14 +9,18 @@
 //! | verl (default) | `uid` | sample | `σ + 1e-6` | μ = 0, σ = 1 | verl `core_algos.py` |
 //! | trl | consecutive n | sample, NaN-aware | `σ + 1e-4` | 0 | `trl/trainer/grpo_trainer.py` 2670–2725, `rloo_trainer.py` 1505–1561 |
 //! | openrlhf | consecutive n | sample | `σ + 1e-9` | error | `openrlhf/trainer/ppo_utils/experience_maker.py` |
-//! | nemo-rl | `uid` | leave-one-out, one-pass f32 | `σ + 1e-6` where σ > 0 | 0 | `nemo_rl/algorithms/utils.py` line 104 |
+//! | nemo-rl | `uid` (or `prompt_ids`, `nemo.group_by`) | leave-one-out sample | `σ + 1e-6` where σ > 0 | 0 | `nemo_rl/algorithms/utils.py` line 104 |
 //! | open-instruct | consecutive n | population | `σ + 1e-8` | 0 | `open_instruct/data_loader.py` 1472–1484 |
 //! | skyrl | `uid` | sample | `σ + 1e-6` | raw s (RLOO: 0) | `skyrl/backends/skyrl_train/utils/ppo_utils.py` 1224–1429 |
 //!
-//! Everything is computed in f64 and written as f32 (open-instruct's numpy does the same;
-//! for the f32 frameworks the difference is within an ulp or two), except NeMo's one-pass
-//! leave-one-out std, which is emulated in f32 (see [`super::rloo_loo_std`]). Outputs are
-//! `a · m` under every convention (NeMo broadcasts over all positions; advcalc choice, C3).
+//! Everything is computed in f64 and written as f32: the exact answer of each framework's
+//! formula (open-instruct's numpy does the same). For the f32 frameworks the difference is
+//! within an ulp or two, except on numerically fragile groups (equal non-dyadic scores, tight
+//! spreads, NeMo's one-pass f32 leave-one-out variance), where their f32 departs far more;
+//! advcalc keeps the exact answer there and `inspect` reports the groups
+//! (`docs/conventions.md` C6). Outputs are `a · m` under every convention (NeMo broadcasts
+//! over all positions; advcalc choice, C3), except with SkyRL's
+//! `advantage_batch_normalize` ([`super::skyrl_normalize`]), which writes every position.
 
 use crate::data::GroupKey;
 use crate::error::Error;

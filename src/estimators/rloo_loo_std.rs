@@ -19,7 +19,8 @@
 //! 0`, so `a = s_i − s_j` unscaled — the same as the exact σ = 0 here.
 //! **Float residue (not reproduced)**: NeMo evaluates `E[x²] − E[x]²` in float32 through a
 //! matrix multiply whose summation order is unspecified, so no fixed order reproduces it bit
-//! for bit (the corpus measured NeMo on a CPU disagreeing with any row-order emulation).
+//! for bit (the corpus measured NeMo on a CPU giving a residue on two rows of a group and 0 on
+//! the other six, where a row-order emulation gives it on all eight).
 //! Where the other rows are equal but not exactly representable sums (seven rows of 0.3),
 //! NeMo's residue σ is tiny but positive and its advantage explodes (NeMo#1518: 7428.4 where
 //! the exact answer is 0.7). advcalc writes the exact answer; [`one_pass_f32`] emulates the
