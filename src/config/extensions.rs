@@ -106,6 +106,12 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
         }
         openrlhf_no_std_norm = o.bool("no_std_norm", false)?;
         openrlhf_kl.coef = o.float("kl_coef", 0.0)?;
+        if !openrlhf_kl.coef.is_finite() {
+            return Err(o.reject(Invalid::new(
+                "kl_coef",
+                format!("expected a finite number, found {}", openrlhf_kl.coef),
+            )));
+        }
         if let Some(name) = o.opt_string("kl_estimator")? {
             openrlhf_kl.estimator = ApproxKl::from_name(&name).ok_or_else(|| {
                 o.reject(Invalid::new(
