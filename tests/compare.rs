@@ -429,3 +429,43 @@ fn compare_human_output_and_usage_errors() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("values"), "{}", stderr(&o));
 }
+
+// Eight rows of 0.3 (fragile: float32 cannot average them exactly) and eight of 0.5 (safe):
+// compare reports the fragile group as inspect does, with OpenRLHF's up to ±59.6 (2 ulp of
+// 0.3f32 = 2^−24, over ε 1e−9).
+#[test]
+fn compare_reports_fragile_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let uids: Vec<&str> = (0..16).map(|i| if i < 8 { "p" } else { "q" }).collect();
+    let scores: Vec<Vec<f32>> = (0..16)
+        .map(|i| vec![if i < 8 { 0.3 } else { 0.5 }])
+        .collect();
+    let batch = arrow::array::RecordBatch::try_from_iter(vec![
+        ("uid", strings(&uids)),
+        ("response_mask", i8_lists(&vec![vec![1]; 16])),
+        ("rm_scores", f32_lists(&scores)),
+    ])
+    .unwrap();
+    write_parquet(&dir.path().join("in.parquet"), &batch, 5);
+    let json = compare_json(dir.path(), &["-e", "grpo,drgrpo"]);
+    let f = &json["fragile_groups"];
+    assert_eq!(f["equal_inexact_scores"]["groups"], 1, "{json:#}");
+    assert_eq!(f["equal_inexact_scores"]["rows"], 8);
+    let openrlhf = &f["trainers"][2];
+    assert_eq!(openrlhf["trainer"], "OpenRLHF group_norm");
+    let hi = openrlhf["equal_scores_abs_advantage"][1].as_f64().unwrap();
+    assert!((hi - 59.60464).abs() < 1e-4, "{hi}");
+    assert_eq!(json["warnings"][0]["code"], "equal_inexact_scores");
+    // the variants themselves write the exact answer: 0 on every token
+    assert_eq!(json["variants"][0]["max"], 0.0);
+    let o = run_in(
+        dir.path(),
+        &["compare", "-q", "-e", "grpo,drgrpo", "in.parquet"],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("warning[equal_inexact_scores]"),
+        "{text}{}",
+        stderr(&o)
+    );
+}

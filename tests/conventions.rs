@@ -316,3 +316,306 @@ fn refused_combinations() {
         "consecutive groups of 3",
     );
 }
+
+/// Rows of one group (`uid` a) with their masks and token scores, for the tests below.
+fn rows(masks: &[Vec<i8>], scores: &[Vec<f32>]) -> Vec<(&'static str, ArrayRef)> {
+    vec![
+        ("uid", strings(&vec!["a"; masks.len()])),
+        ("response_mask", i8_lists(masks)),
+        ("rm_scores", f32_lists(scores)),
+    ]
+}
+
+// TRL rloo_trainer.py: a group with one scorable reward keeps a NaN baseline through the
+// batch normalisation and is zeroed after it. Groups of 2: [1, NaN], [0, 1], [.5, 0]; the
+// normalisation sees [−1, 1, .5, −.5] only: nanstd = √(2.5/3) = .912871, so ±1/(.912871 +
+// 1e-4) = ±1.095325 and ±.547663 (zeroing group a first gave ±1.414014, ±.707007).
+#[test]
+fn trl_rloo_normalisation_leaves_single_scorable_groups_out() {
+    let b = outcome(
+        &["a", "a", "b", "b", "c", "c"],
+        &[1.0, f32::NAN, 0.0, 1.0, 0.5, 0.0],
+    );
+    let out = run(
+        &b,
+        &[
+            "--allow-nonfinite",
+            "-e",
+            "rloo",
+            "--convention",
+            "trl",
+            "--set",
+            "trl.normalize_advantages=true",
+        ],
+    );
+    assert_close(
+        "trl rloo normalised, NaN reward",
+        &row_advantages(&out),
+        &[0.0, 0.0, -1.095325, 1.095325, 0.547663, -0.547663],
+        ATOL,
+        RTOL,
+    );
+}
+
+// prime-rl max_rl.py scores `iter_trainable_traces` only: a row with no policy token leaves
+// the group mean. s = [1, 0, 1], the last row tokenless: μ = .5 → [1, −1, 0] (μ = 2/3
+// would give [.5, −1, .5]).
+#[test]
+fn maxrl_leaves_rows_without_tokens_out_of_the_mean() {
+    let b = RecordBatch::try_from_iter(rows(
+        &[vec![1, 1], vec![1, 1], vec![0, 0]],
+        &[vec![0.0, 1.0], vec![0.0, 0.0], vec![0.0, 1.0]],
+    ))
+    .unwrap();
+    let adv = lists_f32(&run(&b, &["-e", "maxrl"]), "advantages");
+    assert_rows_close(
+        "maxrl",
+        &adv,
+        &[&[1.0, 1.0], &[-1.0, -1.0], &[0.0, 0.0]],
+        ATOL,
+        RTOL,
+    );
+}
+
+/// Two rows of one group with log-probs: row 0 mask [1,0,1] scoring 1 (d = old − ref =
+/// [.5, −1, 0]), row 1 mask [1,0,0] scoring 0 (d = 0).
+fn openrlhf_kl_batch() -> RecordBatch {
+    let mut cols = rows(
+        &[vec![1, 0, 1], vec![1, 0, 0]],
+        &[vec![0.0, 0.0, 1.0], vec![0.0, 0.0, 0.0]],
+    );
+    cols.push((
+        "old_log_probs",
+        f32_lists(&[vec![-0.5, -2.0, -1.0], vec![-1.0, -1.0, -1.0]]),
+    ));
+    cols.push(("ref_log_prob", f32_lists(&[vec![-1.0; 3], vec![-1.0; 3]])));
+    RecordBatch::try_from_iter(cols).unwrap()
+}
+
+// OpenRLHF compute_reward with kl_coef .1: −.1·kl on every valid token (the tool token's KL
+// is masked away), after the group scalar ±.707107 (group_norm) sits on the last valid token.
+// k1: row 0 rewards [−.05, 0, .707107] → returns [.657107, .707107, .707107];
+// k2 (d²/2 = .125): [.694607, …]; k3 (e^−.5 − 1 + .5 = .106531): [.696454, …].
+// Row 1 has no KL (d = 0): [−.707107, 0, 0].
+#[test]
+fn openrlhf_kl_in_the_reward() {
+    let b = openrlhf_kl_batch();
+    for (estimator, first) in [("k1", 0.657107), ("k2", 0.694607), ("k3", 0.696454)] {
+        let kl = format!("openrlhf.kl_estimator={estimator}");
+        let out = run(
+            &b,
+            &[
+                "-e",
+                "openrlhf_group_norm",
+                "--set",
+                "openrlhf.kl_coef=0.1",
+                "--set",
+                &kl,
+            ],
+        );
+        let x = 0.707107;
+        let want: [&[f64]; 2] = [&[first, x, x], &[-x, 0.0, 0.0]];
+        assert_rows_close(estimator, &lists_f32(&out, "advantages"), &want, ATOL, RTOL);
+    }
+    // reinforce_baseline: returns [.45, .5, .5] and [−.5, 0, 0]; the valid tokens .45, .5,
+    // −.5 have μ = .15 and population var .211667 (rstd 2.173571), so the advantages are
+    // [.652071, .760750, .760750] and [−1.412821, −.326036, −.326036].
+    let out = run(
+        &b,
+        &[
+            "-e",
+            "openrlhf_reinforce_baseline",
+            "--set",
+            "openrlhf.kl_coef=0.1",
+        ],
+    );
+    let want: [&[f64]; 2] = [
+        &[0.652071, 0.76075, 0.76075],
+        &[-1.412821, -0.326036, -0.326036],
+    ];
+    assert_rows_close(
+        "reinforce_baseline",
+        &lists_f32(&out, "advantages"),
+        &want,
+        ATOL,
+        RTOL,
+    );
+    let want: [&[f64]; 2] = [&[0.45, 0.5, 0.5], &[-0.5, 0.0, 0.0]];
+    assert_rows_close(
+        "reinforce_baseline returns",
+        &lists_f32(&out, "returns"),
+        &want,
+        ATOL,
+        RTOL,
+    );
+    // without the log-prob columns: a clear data error
+    let bare = RecordBatch::try_from_iter(rows(
+        &[vec![1, 0, 1], vec![1, 0, 0]],
+        &[vec![0.0, 0.0, 1.0], vec![0.0, 0.0, 0.0]],
+    ))
+    .unwrap();
+    fails(
+        &bare,
+        &["-e", "openrlhf_rloo", "--set", "openrlhf.kl_coef=0.1"],
+        1,
+        "missing column old_log_probs, ref_log_prob",
+    );
+    fails(
+        &b,
+        &["-e", "openrlhf_rloo", "--set", "openrlhf.kl_estimator=k4"],
+        2,
+        "expected k1, k2 or k3",
+    );
+}
+
+// conventions.md T8: drgrpo under skyrl gives a = [1, −1] on masks [1,1,0] and [1,0,0];
+// advantage_batch_normalize with T = 3 (mean over all 6 entries = 1/6, masked population
+// var 2.75/3) and with row 0 one padding column longer (T = 4, mean 1/8).
+#[test]
+fn skyrl_advantage_batch_normalize() {
+    let args = [
+        "-e",
+        "drgrpo",
+        "--convention",
+        "skyrl",
+        "--set",
+        "skyrl.advantage_batch_normalize=true",
+    ];
+    let b = RecordBatch::try_from_iter(rows(
+        &[vec![1, 1, 0], vec![1, 0, 0]],
+        &[vec![0.0, 1.0, 0.0], vec![-1.0, 0.0, 0.0]],
+    ))
+    .unwrap();
+    let out = run(&b, &args);
+    let want: [&[f64]; 2] = [
+        &[0.870388, 0.870388, -0.174078],
+        &[-1.218544, -0.174078, -0.174078],
+    ];
+    assert_rows_close("T = 3", &lists_f32(&out, "advantages"), &want, ATOL, RTOL);
+    let want: [&[f64]; 2] = [&[1.0, 1.0, 0.0], &[-1.0, 0.0, 0.0]];
+    assert_rows_close("returns", &lists_f32(&out, "returns"), &want, ATOL, RTOL);
+    let b = RecordBatch::try_from_iter(rows(
+        &[vec![1, 1, 0, 0], vec![1, 0, 0]],
+        &[vec![0.0, 1.0, 0.0, 0.0], vec![-1.0, 0.0, 0.0]],
+    ))
+    .unwrap();
+    let out = run(&b, &args);
+    let want: [&[f64]; 2] = [
+        &[0.906217, 0.906217, -0.12946, -0.12946],
+        &[-1.165136, -0.12946, -0.12946],
+    ];
+    assert_rows_close("T = 4", &lists_f32(&out, "advantages"), &want, ATOL, RTOL);
+    fails(
+        &b,
+        &[
+            "-e",
+            "grpo",
+            "--set",
+            "skyrl.advantage_batch_normalise=true",
+        ],
+        2,
+        "advantage_batch_normalise",
+    );
+}
+
+// NeMo groups by identical prompt token ids: uids all differ, prompt ids [1,2] ×3 and [3]
+// give T1's groups: [2.121314, −2.121314, 0, 0].
+#[test]
+fn nemo_groups_by_prompt_ids() {
+    use arrow::array::ListArray;
+    use arrow::datatypes::Int64Type;
+    use std::sync::Arc;
+    let ids = |rows: &[&[i64]]| -> ArrayRef {
+        Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>(
+            rows.iter().map(|r| Some(r.iter().map(|&x| Some(x)))),
+        ))
+    };
+    let base = outcome(&["p", "q", "r", "s"], &[1.0, 0.0, 0.5, 0.7]);
+    let schema = base.schema();
+    let mut cols: Vec<(&str, ArrayRef)> = schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .zip(base.columns().iter().cloned())
+        .collect();
+    cols.push(("prompt_ids", ids(&[&[1, 2], &[1, 2], &[1, 2], &[3]])));
+    let b = RecordBatch::try_from_iter(cols).unwrap();
+    let want = [2.121314, -2.121314, 0.0, 0.0];
+    let set = ["--set", "nemo.group_by=prompt_ids"];
+    for args in [
+        &["-e", "rloo_loo_std"][..],
+        &["-e", "grpo", "--convention", "nemo-rl"][..],
+    ] {
+        let all: Vec<&str> = args.iter().chain(&set).copied().collect();
+        assert_close(
+            &format!("{args:?}"),
+            &row_advantages(&run(&b, &all)),
+            &want,
+            ATOL,
+            RTOL,
+        );
+    }
+    // by uid (the default) every row is a singleton: 0
+    assert_close(
+        "by uid",
+        &row_advantages(&run(&b, &["-e", "rloo_loo_std"])),
+        &[0.0; 4],
+        ATOL,
+        RTOL,
+    );
+    fails(
+        &base,
+        &["-e", "rloo_loo_std", "--set", "nemo.group_by=prompt_ids"],
+        1,
+        "missing column prompt_ids",
+    );
+    fails(
+        &base,
+        &["-e", "rloo_loo_std", "--set", "nemo.group_by=prompt"],
+        2,
+        "expected uid or prompt_ids",
+    );
+}
+
+// The new keys are written by `advcalc config` and read back unchanged; a key set where the
+// estimator does not read it gives a note (the lists `advcalc estimators` prints).
+#[test]
+fn new_keys_round_trip_through_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = run_in(
+        tmp.path(),
+        &[
+            "config",
+            "-e",
+            "openrlhf_rloo",
+            "--set",
+            "openrlhf.kl_coef=0.05",
+            "--set",
+            "openrlhf.kl_estimator=k3",
+            "--set",
+            "nemo.group_by=prompt_ids",
+            "--set",
+            "skyrl.advantage_batch_normalize=true",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let yaml = String::from_utf8(out.stdout.clone()).unwrap();
+    for line in [
+        "kl_coef: 0.05",
+        "kl_estimator: k3",
+        "group_by: prompt_ids",
+        "advantage_batch_normalize: true",
+    ] {
+        assert!(yaml.contains(line), "{line} not in {yaml}");
+    }
+    let err = stderr(&out);
+    assert!(
+        err.contains("algorithm.nemo.group_by is not read by openrlhf_rloo"),
+        "{err}"
+    );
+    assert!(!err.contains("openrlhf.kl_coef is not read"), "{err}");
+    std::fs::write(tmp.path().join("c.yaml"), &yaml).unwrap();
+    let again = run_in(tmp.path(), &["config", "-c", "c.yaml"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), yaml);
+}

@@ -754,3 +754,108 @@ fn an_estimator_the_dump_cannot_serve_is_a_note() {
     );
     assert!(notes.contains("values"), "{notes}");
 }
+
+/// One-token rows in groups of eight (`p`, `q`, ...), each group's rows scoring the given
+/// value; old = ref = rollout = −0.5.
+fn groups_of_eight(values: &[f32]) -> Dump {
+    const UIDS: [&str; 4] = ["p", "q", "r", "s"];
+    let n = values.len() * 8;
+    Dump {
+        uid: (0..n).map(|i| UIDS[i / 8]).collect(),
+        mask: vec![vec![1]; n],
+        scores: (0..n).map(|i| vec![values[i / 8]]).collect(),
+        old: vec![vec![-0.5]; n],
+        reference: vec![vec![-0.5]; n],
+        rollout: vec![vec![-0.5]; n],
+        step: None,
+    }
+}
+
+// Eight rows of 0.3 are flagged (3·0.3 is not a float32); eight rows of 0.5 are not. With
+// u = ulp(0.3f32) = 2^−25 = 2.980232e−8, up to 2u/ε: OpenRLHF group_norm (ε 1e−9) 59.6, 10
+// after its clip; verl/SkyRL (ε 1e−6) .0596; TRL (ε 1e−4) 5.96e−4; open-instruct (float64)
+// nothing. From u/(2u + ε): .49175, .028126, 2.978457e−4.
+#[test]
+fn equal_non_dyadic_scores_are_fragile() {
+    let json = inspect_dump(&groups_of_eight(&[0.3, 0.5]), &[]);
+    assert_codes(&json, &["equal_inexact_scores", "no_signal_groups"]);
+    let f = &json["steps"][0]["fragile_groups"];
+    assert_eq!(f["equal_inexact_scores"]["groups"], 1, "{f:#}");
+    assert_eq!(f["equal_inexact_scores"]["rows"], 8);
+    assert_eq!(f["tight_spread"]["groups"], 0);
+    let trainer = |name: &str| {
+        f["trainers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["trainer"] == name)
+            .unwrap_or_else(|| panic!("{name} in {f:#}"))
+            .clone()
+    };
+    let range = |t: &Value, key: &str| -> (f64, f64) {
+        (t[key][0].as_f64().unwrap(), t[key][1].as_f64().unwrap())
+    };
+    let openrlhf = trainer("OpenRLHF group_norm");
+    let (lo, hi) = range(&openrlhf, "equal_scores_abs_advantage");
+    assert!(
+        (lo - 0.49175).abs() < 1e-5 && (hi - 59.60464).abs() < 1e-4,
+        "{lo} {hi}"
+    );
+    let (lo, hi) = range(&openrlhf, "equal_scores_abs_advantage_clipped");
+    assert!((lo - 0.49175).abs() < 1e-5 && hi == 10.0, "{lo} {hi}");
+    let (lo, hi) = range(
+        &trainer("verl grpo, SkyRL grpo"),
+        "equal_scores_abs_advantage",
+    );
+    assert!((lo - 0.02812589).abs() < 1e-7 && (hi - 0.05960464).abs() < 1e-7);
+    let (_, hi) = range(&trainer("TRL grpo"), "equal_scores_abs_advantage");
+    assert!((hi - 5.960464e-4).abs() < 1e-9);
+    assert_eq!(
+        trainer("open-instruct standard")["equal_scores_abs_advantage"],
+        Value::Null
+    );
+    let message = json["steps"][0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "equal_inexact_scores")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("OpenRLHF group_norm up to ±59.6046 (±10 after its clip)"),
+        "{message}"
+    );
+
+    // only dyadic scores: nothing fragile
+    let json = inspect_dump(&groups_of_eight(&[0.5, 0.25]), &[]);
+    assert_codes(&json, &["no_signal_groups"]);
+    assert_eq!(
+        json["steps"][0]["fragile_groups"]["equal_inexact_scores"]["groups"],
+        0
+    );
+    assert_eq!(
+        json["steps"][0]["fragile_groups"]["trainers"],
+        serde_json::json!([])
+    );
+}
+
+// A group scoring 1 and 1.001: σ = .000707, so TRL's ε 1e−4 alone moves its advantages by
+// 1e−4/(σ + 1e−4) = 12.4 %; the 0/1 group is robust.
+#[test]
+fn tight_spreads_are_fragile() {
+    let mut d = clean();
+    d.scores[0] = vec![0., 0., 0., 0., 1.0];
+    d.scores[1] = vec![0., 0., 1.001];
+    let json = inspect_dump(&d, &[]);
+    assert_codes(&json, &["tight_spread_groups"]);
+    let f = &json["steps"][0]["fragile_groups"];
+    assert_eq!(f["tight_spread"]["groups"], 1, "{f:#}");
+    assert_eq!(f["tight_spread"]["rows"], 2);
+    let trl = f["trainers"][1]["tight_spread_relative_departure"]
+        .as_f64()
+        .unwrap();
+    assert!((trl - 0.1241).abs() < 2e-4, "{trl}");
+    let message = json["steps"][0]["warnings"][0]["message"].as_str().unwrap();
+    assert!(message.contains("TRL grpo up to 12.4%"), "{message}");
+}

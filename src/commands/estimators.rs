@@ -1,10 +1,35 @@
 //! `advcalc estimators`: every estimator's declaration ([`Info`]) — where it comes from, what
-//! it computes in one line, the columns it needs, the settings it reads and whether it runs
-//! on sequence-level input (verl's JSONL dumps) — as JSON or a table.
+//! it computes in one line, the columns it needs, the settings it reads (for the GRPO/RLOO
+//! family, under each `--convention`: `conventions::settings_under`) and whether it runs on
+//! sequence-level input (verl's JSONL dumps) — as JSON or a table.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
+use crate::estimators::conventions::{self, Convention};
 use crate::estimators::{Estimator, Info, Kind};
+
+/// The settings read under one convention; `None`: the convention has no such estimator.
+type ConventionSettings = (Convention, Option<Vec<&'static str>>);
+
+/// The settings `e` reads under each convention (`null`: the convention has no such
+/// estimator); `None` outside the family, whose settings do not depend on the convention.
+fn by_convention(e: Estimator) -> Option<Vec<ConventionSettings>> {
+    conventions::in_family(e).then(|| {
+        Convention::ALL
+            .iter()
+            .map(|&c| (c, conventions::settings_under(e, c).and_then(|r| r.ok())))
+            .collect()
+    })
+}
+
+/// The settings listed as the estimator's `parameters`: its own, or for a family member
+/// `convention` and what it reads under the default convention.
+fn parameters(e: Estimator) -> Vec<&'static str> {
+    match conventions::settings_under(e, Convention::default()) {
+        Some(Ok(list)) => std::iter::once("convention").chain(list).collect(),
+        _ => e.info().settings.to_vec(),
+    }
+}
 
 /// The catalogue as JSON: an array of objects, in `Estimator::ALL` order.
 pub fn to_json() -> Value {
@@ -17,15 +42,23 @@ pub fn to_json() -> Value {
                     .into_iter()
                     .chain(i.columns.iter().map(|c| c.name()))
                     .collect();
-                json!({
+                let mut entry = json!({
                     "name": e.name(),
                     "source": i.source,
                     "summary": i.summary,
                     "kind": kind(i),
                     "columns": columns,
-                    "parameters": i.settings,
+                    "parameters": parameters(e),
                     "sequence_level": i.sequence_level(),
-                })
+                });
+                if let Some(list) = by_convention(e) {
+                    let map: Map<String, Value> = list
+                        .into_iter()
+                        .map(|(c, s)| (c.name().to_string(), json!(s)))
+                        .collect();
+                    entry["parameters_by_convention"] = Value::Object(map);
+                }
+                entry
             })
             .collect(),
     )
@@ -61,15 +94,31 @@ pub fn to_table() -> String {
             r.source,
             kind(r)
         ));
-        if !r.settings.is_empty() {
-            out.push_str(&format!("; settings: {}", r.settings.join(", ")));
+        let settings = parameters(e);
+        if !settings.is_empty() {
+            out.push_str(&format!("; settings: {}", settings.join(", ")));
         }
         if r.sequence_level() {
             out.push_str("; sequence-level");
         }
         out.push('\n');
+        for (c, list) in by_convention(e).unwrap_or_default() {
+            let what = match list {
+                None => "no such estimator (refused)".to_string(),
+                Some(l) if l.is_empty() => "-".to_string(),
+                Some(l) => l.join(", "),
+            };
+            out.push_str(&format!(
+                "{:width$}    under --convention {}: {what}\n",
+                "",
+                c.name()
+            ));
+        }
     }
     out.push_str("\nEvery estimator also reads response_mask and rm_scores (or a scalar score).\n");
+    out.push_str(
+        "`under --convention C` lines list what a GRPO/RLOO family member reads under each convention\n(other keys are ignored there, with a note).\n",
+    );
     out.push_str(
         "Sequence-level estimators give one advantage per row from the rows' scores alone: they\nalso run on verl's JSONL dumps (one score per row, no tokens).\n",
     );
@@ -133,6 +182,57 @@ mod tests {
             }
         }
         assert_eq!(to_json()[0]["sequence_level"], false);
+        // the nemo.* keys are read under nemo-rl only; rloo_loo_std reads only the grouping
+        let json = to_json();
+        let entry = |name: &str| {
+            json.as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == name)
+                .unwrap()
+                .clone()
+        };
+        let grpo = entry("grpo");
+        assert_eq!(
+            grpo["parameters"],
+            json!(["convention", "norm_adv_by_std_in_grpo"])
+        );
+        let by = &grpo["parameters_by_convention"];
+        assert_eq!(by["verl"], json!(["norm_adv_by_std_in_grpo"]));
+        assert_eq!(by["trl"], json!(["norm_adv_by_std_in_grpo", "group_size"]));
+        assert_eq!(
+            by["nemo-rl"],
+            json!([
+                "norm_adv_by_std_in_grpo",
+                "nemo.use_leave_one_out_baseline",
+                "nemo.normalize_rewards",
+                "nemo.group_by"
+            ])
+        );
+        assert_eq!(
+            by["skyrl"],
+            json!(["norm_adv_by_std_in_grpo", "skyrl.advantage_batch_normalize"])
+        );
+        assert_eq!(
+            entry("maxrl")["parameters_by_convention"]["trl"],
+            Value::Null
+        );
+        assert_eq!(
+            entry("rloo")["parameters_by_convention"]["trl"],
+            json!(["group_size", "trl.normalize_advantages"])
+        );
+        assert_eq!(
+            entry("rloo_loo_std")["parameters"],
+            json!(["nemo.group_by"])
+        );
+        assert!(
+            entry("rloo_loo_std")
+                .get("parameters_by_convention")
+                .is_none()
+        );
+        assert!(to_table().contains(
+            "under --convention nemo-rl: norm_adv_by_std_in_grpo, nemo.use_leave_one_out_baseline"
+        ));
         assert!(to_table().contains("; sequence-level"));
     }
 }

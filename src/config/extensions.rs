@@ -6,7 +6,8 @@ use crate::error::Result;
 use crate::estimators::Estimator;
 use crate::estimators::conventions::{self, Convention};
 use crate::estimators::reinforce_plus_plus::MaskMode;
-use crate::estimators::rloo_loo_std::NemoOptions;
+use crate::estimators::rloo_loo_std::{NemoGroupBy, NemoOptions};
+use crate::shaping::openrlhf_kl::{ApproxKl, OpenrlhfKl};
 
 /// advcalc's extension keys, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,14 @@ pub struct Extensions {
     pub trl_normalize_advantages: bool,
     /// `nemo.use_leave_one_out_baseline`, `nemo.normalize_rewards` (read under nemo-rl only).
     pub nemo: NemoOptions,
+    /// `openrlhf.kl_coef`, `openrlhf.kl_estimator`: OpenRLHF's `--algo.kl.init_coef` and
+    /// `--algo.kl.estimator` (the openrlhf_* estimators).
+    pub openrlhf_kl: OpenrlhfKl,
+    /// `skyrl.advantage_batch_normalize`: SkyRL's `trainer.algorithm` flag (the family under
+    /// `--convention skyrl`).
+    pub skyrl_advantage_batch_normalize: bool,
+    /// `nemo.group_by`: `uid` or `prompt_ids` (rloo_loo_std, and the family under nemo-rl).
+    pub nemo_group_by: NemoGroupBy,
 }
 
 impl Default for Extensions {
@@ -41,6 +50,9 @@ impl Default for Extensions {
             openrlhf_no_std_norm: false,
             trl_normalize_advantages: false,
             nemo: NemoOptions::default(),
+            openrlhf_kl: OpenrlhfKl::default(),
+            skyrl_advantage_batch_normalize: false,
+            nemo_group_by: NemoGroupBy::Uid,
         }
     }
 }
@@ -77,8 +89,11 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
     };
     let group_size = s.opt_count("group_size")?;
     let whiten_advantages = s.bool("whiten_advantages", d.whiten_advantages)?;
-    let (mut openrlhf_reward_clip, mut openrlhf_no_std_norm) =
-        (d.openrlhf_reward_clip, d.openrlhf_no_std_norm);
+    let (mut openrlhf_reward_clip, mut openrlhf_no_std_norm, mut openrlhf_kl) = (
+        d.openrlhf_reward_clip,
+        d.openrlhf_no_std_norm,
+        d.openrlhf_kl,
+    );
     if let Some(mut o) = s.subsection("openrlhf")? {
         if let Some(range) = o.opt_float_list("reward_clip")? {
             match range[..] {
@@ -90,6 +105,21 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
             }
         }
         openrlhf_no_std_norm = o.bool("no_std_norm", false)?;
+        openrlhf_kl.coef = o.float("kl_coef", 0.0)?;
+        if !openrlhf_kl.coef.is_finite() {
+            return Err(o.reject(Invalid::new(
+                "kl_coef",
+                format!("expected a finite number, found {}", openrlhf_kl.coef),
+            )));
+        }
+        if let Some(name) = o.opt_string("kl_estimator")? {
+            openrlhf_kl.estimator = ApproxKl::from_name(&name).ok_or_else(|| {
+                o.reject(Invalid::new(
+                    "kl_estimator",
+                    format!("expected k1, k2 or k3, found \"{name}\""),
+                ))
+            })?;
+        }
         o.finish()?;
     }
     let mut trl_normalize_advantages = d.trl_normalize_advantages;
@@ -98,10 +128,24 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
         t.finish()?;
     }
     let mut nemo = d.nemo;
+    let mut nemo_group_by = d.nemo_group_by;
     if let Some(mut n) = s.subsection("nemo")? {
         nemo.use_leave_one_out_baseline = n.bool("use_leave_one_out_baseline", true)?;
         nemo.normalize_rewards = n.bool("normalize_rewards", true)?;
+        if let Some(name) = n.opt_string("group_by")? {
+            nemo_group_by = NemoGroupBy::from_name(&name).ok_or_else(|| {
+                n.reject(Invalid::new(
+                    "group_by",
+                    format!("expected uid or prompt_ids, found \"{name}\""),
+                ))
+            })?;
+        }
         n.finish()?;
+    }
+    let mut skyrl_advantage_batch_normalize = d.skyrl_advantage_batch_normalize;
+    if let Some(mut k) = s.subsection("skyrl")? {
+        skyrl_advantage_batch_normalize = k.bool("advantage_batch_normalize", false)?;
+        k.finish()?;
     }
     Ok(Extensions {
         convention,
@@ -112,6 +156,9 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
         openrlhf_no_std_norm,
         trl_normalize_advantages,
         nemo,
+        openrlhf_kl,
+        skyrl_advantage_batch_normalize,
+        nemo_group_by,
     })
 }
 
@@ -162,19 +209,59 @@ pub(crate) fn check(
             ));
         }
     }
-    if c != Convention::NemoRl && x.nemo != NemoOptions::default() {
-        notes.push("algorithm.nemo.* is read under --convention nemo-rl only".into());
-    }
-    if x.trl_normalize_advantages && !(c == Convention::Trl && e == Estimator::Rloo) {
-        notes.push(
-            "algorithm.trl.normalize_advantages is read by rloo under --convention trl only".into(),
-        );
-    }
-    if !x.whiten_advantages && e != Estimator::Gae {
-        notes.push("algorithm.whiten_advantages is read by gae only".into());
-    }
-    if x.mask_mode != MaskMode::Carry && e != Estimator::ReinforcePlusPlus {
-        notes.push("algorithm.mask_mode is read by reinforce_plus_plus only".into());
+    // Keys set away from their defaults that this estimator does not read under this
+    // convention: a note each (the same lists `advcalc estimators` prints).
+    let reads: Vec<&str> = match conventions::settings_under(e, c) {
+        Some(Ok(list)) => list,
+        Some(Err(_)) => Vec::new(),
+        None => e.info().settings.to_vec(),
+    };
+    let d = Extensions::default();
+    let set: [(&str, bool); 10] = [
+        (
+            "whiten_advantages",
+            x.whiten_advantages != d.whiten_advantages,
+        ),
+        ("mask_mode", x.mask_mode != d.mask_mode),
+        ("group_size", x.group_size.is_some()),
+        (
+            "openrlhf.reward_clip",
+            x.openrlhf_reward_clip != d.openrlhf_reward_clip,
+        ),
+        (
+            "openrlhf.no_std_norm",
+            x.openrlhf_no_std_norm != d.openrlhf_no_std_norm,
+        ),
+        ("openrlhf.kl_coef", x.openrlhf_kl.coef != d.openrlhf_kl.coef),
+        (
+            "openrlhf.kl_estimator",
+            x.openrlhf_kl.estimator != d.openrlhf_kl.estimator,
+        ),
+        ("trl.normalize_advantages", x.trl_normalize_advantages),
+        (
+            "skyrl.advantage_batch_normalize",
+            x.skyrl_advantage_batch_normalize,
+        ),
+        ("nemo.group_by", x.nemo_group_by != d.nemo_group_by),
+    ];
+    let nemo = [
+        (
+            "nemo.use_leave_one_out_baseline",
+            x.nemo.use_leave_one_out_baseline != d.nemo.use_leave_one_out_baseline,
+        ),
+        (
+            "nemo.normalize_rewards",
+            x.nemo.normalize_rewards != d.nemo.normalize_rewards,
+        ),
+    ];
+    for (key, changed) in set.into_iter().chain(nemo) {
+        if changed && !reads.contains(&key) {
+            notes.push(format!(
+                "algorithm.{key} is not read by {} under --convention {} (`advcalc estimators` lists what each estimator reads)",
+                e.name(),
+                c.name()
+            ));
+        }
     }
     Ok(())
 }

@@ -203,6 +203,8 @@ pub(crate) fn algorithm(config: &Config) -> Map {
                     .collect(),
             ),
             ("no_std_norm", x.openrlhf_no_std_norm.into()),
+            ("kl_coef", x.openrlhf_kl.coef.into()),
+            ("kl_estimator", x.openrlhf_kl.estimator.name().into()),
         ]),
     );
     put(
@@ -217,7 +219,15 @@ pub(crate) fn algorithm(config: &Config) -> Map {
                 x.nemo.use_leave_one_out_baseline.into(),
             ),
             ("normalize_rewards", x.nemo.normalize_rewards.into()),
+            ("group_by", x.nemo_group_by.name().into()),
         ]),
+    );
+    put(
+        "skyrl",
+        map([(
+            "advantage_batch_normalize",
+            x.skyrl_advantage_batch_normalize.into(),
+        )]),
     );
     m
 }

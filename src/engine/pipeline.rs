@@ -15,6 +15,7 @@ use crate::estimators::{Column, Estimator, Rows, Settings};
 use crate::io::schema::Needs;
 use crate::shaping::correction::{self, Correction, IsLevel};
 use crate::shaping::kl::{KlController, KlEstimator};
+use crate::shaping::openrlhf_kl::OpenrlhfKl;
 
 /// What a run computes, derived from the configuration.
 #[derive(Debug, Clone)]
@@ -42,6 +43,8 @@ pub struct Pipeline {
     /// `openrlhf.reward_clip`, `openrlhf.no_std_norm` (the openrlhf_* estimators).
     pub openrlhf_reward_clip: (f64, f64),
     pub openrlhf_no_std_norm: bool,
+    /// `openrlhf.kl_coef`, `openrlhf.kl_estimator`.
+    pub openrlhf_kl: OpenrlhfKl,
 }
 
 /// Constants per training batch, with a default for steps not (yet) known.
@@ -96,9 +99,12 @@ impl Pipeline {
                 group_size: x.group_size,
                 trl_normalize_advantages: x.trl_normalize_advantages,
                 nemo: x.nemo,
+                nemo_group_by: x.nemo_group_by,
+                skyrl_batch_normalize: x.skyrl_advantage_batch_normalize,
             },
             openrlhf_reward_clip: x.openrlhf_reward_clip,
             openrlhf_no_std_norm: x.openrlhf_no_std_norm,
+            openrlhf_kl: x.openrlhf_kl,
             estimator: algo.adv_estimator,
             kl,
             controller,
@@ -133,6 +139,7 @@ impl Pipeline {
             gdpo_weights: &self.gdpo_weights,
             openrlhf_reward_clip: self.openrlhf_reward_clip,
             openrlhf_no_std_norm: self.openrlhf_no_std_norm,
+            openrlhf_kl: self.openrlhf_kl,
         }
     }
 
@@ -157,6 +164,11 @@ impl Pipeline {
             tokens.extend([TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]);
             purpose.push("rollout correction".into());
         }
+        let openrlhf_kl = e.is_openrlhf() && self.openrlhf_kl.active();
+        if openrlhf_kl {
+            tokens.extend([old_log_probs, TokenRole::RefLogProb]);
+            purpose.push("OpenRLHF's KL in the reward (openrlhf.kl_coef)".into());
+        }
         let mut needs = Needs {
             optional: if self.correction.is_some() {
                 vec![TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]
@@ -166,6 +178,10 @@ impl Pipeline {
             purpose: purpose.join(" with "),
             ..Default::default()
         };
+        if self.family.groups_by_prompt_ids(e) {
+            needs.prompt_ids = true;
+            needs.purpose += " (nemo.group_by: prompt_ids)";
+        }
         for &column in e.info().columns {
             match column {
                 Column::Uid => needs.uid = true,
@@ -189,6 +205,17 @@ impl Pipeline {
                 "KL in reward needs {} and ref_log_prob",
                 old_log_probs.column()
             ));
+        }
+        if openrlhf_kl {
+            needs.token_data.push(format!(
+                "OpenRLHF's KL in the reward (openrlhf.kl_coef > 0) needs {} and ref_log_prob",
+                old_log_probs.column()
+            ));
+        }
+        if self.family.skyrl_normalizes(e) {
+            needs.token_data.push(
+                "skyrl.advantage_batch_normalize needs each row's tokens (it normalises over the padded batch)".into(),
+            );
         }
         if self.correction.as_ref().is_some_and(|c| c.is_some_active()) {
             needs.token_data.push(

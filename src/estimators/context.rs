@@ -14,6 +14,7 @@ use crate::estimators::moments::{Moments, WhitenError, Whitening};
 use crate::estimators::optimal_token_baseline::ColumnSums;
 use crate::estimators::reinforce_plus_plus::MaskMode;
 use crate::estimators::sessions::{OutputRow, fold_sessions};
+use crate::shaping::openrlhf_kl::OpenrlhfKl;
 
 /// The validated settings an estimator may read (verl's `algorithm` keys and advcalc's).
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +35,8 @@ pub struct Settings<'a> {
     /// `openrlhf.reward_clip`, `openrlhf.no_std_norm`.
     pub openrlhf_reward_clip: (f64, f64),
     pub openrlhf_no_std_norm: bool,
+    /// `openrlhf.kl_coef`, `openrlhf.kl_estimator` (the openrlhf_* estimators).
+    pub openrlhf_kl: OpenrlhfKl,
 }
 
 /// One row group after stages 1–3: the shaped rewards, the mask after rejection and the IS

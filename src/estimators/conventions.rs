@@ -9,25 +9,31 @@
 //! | verl (default) | `uid` | sample | `σ + 1e-6` | μ = 0, σ = 1 | verl `core_algos.py` |
 //! | trl | consecutive n | sample, NaN-aware | `σ + 1e-4` | 0 | `trl/trainer/grpo_trainer.py` 2670–2725, `rloo_trainer.py` 1505–1561 |
 //! | openrlhf | consecutive n | sample | `σ + 1e-9` | error | `openrlhf/trainer/ppo_utils/experience_maker.py` |
-//! | nemo-rl | `uid` | leave-one-out, one-pass f32 | `σ + 1e-6` where σ > 0 | 0 | `nemo_rl/algorithms/utils.py` line 104 |
+//! | nemo-rl | `uid` (or `prompt_ids`, `nemo.group_by`) | leave-one-out sample | `σ + 1e-6` where σ > 0 | 0 | `nemo_rl/algorithms/utils.py` line 104 |
 //! | open-instruct | consecutive n | population | `σ + 1e-8` | 0 | `open_instruct/data_loader.py` 1472–1484 |
 //! | skyrl | `uid` | sample | `σ + 1e-6` | raw s (RLOO: 0) | `skyrl/backends/skyrl_train/utils/ppo_utils.py` 1224–1429 |
 //!
-//! Everything is computed in f64 and written as f32 (open-instruct's numpy does the same;
-//! for the f32 frameworks the difference is within an ulp or two), except NeMo's one-pass
-//! leave-one-out std, which is emulated in f32 (see [`super::rloo_loo_std`]). Outputs are
-//! `a · m` under every convention (NeMo broadcasts over all positions; advcalc choice, C3).
+//! Everything is computed in f64 and written as f32: the exact answer of each framework's
+//! formula (open-instruct's numpy does the same). For the f32 frameworks the difference is
+//! within an ulp or two, except on numerically fragile groups (equal non-dyadic scores, tight
+//! spreads, NeMo's one-pass f32 leave-one-out variance), where their f32 departs far more;
+//! advcalc keeps the exact answer there and `inspect` reports the groups
+//! (`docs/conventions.md` C6). Outputs are `a · m` under every convention (NeMo broadcasts
+//! over all positions; advcalc choice, C3), except with SkyRL's
+//! `advantage_batch_normalize` ([`super::skyrl_normalize`]), which writes every position.
 
 use crate::data::GroupKey;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
-use crate::estimators::{Plan, TrainingBatch};
+use crate::estimators::moments::Moments;
+use crate::estimators::{Plan, RowStats, Rows, Tokens, TrainingBatch, broadcast_scalars};
 
 use super::Estimator;
 use super::grpo_batch_std::{self, grpo_batch_std};
 use super::maxrl::{MaxrlRule, maxrl};
 use super::openrlhf::{Shaping, group_scalar};
-use super::rloo_loo_std::{NemoOptions, rloo_loo_std};
+use super::rloo_loo_std::{NemoGroupBy, NemoOptions, rloo_loo_std};
+use super::skyrl_normalize::skyrl_batch_normalize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Convention {
@@ -100,6 +106,40 @@ pub fn check(e: Estimator, c: Convention) -> Result<(), String> {
     }
 }
 
+/// The `algorithm.*` settings family member `e` reads under convention `c`, besides
+/// `convention` itself (what `advcalc estimators` lists); `Err` when `c` has no such
+/// estimator ([`check`]). `None` for an estimator outside the family.
+pub fn settings_under(e: Estimator, c: Convention) -> Option<Result<Vec<&'static str>, String>> {
+    if !in_family(e) {
+        return None;
+    }
+    if let Err(msg) = check(e, c) {
+        return Some(Err(msg));
+    }
+    let mut s: Vec<&'static str> = Vec::new();
+    if e == Estimator::Grpo {
+        s.push("norm_adv_by_std_in_grpo");
+    }
+    if c.consecutive() {
+        s.push("group_size");
+    }
+    match (c, e) {
+        (Convention::Trl, Estimator::Rloo) => s.push("trl.normalize_advantages"),
+        (Convention::NemoRl, Estimator::Grpo) => s.extend([
+            "nemo.use_leave_one_out_baseline",
+            "nemo.normalize_rewards",
+            "nemo.group_by",
+        ]),
+        (Convention::NemoRl, Estimator::Drgrpo) => {
+            s.extend(["nemo.use_leave_one_out_baseline", "nemo.group_by"])
+        }
+        (Convention::NemoRl, _) => s.push("nemo.group_by"),
+        (Convention::Skyrl, _) => s.push("skyrl.advantage_batch_normalize"),
+        _ => {}
+    }
+    Some(Ok(s))
+}
+
 /// The convention and the framework switches it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct FamilyOptions {
@@ -110,6 +150,25 @@ pub struct FamilyOptions {
     pub trl_normalize_advantages: bool,
     /// NeMo-RL `grpo.use_leave_one_out_baseline` / `grpo.normalize_rewards`.
     pub nemo: NemoOptions,
+    /// `nemo.group_by`: NeMo's groups (`uid`, or identical prompt token ids).
+    pub nemo_group_by: NemoGroupBy,
+    /// SkyRL `trainer.algorithm.advantage_batch_normalize` (read under `skyrl`).
+    pub skyrl_batch_normalize: bool,
+}
+
+impl FamilyOptions {
+    /// Whether SkyRL's `advantage_batch_normalize` applies to `e` (the family under `skyrl`).
+    pub fn skyrl_normalizes(&self, e: Estimator) -> bool {
+        self.skyrl_batch_normalize && self.convention == Convention::Skyrl && in_family(e)
+    }
+
+    /// Whether `e` groups by NeMo's prompt token ids (`nemo.group_by: prompt_ids` for
+    /// rloo_loo_std, and for the family under `nemo-rl`).
+    pub fn groups_by_prompt_ids(&self, e: Estimator) -> bool {
+        self.nemo_group_by == NemoGroupBy::PromptIds
+            && (e == Estimator::RlooLooStd
+                || (self.convention == Convention::NemoRl && in_family(e)))
+    }
 }
 
 /// Consecutive-n grouping of one batch's rows (TRL, OpenRLHF, open-instruct). Also returns a
@@ -211,20 +270,27 @@ fn mean_std_scaled(
         .collect()
 }
 
-/// TRL RLOOTrainer: `s − (Σ − s)/(cnt − 1)` NaN-aware, a group of one gets 0; optionally
-/// `(a − mean(a))/(nanstd(a) + 1e-4)` over the batch's rows.
+/// TRL RLOOTrainer (`rloo_trainer.py` 1537–1555 at `f2cd577`): `s − (Σ − s)/(cnt − 1)` over
+/// the group's scorable (non-NaN) rows. A group with one scorable row gets `0/0 = NaN`, and
+/// unscorable rows stay NaN; with `normalize`, `(a − nanmean(a))/(nanstd(a) + 1e-4)` over the
+/// batch's rows runs while they are still NaN — so they are left out of the mean and std —
+/// and only then does `nan_to_num` zero them. Groups of one row (`num_generations == 1`) get
+/// 0 before the normalisation (TRL's `zeros_like` branch), and count in it.
 fn trl_rloo(scores: &[f64], grouping: &Grouping, normalize: bool) -> Vec<f64> {
     let mut a = vec![f64::NAN; scores.len()];
     for rows in grouping.members() {
+        if rows.len() == 1 {
+            a[rows[0]] = 0.0;
+            continue;
+        }
         let valid: Vec<usize> = rows.into_iter().filter(|&r| !scores[r].is_nan()).collect();
+        if valid.len() < 2 {
+            continue; // 0/0: NaN until after the normalisation
+        }
         let sum: f64 = valid.iter().map(|&r| scores[r]).sum();
         let cnt = valid.len() as f64;
         for &r in &valid {
-            a[r] = if valid.len() > 1 {
-                scores[r] - (sum - scores[r]) / (cnt - 1.0)
-            } else {
-                0.0
-            };
+            a[r] = scores[r] - (sum - scores[r]) / (cnt - 1.0);
         }
     }
     if normalize {
@@ -250,46 +316,73 @@ fn skyrl_rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     })
 }
 
+/// Why [`family_scalars`] gives no numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A row of a singleton group where the framework refuses one (OpenRLHF asserts n > 1).
+    Singleton(usize),
+    /// The convention has no such estimator ([`check`]'s message; C5).
+    Undefined(String),
+}
+
 /// The family member `e` under `opts.convention` for one batch, on groups already formed by
-/// the convention's rule. `norm_by_std` is verl's `norm_adv_by_std_in_grpo` (for `grpo`).
-/// `Err(row)`: a row of a singleton group where the framework refuses one (OpenRLHF).
+/// the convention's rule. `norm_by_std` is verl's `norm_adv_by_std_in_grpo` (for `grpo`);
+/// `has_tokens[i]`: row `i` has a valid token (prime-rl's MaxRL leaves the others out).
 pub fn family_scalars(
     e: Estimator,
     opts: &FamilyOptions,
     norm_by_std: bool,
     scores: &[f64],
+    has_tokens: &[bool],
     grouping: &Grouping,
-) -> Result<Vec<f64>, usize> {
+) -> Result<Vec<f64>, Refusal> {
+    if !in_family(e) {
+        return Err(Refusal::Undefined(format!(
+            "{} is not one of the GRPO/RLOO family that --convention changes",
+            e.name()
+        )));
+    }
+    check(e, opts.convention).map_err(Refusal::Undefined)?;
     let norm = norm_by_std && e == Estimator::Grpo;
+    let mean_or_norm = if norm {
+        Shaping::GroupNorm
+    } else {
+        Shaping::Mean
+    };
     Ok(match (opts.convention, e) {
-        (Convention::Verl | Convention::Skyrl, Estimator::Grpo | Estimator::Drgrpo) => {
-            super::grpo::grpo(scores, grouping, norm)
-        }
-        (Convention::Verl, Estimator::GrpoBatchStd) => {
-            grpo_batch_std(scores, grouping, grpo_batch_std::VERL)
-        }
-        (Convention::Trl, Estimator::GrpoBatchStd) => {
-            grpo_batch_std(scores, grouping, grpo_batch_std::TRL)
-        }
+        (_, Estimator::Maxrl) => maxrl(
+            scores,
+            has_tokens,
+            grouping,
+            if opts.convention == Convention::Skyrl {
+                MaxrlRule::Skyrl
+            } else {
+                MaxrlRule::PrimeRl
+            },
+        ),
+        (c, Estimator::GrpoBatchStd) => grpo_batch_std(
+            scores,
+            grouping,
+            if c == Convention::Trl {
+                grpo_batch_std::TRL
+            } else {
+                grpo_batch_std::VERL
+            },
+        ),
         (Convention::Verl, Estimator::Rloo) => super::rloo::rloo(scores, grouping),
-        (Convention::Verl, Estimator::Maxrl) => maxrl(scores, grouping, MaxrlRule::PrimeRl),
-        (Convention::Skyrl, Estimator::Maxrl) => maxrl(scores, grouping, MaxrlRule::Skyrl),
         (Convention::Skyrl, Estimator::Rloo) => skyrl_rloo(scores, grouping),
         (Convention::Trl, Estimator::Rloo) => {
             trl_rloo(scores, grouping, opts.trl_normalize_advantages)
         }
+        (Convention::Verl | Convention::Skyrl, _) => super::grpo::grpo(scores, grouping, norm),
         (Convention::Trl, _) => mean_std_scaled(scores, grouping, norm, false, 1e-4),
         (Convention::OpenInstruct, _) => mean_std_scaled(scores, grouping, norm, true, 1e-8),
-        (Convention::Openrlhf, Estimator::Rloo) => group_scalar(scores, grouping, Shaping::Rloo)?,
-        (Convention::Openrlhf, _) => group_scalar(
-            scores,
-            grouping,
-            if norm {
-                Shaping::GroupNorm
-            } else {
-                Shaping::Mean
-            },
-        )?,
+        (Convention::Openrlhf, Estimator::Rloo) => {
+            group_scalar(scores, grouping, Shaping::Rloo).map_err(Refusal::Singleton)?
+        }
+        (Convention::Openrlhf, _) => {
+            group_scalar(scores, grouping, mean_or_norm).map_err(Refusal::Singleton)?
+        }
         (Convention::NemoRl, Estimator::Rloo) => rloo_loo_std(
             scores,
             grouping,
@@ -306,8 +399,6 @@ pub fn family_scalars(
                 ..opts.nemo
             },
         ),
-        // refused by `check` before any data is read
-        (c, e) => unreachable!("{} under --convention {}", e.name(), c.name()),
     })
 }
 
@@ -317,10 +408,78 @@ pub fn family_scalars(
 pub fn family_batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<(), Error> {
     let s = batch.settings;
     let g = batch.family_grouping(plan, s.family.convention.consecutive())?;
-    let scalars = family_scalars(s.estimator, &s.family, s.norm_by_std, &batch.scores(), &g)
-        .map_err(|row| batch.singleton_error(&g, row))?;
+    let has_tokens: Vec<bool> = batch.valid().iter().map(|&v| v > 0.0).collect();
+    let scalars = family_scalars(
+        s.estimator,
+        &s.family,
+        s.norm_by_std,
+        &batch.scores(),
+        &has_tokens,
+        &g,
+    )
+    .map_err(|refusal| match refusal {
+        Refusal::Singleton(row) => batch.singleton_error(&g, row),
+        Refusal::Undefined(msg) => Error::usage(msg),
+    })?;
+    if s.family.skyrl_normalizes(s.estimator) {
+        let lengths: Vec<f64> = batch
+            .rows
+            .iter()
+            .map(|&r| batch.stats.moments[r].n)
+            .collect();
+        let w = skyrl_batch_normalize(&scalars, &batch.valid(), &lengths).ok_or_else(|| {
+            Error::data(format!(
+                "{} skyrl.advantage_batch_normalize found no valid token in the batch (SkyRL divides 0 by 0)",
+                batch.at()
+            ))
+        })?;
+        plan.whitening.insert(batch.step, w);
+    }
     batch.set_scalars(plan, scalars);
     Ok(())
+}
+
+/// Pass 1 of a family member: with SkyRL's batch normalisation, each row's length (the
+/// padded width is the longest), kept as the count of an empty [`Moments`]. Nothing else.
+pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<(), Error> {
+    if rows
+        .settings
+        .family
+        .skyrl_normalizes(rows.settings.estimator)
+    {
+        for i in 0..rows.rows() {
+            stats.moments.push(Moments {
+                n: rows.span(i).len() as f64,
+                mean: 0.0,
+                m2: 0.0,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Pass 2 of a family member: `a·m`, or with SkyRL's batch normalisation
+/// `(a·m − mean)·rstd` at every position and the un-normalised `a·m` as returns.
+pub fn family_token_outputs(rows: &Rows<'_>, plan: &Plan) -> Tokens {
+    let plain = broadcast_scalars(rows, plan);
+    if !rows
+        .settings
+        .family
+        .skyrl_normalizes(rows.settings.estimator)
+    {
+        return plain;
+    }
+    let mut advantages = plain.advantages.clone();
+    for i in 0..rows.rows() {
+        let w = plan.whitening_of(rows.group.step_of(i));
+        for t in rows.span(i) {
+            advantages[t] = w.apply(plain.advantages[t]);
+        }
+    }
+    Tokens {
+        advantages,
+        returns: Some(plain.advantages),
+    }
 }
 
 #[cfg(test)]
@@ -337,7 +496,15 @@ mod tests {
     }
 
     fn run(e: Estimator, c: Convention, s: &[f64], labels: &[&str]) -> Vec<f64> {
-        family_scalars(e, &opts(c), true, s, &grouping(labels)).unwrap()
+        family_scalars(
+            e,
+            &opts(c),
+            true,
+            s,
+            &vec![true; s.len()],
+            &grouping(labels),
+        )
+        .unwrap()
     }
 
     fn eight() -> Vec<f64> {
@@ -397,7 +564,7 @@ mod tests {
             ..Default::default()
         };
         assert_close(
-            &family_scalars(Grpo, &plain, true, &s, &grouping(&l)).unwrap(),
+            &family_scalars(Grpo, &plain, true, &s, &[true; 4], &grouping(&l)).unwrap(),
             &[0.999998, -0.999998, 0.0, 0.0],
         );
         assert_close(&run(Rloo, Verl, &s, &l), &[0.75, -0.75, 0.0, 0.7]);
@@ -430,7 +597,7 @@ mod tests {
             ..Default::default()
         };
         assert_close(
-            &family_scalars(Rloo, &normalized, true, &s, &grouping(&l)).unwrap(),
+            &family_scalars(Rloo, &normalized, true, &s, &[true; 4], &grouping(&l)).unwrap(),
             &[1.224595, -1.224595, 0.0, 0.0],
         );
         assert_close(
@@ -491,18 +658,90 @@ mod tests {
                 &opts(Convention::Openrlhf),
                 true,
                 &[1.0],
+                &[true],
                 &g
             ),
-            Err(0)
+            Err(Refusal::Singleton(0))
         );
         assert_eq!(
-            family_scalars(Estimator::Grpo, &opts(Convention::Trl), true, &[1.0], &g),
+            family_scalars(
+                Estimator::Grpo,
+                &opts(Convention::Trl),
+                true,
+                &[1.0],
+                &[true],
+                &g
+            ),
             Ok(vec![0.0])
         );
         assert_eq!(
-            family_scalars(Estimator::Rloo, &opts(Convention::Trl), true, &[1.0], &g),
+            family_scalars(
+                Estimator::Rloo,
+                &opts(Convention::Trl),
+                true,
+                &[1.0],
+                &[true],
+                &g
+            ),
             Ok(vec![0.0])
         );
+    }
+
+    // TRL rloo_trainer.py: a group with one scorable reward has a NaN baseline and stays NaN
+    // through the normalisation, zeroed only afterwards. Groups of 2: [1, NaN], [0, 1],
+    // [.5, 0] → before normalising [NaN, NaN, −1, 1, .5, −.5]; nanmean 0, nanstd over the
+    // four = √(2.5/3) = .912871; ±1/(.912871 + 1e-4) = ±1.095325, ±.547663. Zeroing group a
+    // first would give mean 0, std √(2.5/5) = .707107 and ±1.414014, ±.707007.
+    #[test]
+    fn trl_rloo_normalises_before_zeroing_nan_rows() {
+        let l = ["a", "a", "b", "b", "c", "c"];
+        let s = [1.0, f64::NAN, 0.0, 1.0, 0.5, 0.0];
+        let normalized = FamilyOptions {
+            convention: Convention::Trl,
+            trl_normalize_advantages: true,
+            ..Default::default()
+        };
+        let a = family_scalars(
+            Estimator::Rloo,
+            &normalized,
+            true,
+            &s,
+            &[true; 6],
+            &grouping(&l),
+        )
+        .unwrap();
+        assert_close(&a, &[0.0, 0.0, -1.095325, 1.095325, 0.547663, -0.547663]);
+        // without the normalisation the NaN rows are plain zeros
+        let a = family_scalars(
+            Estimator::Rloo,
+            &opts(Convention::Trl),
+            true,
+            &s,
+            &[true; 6],
+            &grouping(&l),
+        )
+        .unwrap();
+        assert_close(&a, &[0.0, 0.0, -1.0, 1.0, 0.5, -0.5]);
+    }
+
+    #[test]
+    fn family_scalars_refuses_instead_of_panicking() {
+        let g = grouping(&["a", "a"]);
+        let refused = |e, c| {
+            matches!(
+                family_scalars(e, &opts(c), true, &[1.0, 0.0], &[true; 2], &g),
+                Err(Refusal::Undefined(_))
+            )
+        };
+        assert!(refused(Estimator::Maxrl, Convention::Trl));
+        assert!(refused(Estimator::Rloo, Convention::OpenInstruct));
+        assert!(refused(Estimator::GrpoBatchStd, Convention::Skyrl));
+        assert!(refused(Estimator::Gae, Convention::Verl));
+        for c in Convention::ALL {
+            for e in Estimator::ALL {
+                let _ = family_scalars(e, &opts(c), true, &[1.0, 0.0], &[true; 2], &g);
+            }
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::estimators::conventions::{self, Convention};
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars,
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch,
 };
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
@@ -49,8 +49,12 @@ impl Estimate for Drgrpo {
         Ok(())
     }
 
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        conventions::family_row_stats(rows, stats)
+    }
+
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(broadcast_scalars(rows, plan))
+        Ok(conventions::family_token_outputs(rows, plan))
     }
 }
 

@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::estimators::conventions::{self, Convention};
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// verl's default `epsilon` for the GRPO family.
@@ -140,8 +140,12 @@ impl Estimate for Grpo {
         Ok(())
     }
 
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        conventions::family_row_stats(rows, stats)
+    }
+
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(broadcast_scalars(rows, plan))
+        Ok(conventions::family_token_outputs(rows, plan))
     }
 }
 

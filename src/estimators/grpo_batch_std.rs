@@ -20,7 +20,7 @@
 use crate::error::Result;
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars, conventions,
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
 };
 
 /// How a framework defines the batch-std advantage.
@@ -98,7 +98,7 @@ impl Estimate for GrpoBatchStd {
         summary: "group mean baseline divided by the batch std of the scores",
         kind: Kind::Outcome,
         columns: &[Column::Uid],
-        settings: &["convention", "group_size"],
+        settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
     };
@@ -107,8 +107,12 @@ impl Estimate for GrpoBatchStd {
         conventions::family_batch(batch, plan)
     }
 
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        conventions::family_row_stats(rows, stats)
+    }
+
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(broadcast_scalars(rows, plan))
+        Ok(conventions::family_token_outputs(rows, plan))
     }
 }
 

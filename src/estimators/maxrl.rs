@@ -5,19 +5,23 @@
 //! - [`MaxrlRule::PrimeRl`] (the `verl` convention; verl has no MaxRL, advcalc choice):
 //!   prime-rl `src/prime_rl/orchestrator/algo/max_rl.py`: `μ = mean(s_g)`; the whole group
 //!   gets 0 if `μ ≤ 0`, else `a_i = (s_i − μ)/μ`. No ε; a singleton with `s > 0` gives 0.
+//!   Rows with no policy token (no valid token after rejection) are left out of μ and get 0:
+//!   prime-rl's `score_group` iterates `iter_trainable_traces` (`algo/base.py`), which drops
+//!   traces whose nodes hold no sampled token before the mean is taken.
 //! - [`MaxrlRule::Skyrl`] (`--convention skyrl`): SkyRL
 //!   `skyrl/backends/skyrl_train/utils/ppo_utils.py` `compute_maxrl_advantage`: n > 1:
 //!   `(s − μ)/(μ + 1e-6)` with no guard (an all-zero group gives 0, a negative mean flips the
 //!   sign); n = 1: the raw score `s`.
 //!
-//! **Inputs**: outcome scores, `uid` groups. **Parameters**: none. **Edge cases**: above.
+//! **Inputs**: outcome scores, whether each row has a valid token, `uid` groups.
+//! **Parameters**: none. **Edge cases**: above; a group whose rows all lack tokens gets 0.
 
 use crate::estimators::groups::Grouping;
 
 use super::grpo::per_row_from_group;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars, conventions,
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,16 +30,48 @@ pub enum MaxrlRule {
     Skyrl,
 }
 
-pub fn maxrl(scores: &[f64], grouping: &Grouping, rule: MaxrlRule) -> Vec<f64> {
-    per_row_from_group(scores, grouping, |s, count, sum| {
-        let mean = sum / count as f64;
-        match rule {
-            MaxrlRule::PrimeRl if mean <= 0.0 => 0.0,
-            MaxrlRule::PrimeRl => (s - mean) / mean,
-            MaxrlRule::Skyrl if count == 1 => s,
-            MaxrlRule::Skyrl => (s - mean) / (mean + 1e-6),
+/// `has_tokens[i]`: row `i` has at least one valid token (read by the prime-rl rule only;
+/// SkyRL's `compute_maxrl_advantage` counts every row of the `uid`).
+pub fn maxrl(
+    scores: &[f64],
+    has_tokens: &[bool],
+    grouping: &Grouping,
+    rule: MaxrlRule,
+) -> Vec<f64> {
+    match rule {
+        MaxrlRule::Skyrl => per_row_from_group(scores, grouping, |s, count, sum| {
+            if count == 1 {
+                s
+            } else {
+                (s - sum / count as f64) / (sum / count as f64 + 1e-6)
+            }
+        }),
+        MaxrlRule::PrimeRl => {
+            let (mut count, mut sum) = (
+                vec![0usize; grouping.n_groups],
+                vec![0.0; grouping.n_groups],
+            );
+            for ((&s, &g), &t) in scores.iter().zip(&grouping.group_of_row).zip(has_tokens) {
+                if t {
+                    count[g] += 1;
+                    sum[g] += s;
+                }
+            }
+            scores
+                .iter()
+                .zip(&grouping.group_of_row)
+                .zip(has_tokens)
+                .map(|((&s, &g), &t)| {
+                    let mean = sum[g] / count[g] as f64;
+                    if !t || count[g] == 0 || mean <= 0.0 {
+                        0.0
+                    } else {
+                        (s - mean) / mean
+                    }
+                })
+                .collect()
         }
-    })
+    }
 }
 
 /// `-e maxrl`: one scalar per row ([`Kind::Outcome`]); its rule depends on the convention.
@@ -56,8 +92,12 @@ impl Estimate for Maxrl {
         conventions::family_batch(batch, plan)
     }
 
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        conventions::family_row_stats(rows, stats)
+    }
+
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(broadcast_scalars(rows, plan))
+        Ok(conventions::family_token_outputs(rows, plan))
     }
 }
 
@@ -73,9 +113,9 @@ mod tests {
         let mut s = vec![0.0; 8];
         s[0] = 1.0;
         let g = grouping(&["g"; 8]);
-        let a = maxrl(&s, &g, MaxrlRule::PrimeRl);
+        let a = maxrl(&s, &[true; 8][..s.len()], &g, MaxrlRule::PrimeRl);
         assert_close(&a[..2], &[7.0, -1.0]);
-        let a = maxrl(&s, &g, MaxrlRule::Skyrl);
+        let a = maxrl(&s, &[true; 8][..s.len()], &g, MaxrlRule::Skyrl);
         assert_close(&a[..2], &[6.999944, -0.999992]);
     }
 
@@ -84,9 +124,12 @@ mod tests {
     fn singletons() {
         let g = grouping(&["a", "a", "a", "b"]);
         let s = [1.0, 0.0, 0.5, 0.7];
-        assert_close(&maxrl(&s, &g, MaxrlRule::PrimeRl), &[1.0, -1.0, 0.0, 0.0]);
         assert_close(
-            &maxrl(&s, &g, MaxrlRule::Skyrl),
+            &maxrl(&s, &[true; 8][..s.len()], &g, MaxrlRule::PrimeRl),
+            &[1.0, -1.0, 0.0, 0.0],
+        );
+        assert_close(
+            &maxrl(&s, &[true; 8][..s.len()], &g, MaxrlRule::Skyrl),
             &[0.999998, -0.999998, 0.0, 0.7],
         );
     }
@@ -95,9 +138,12 @@ mod tests {
     #[test]
     fn negative_mean() {
         let g = grouping(&["a", "a"]);
-        assert_eq!(maxrl(&[-1.0, 0.0], &g, MaxrlRule::PrimeRl), vec![0.0, 0.0]);
+        assert_eq!(
+            maxrl(&[-1.0, 0.0], &[true; 2], &g, MaxrlRule::PrimeRl),
+            vec![0.0, 0.0]
+        );
         assert_close(
-            &maxrl(&[-1.0, 0.0], &g, MaxrlRule::Skyrl),
+            &maxrl(&[-1.0, 0.0], &[true; 2], &g, MaxrlRule::Skyrl),
             &[1.000002, -1.000002],
         );
     }
@@ -108,12 +154,29 @@ mod tests {
         let g = grouping(&["a"; 4]);
         let s = [1.0, 0.0, 0.0, 0.5];
         assert_close(
-            &maxrl(&s, &g, MaxrlRule::PrimeRl),
+            &maxrl(&s, &[true; 8][..s.len()], &g, MaxrlRule::PrimeRl),
             &[1.666667, -1.0, -1.0, 0.333333],
         );
         assert_close(
-            &maxrl(&s, &g, MaxrlRule::Skyrl),
+            &maxrl(&s, &[true; 8][..s.len()], &g, MaxrlRule::Skyrl),
             &[1.666662, -0.999997, -0.999997, 0.333332],
         );
+    }
+
+    // prime-rl drops traces with no sampled token before the mean: s = [1, 0, 1] with the
+    // last row tokenless → μ = .5 over the first two → [1, −1, 0]; counting it, μ = 2/3 would
+    // give [.5, −1, .5]. SkyRL counts every row: (s − 2/3)/(2/3 + 1e-6).
+    #[test]
+    fn rows_without_tokens_leave_the_prime_rl_mean() {
+        let g = grouping(&["a"; 3]);
+        let s = [1.0, 0.0, 1.0];
+        let t = [true, true, false];
+        assert_close(&maxrl(&s, &t, &g, MaxrlRule::PrimeRl), &[1.0, -1.0, 0.0]);
+        assert_close(
+            &maxrl(&s, &t, &g, MaxrlRule::Skyrl),
+            &[0.499999, -0.999999, 0.499999],
+        );
+        // a group with no tokens at all: nothing to train, 0
+        assert_eq!(maxrl(&s, &[false; 3], &g, MaxrlRule::PrimeRl), vec![0.0; 3]);
     }
 }

@@ -13,6 +13,7 @@ pub mod groups;
 pub mod moments;
 pub mod openrlhf;
 pub mod sessions;
+pub mod skyrl_normalize;
 
 use crate::error::{Error, Result};
 

@@ -17,14 +17,17 @@
 //!    variance, `(A − μ)·rsqrt(max(var, 1e-8))`, written at every position (not re-masked);
 //!    with `no_std_norm`, `A − μ`.
 //!
-//! Not reproduced: OpenRLHF's KL-in-reward (`--algo.kl.init_coef`, default 0 for these
-//! estimators' usual recipes); advcalc's own `use_kl_in_reward` shapes the scores before the
-//! group statistics, unlike OpenRLHF, so it should stay off.
+//! OpenRLHF's own KL in the reward (`openrlhf.kl_coef`, `openrlhf.kl_estimator`;
+//! [`crate::shaping::openrlhf_kl`]) enters at step 3, after the group statistics and the
+//! clip: `−c·kl_t` on every valid token, summed into the returns (and into the whitening's
+//! moments). verl's `use_kl_in_reward` would shape the scores before the group statistics,
+//! unlike OpenRLHF, and is refused for these estimators.
 
+use crate::data::TokenRole;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, Whitening};
-use crate::estimators::{Plan, Rows, Tokens, TrainingBatch};
+use crate::estimators::{Plan, RowStats, Rows, Tokens, TrainingBatch};
 
 use super::grpo::group_sums;
 
@@ -44,8 +47,20 @@ pub fn batch(
     let clip_range = batch.settings.openrlhf_reward_clip;
     let clipped: Vec<f64> = shaped.iter().map(|&a| clip(a, clip_range)).collect();
     if whiten {
-        // every valid token holds the row's scalar (γ = 1, no KL)
-        let m = batch.token_moments(&clipped);
+        let m = if batch.settings.openrlhf_kl.active() {
+            // each row's valid tokens hold a + (its KL tail): pass 1's moments of the tail,
+            // shifted by the row's scalar
+            let mut m = Moments::default();
+            for (&a, &r) in clipped.iter().zip(batch.rows) {
+                let mut row = batch.stats.moments[r];
+                row.mean += a as f32 as f64;
+                m.merge(&row);
+            }
+            m
+        } else {
+            // every valid token holds the row's scalar (γ = 1, no KL)
+            batch.token_moments(&clipped)
+        };
         let w = whitening(&m, batch.settings.openrlhf_no_std_norm).ok_or_else(|| {
             Error::data(format!(
                 "{} {} whitens over the batch's valid tokens and found none (OpenRLHF divides 0 by 0)",
@@ -59,25 +74,70 @@ pub fn batch(
     Ok(())
 }
 
-/// Steps 3–5 for one row group: γ = 1 returns of the row's scalar; with `whiten` the
-/// whitened returns are the advantages and the returns are kept, else advantages = returns.
-pub fn token_outputs(rows: &Rows<'_>, plan: &Plan, whiten: bool) -> Tokens {
+/// Pass 1 with OpenRLHF's KL and whitening (`openrlhf_reinforce_baseline`): per row, the
+/// moments over its valid tokens of the KL part of the returns (the returns of a zero
+/// scalar), which the batch shifts by the row's scalar. Nothing without KL.
+pub fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<(), Error> {
+    if !rows.settings.openrlhf_kl.active() {
+        return Ok(());
+    }
+    let mut tail = vec![0.0f32; rows.mask.len()];
+    kl_returns(rows, |_| 0.0, &mut tail)?;
+    for i in 0..rows.rows() {
+        let s = rows.span(i);
+        stats
+            .moments
+            .push(Moments::of_valid(&tail[s.clone()], &rows.mask[s]));
+    }
+    Ok(())
+}
+
+/// Every row's returns from `scalar(i)` with OpenRLHF's KL ([`crate::shaping::openrlhf_kl::OpenrlhfKl::row_returns`]).
+fn kl_returns(
+    rows: &Rows<'_>,
+    scalar: impl Fn(usize) -> f32,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let old = rows.old_log_probs()?;
+    let reference = rows.token(TokenRole::RefLogProb)?;
+    let kl = rows.settings.openrlhf_kl;
+    for i in 0..rows.rows() {
+        let s = rows.span(i);
+        kl.row_returns(
+            scalar(i),
+            &rows.mask[s.clone()],
+            &old[s.clone()],
+            &reference[s.clone()],
+            &mut out[s],
+        );
+    }
+    Ok(())
+}
+
+/// Steps 3–5 for one row group: γ = 1 returns of the row's scalar (with OpenRLHF's KL when
+/// `openrlhf.kl_coef` > 0); with `whiten` the whitened returns are the advantages and the
+/// returns are kept, else advantages = returns.
+pub fn token_outputs(rows: &Rows<'_>, plan: &Plan, whiten: bool) -> Result<Tokens, Error> {
     let n = rows.mask.len();
     let mut returns = vec![0.0f32; n];
     let first = rows.group.first_row;
-    for i in 0..rows.rows() {
-        let s = rows.span(i);
-        token_returns(
-            plan.scalar(first + i),
-            &rows.mask[s.clone()],
-            &mut returns[s],
-        );
+    if rows.settings.openrlhf_kl.active() {
+        kl_returns(rows, |i| plan.scalar(first + i), &mut returns)?;
+    } else {
+        for i in 0..rows.rows() {
+            let s = rows.span(i);
+            token_returns(
+                plan.scalar(first + i),
+                &rows.mask[s.clone()],
+                &mut returns[s],
+            );
+        }
     }
     if !whiten {
-        return Tokens {
+        return Ok(Tokens {
             advantages: returns,
             returns: None,
-        };
+        });
     }
     let mut advantages = vec![0.0f32; n];
     for i in 0..rows.rows() {
@@ -86,10 +146,10 @@ pub fn token_outputs(rows: &Rows<'_>, plan: &Plan, whiten: bool) -> Tokens {
             advantages[t] = w.apply(returns[t]);
         }
     }
-    Tokens {
+    Ok(Tokens {
         advantages,
         returns: Some(returns),
-    }
+    })
 }
 
 /// Step 2: how the group turns a score into the row's scalar.

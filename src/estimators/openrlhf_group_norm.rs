@@ -31,7 +31,12 @@ impl Estimate for OpenrlhfGroupNorm {
         summary: "group mean/std normalised score on the last token, γ = 1 returns",
         kind: Kind::Token,
         columns: &[Column::Uid],
-        settings: &["group_size", "openrlhf.reward_clip"],
+        settings: &[
+            "group_size",
+            "openrlhf.reward_clip",
+            "openrlhf.kl_coef",
+            "openrlhf.kl_estimator",
+        ],
         weights_in_pass1: false,
         needs_tokens: None,
     };
@@ -41,7 +46,7 @@ impl Estimate for OpenrlhfGroupNorm {
     }
 
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(openrlhf::token_outputs(rows, plan, false))
+        openrlhf::token_outputs(rows, plan, false)
     }
 }
 

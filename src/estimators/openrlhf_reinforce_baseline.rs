@@ -18,7 +18,7 @@ use crate::estimators::groups::Grouping;
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -34,19 +34,29 @@ impl Estimate for OpenrlhfReinforceBaseline {
         summary: "score minus group mean on the last token, γ = 1 returns, whitened over the batch",
         kind: Kind::Token,
         columns: &[Column::Uid],
-        settings: &["group_size", "openrlhf.reward_clip", "openrlhf.no_std_norm"],
+        settings: &[
+            "group_size",
+            "openrlhf.reward_clip",
+            "openrlhf.kl_coef",
+            "openrlhf.kl_estimator",
+            "openrlhf.no_std_norm",
+        ],
         weights_in_pass1: false,
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
     };
 
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        openrlhf::row_stats(rows, stats)
+    }
+
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         openrlhf::batch(batch, plan, openrlhf_reinforce_baseline, true)
     }
 
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(openrlhf::token_outputs(rows, plan, true))
+        openrlhf::token_outputs(rows, plan, true)
     }
 }
 

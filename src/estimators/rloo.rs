@@ -11,7 +11,7 @@ use super::grpo::per_row_from_group;
 use crate::error::Result;
 use crate::estimators::conventions::{self, Convention};
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
 };
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -49,8 +49,12 @@ impl Estimate for Rloo {
         Ok(())
     }
 
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+        conventions::family_row_stats(rows, stats)
+    }
+
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        Ok(broadcast_scalars(rows, plan))
+        Ok(conventions::family_token_outputs(rows, plan))
     }
 }
 

@@ -198,6 +198,44 @@ pub fn group_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>
     Ok(keys)
 }
 
+/// Group labels from a list-of-integers column (`prompt_ids`): rows are in one group when
+/// their lists are identical, as NeMo-RL's `torch.unique(prompts, dim=0)` groups them. Each
+/// list becomes a string key (`"[1, 2, 3]"`), so equality is exact list equality.
+pub fn id_list_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>> {
+    const EXPECTED: &str = "a list of integers (token ids)";
+    let inner = match array.data_type() {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _)
+            if f.data_type().is_integer() =>
+        {
+            f.data_type().clone()
+        }
+        other => return Err(col.type_error(other, EXPECTED)),
+    };
+    if let Some(row) = first_null(array.as_ref()) {
+        return Err(col.error(row, "null list (every row needs its prompt token ids)"));
+    }
+    let list = cast(
+        array,
+        &DataType::LargeList(std::sync::Arc::new(arrow::datatypes::Field::new(
+            "item",
+            DataType::Int64,
+            true,
+        ))),
+    )
+    .map_err(|e| col.type_error(&inner, EXPECTED).with_source(e))?;
+    let list = list.as_list::<i64>();
+    let mut keys = Vec::with_capacity(list.len());
+    for row in 0..list.len() {
+        let ids = list.value(row);
+        if ids.null_count() > 0 {
+            return Err(col.error(row, "null token id"));
+        }
+        let ids = ids.as_primitive::<Int64Type>().values();
+        keys.push(GroupKey::Str(format!("{ids:?}").into()));
+    }
+    Ok(keys)
+}
+
 /// A scalar integer column (`step`, `output_index`).
 pub fn int_scalars(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<i64>> {
     if !array.data_type().is_integer() {

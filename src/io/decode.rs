@@ -150,7 +150,11 @@ pub fn decode(
     {
         if let Some(i) = columns.uid {
             let (array, col) = get(i)?;
-            group.uid = Some(columns::group_keys(array, &col)?);
+            group.uid = Some(if columns.uid_is_prompt_ids {
+                columns::id_list_keys(array, &col)?
+            } else {
+                columns::group_keys(array, &col)?
+            });
         }
         if let Some(i) = columns.step {
             let (array, col) = get(i)?;

@@ -15,6 +15,9 @@ use crate::io::write::ColumnSource;
 pub const TOKEN_SCORE_COLUMNS: [&str; 2] = ["rm_scores", "token_level_scores"];
 /// The scalar alternative, placed on the row's last position.
 pub const SCALAR_SCORE_COLUMN: &str = "score";
+/// The prompt token ids (a list of integers per row) that group rows under
+/// `nemo.group_by: prompt_ids`, as NeMo-RL groups them.
+pub const PROMPT_IDS_COLUMN: &str = "prompt_ids";
 
 /// Output columns advcalc writes (replacing input columns of the same name).
 pub const OUTPUT_COLUMNS: [&str; 4] = [
@@ -37,7 +40,10 @@ pub enum ScoreSource {
 #[derive(Debug, Clone)]
 pub struct InputColumns {
     pub schema: SchemaRef,
+    /// The group-label column: `uid`, or `prompt_ids` when `uid_is_prompt_ids`.
     pub uid: Option<usize>,
+    /// The group labels are read from [`PROMPT_IDS_COLUMN`] (`Needs::prompt_ids`).
+    pub uid_is_prompt_ids: bool,
     pub mask: usize,
     pub scores: ScoreSource,
     pub step: Option<usize>,
@@ -58,6 +64,8 @@ pub struct InputColumns {
 #[derive(Debug, Clone, Default)]
 pub struct Needs {
     pub uid: bool,
+    /// Group by the `prompt_ids` column instead of `uid` (`nemo.group_by: prompt_ids`).
+    pub prompt_ids: bool,
     pub tokens: Vec<TokenRole>,
     /// Token columns used when the file has them (rollout-correction metrics).
     pub optional: Vec<TokenRole>,
@@ -98,10 +106,15 @@ impl InputColumns {
             })
             .or_else(|| find(SCALAR_SCORE_COLUMN).map(|index| ScoreSource::Scalar { index }));
         let mask = find("response_mask");
-        let uid = find("uid");
+        let label = if needs.prompt_ids {
+            PROMPT_IDS_COLUMN
+        } else {
+            "uid"
+        };
+        let uid = find(label);
         let mut need: Vec<String> = Vec::new();
         if needs.uid {
-            need.push("uid".into());
+            need.push(label.into());
         }
         need.push("response_mask".into());
         need.push("rm_scores (or score)".into());
@@ -112,7 +125,7 @@ impl InputColumns {
         need.extend(needs.components.iter().cloned());
         let mut missing: Vec<String> = Vec::new();
         if needs.uid && uid.is_none() {
-            missing.push("uid".into());
+            missing.push(label.into());
         }
         if mask.is_none() {
             missing.push("response_mask".into());
@@ -175,7 +188,11 @@ impl InputColumns {
         }
         let uid = if needs.uid { uid } else { None };
         if let Some(i) = uid {
-            check_label_type(schema.field(i).data_type(), &col("uid"))?;
+            if needs.prompt_ids {
+                check_id_list_type(schema.field(i).data_type(), &col(PROMPT_IDS_COLUMN))?;
+            } else {
+                check_label_type(schema.field(i).data_type(), &col("uid"))?;
+            }
         }
         let step = find("step");
         if let Some(i) = step {
@@ -240,6 +257,7 @@ impl InputColumns {
         }
         Ok(InputColumns {
             uid,
+            uid_is_prompt_ids: needs.prompt_ids && uid.is_some(),
             mask,
             scores,
             step,
@@ -421,6 +439,17 @@ fn check_label_type(dt: &DataType, col: &ColumnRef<'_>) -> Result<()> {
         Ok(())
     } else {
         Err(col.type_error(dt, "strings or integers"))
+    }
+}
+
+fn check_id_list_type(dt: &DataType, col: &ColumnRef<'_>) -> Result<()> {
+    match dt {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _)
+            if f.data_type().is_integer() =>
+        {
+            Ok(())
+        }
+        _ => Err(col.type_error(dt, "a list of integers (token ids)")),
     }
 }
 

@@ -2,4 +2,5 @@
 
 pub mod correction;
 pub mod kl;
+pub mod openrlhf_kl;
 pub mod scores;

@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 
 use super::buckets::BUCKETS;
 use super::summary::{PairSummary, VariantSummary};
+use crate::commands::inspect::findings::fragile_warnings;
+use crate::commands::inspect::fragile::{Fragile, fragile_json, fragile_rows};
 
 /// The whole comparison.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +23,11 @@ pub struct Comparison {
     pub variants: Vec<VariantSummary>,
     /// One summary per pair of variants (i < j, row-major).
     pub pairs: Vec<PairSummary>,
+    /// Numerically fragile groups of the input (groups by `step` and `uid`; inspect's
+    /// finding): where the trainers' float arithmetic departs from the exact answer, so the
+    /// variants' numbers there are advcalc's exact ones, not any trainer's. `None` without
+    /// a `uid` column.
+    pub fragile: Option<Fragile>,
 }
 
 impl Comparison {
@@ -81,6 +88,10 @@ impl Comparison {
             "correct_above": self.correct_above,
             "variants": variants,
             "pairs": pairs,
+            "fragile_groups": self.fragile.as_ref().map_or(Value::Null, fragile_json),
+            "warnings": self.fragile.iter().flat_map(fragile_warnings)
+                .map(|w| json!({ "code": w.code, "message": w.message }))
+                .collect::<Vec<_>>(),
         })
     }
 
@@ -145,6 +156,21 @@ impl Comparison {
             }
             out += "\n";
             out += &p.render();
+        }
+        if let Some(f) = self.fragile.as_ref().filter(|f| f.any()) {
+            out += "\n";
+            let rows = fragile_rows(f);
+            let width = rows
+                .iter()
+                .map(|(k, _)| k.chars().count())
+                .max()
+                .unwrap_or(0);
+            for (k, v) in rows {
+                out += &format!("{k:<width$}  {v}\n");
+            }
+            for w in fragile_warnings(f) {
+                out += &format!("warning[{}]: {}\n", w.code, w.message);
+            }
         }
         out
     }

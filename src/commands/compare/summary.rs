@@ -9,6 +9,8 @@ use super::buckets::{BucketSummary, RowBuckets};
 use super::report::Comparison;
 use super::spearman::spearman;
 use super::sums::{RowSums, Sums};
+use crate::commands::inspect::fragile::{Fragile, fragile_groups};
+use crate::estimators::groups::Grouping;
 
 /// One variant's advantages, summarised.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,7 +166,27 @@ pub(super) fn summarise(
         correct_above,
         variants: summaries,
         pairs: pair_summaries(variants, &rows, &pairs),
+        fragile: fragile_of(&prepared, &score),
     }
+}
+
+/// The input's fragile groups (by `step` and `uid`, from the first variant that read a
+/// `uid`), from the rows' scores; `None` when no variant read one.
+fn fragile_of(prepared: &[crate::engine::job::Prepared], score: &[f64]) -> Option<Fragile> {
+    let uid = prepared
+        .iter()
+        .map(|p| &p.stats.uid)
+        .find(|u| !u.is_empty())?;
+    let step = prepared[0].stats.step.as_deref();
+    let keys: Vec<(Option<i64>, &crate::data::GroupKey)> = (0..uid.len())
+        .map(|i| (step.map(|s| s[i]), &uid[i]))
+        .collect();
+    let groups: Vec<Vec<f64>> = Grouping::by_key(keys.iter())
+        .members()
+        .into_iter()
+        .map(|m| m.into_iter().map(|r| score[r]).collect())
+        .collect();
+    Some(fragile_groups(&groups))
 }
 
 /// Each pair of variants (i < j, row-major, as `pair_counts`): sign agreement over the

@@ -8,6 +8,7 @@ use crate::shaping::scores::Layout;
 
 use super::checks::Checks;
 use super::distribution::Distribution;
+use super::fragile::{Fragile, TIGHT_SPREAD_DEPARTURE, departure, fragile_groups, groups};
 use super::report::{
     Groups, Kl, KlShaping, Mismatch, Rejection, ScoreSums, StepReport, ToolSpans, Warning,
     fraction, histogram, num, pct,
@@ -82,6 +83,11 @@ pub fn step_report(step: Option<i64>, t: StepTally, checks: &Checks) -> StepRepo
             expected_size: checks.rollout_n,
             no_signal,
         });
+        let scores: Vec<Vec<f64>> = members
+            .iter()
+            .map(|g| g.iter().map(|&i| t.groups[i].1).collect())
+            .collect();
+        r.fragile = Some(fragile_groups(&scores));
     }
 
     if checks.kl {
@@ -207,6 +213,9 @@ pub fn warnings(r: &StepReport) -> Vec<Warning> {
             );
         }
     }
+    for x in r.fragile.iter().flat_map(fragile_warnings) {
+        warn(x.code, x.message);
+    }
     if let Some(d) = r
         .score_sum
         .distribution
@@ -326,6 +335,59 @@ pub fn warnings(r: &StepReport) -> Vec<Warning> {
                 positive.join("; ")
             ),
         );
+    }
+    w
+}
+
+/// The warnings of a step's numerically fragile groups (also `compare`'s notes): which
+/// trainers' arithmetic departs from the exact answer there, and by about how much.
+pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
+    let mut w = Vec::new();
+    let who = |pick: &dyn Fn(&super::fragile::Departure) -> Option<String>| -> String {
+        f.departures
+            .iter()
+            .filter_map(|d| pick(d).map(|what| format!("{} {what}", d.rule.trainer)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if f.equal_inexact_groups > 0 {
+        let departs = who(&|d| {
+            d.equal_scores.map(|(_, hi)| {
+                format!(
+                    "up to ±{}{}",
+                    num(hi),
+                    d.equal_scores_clipped
+                        .map(|(_, c)| format!(" (±{} after its clip)", num(c)))
+                        .unwrap_or_default()
+                )
+            })
+        });
+        let exact = who(&|d| d.equal_scores.is_none().then(|| "0".to_string()));
+        w.push(Warning {
+            code: "equal_inexact_scores",
+            message: format!(
+                "{} ({} rows) of equal scores that float32 cannot average exactly (e.g. {}): the exact advantage is 0, as advcalc writes, but a trainer's float32 mean lands an ulp or two off while the std is 0 or a residue as small, so it trains on noise, the same sign on every row of the group: {departs} per row; {exact}. Round rewards to multiples of a power of two (e.g. 1/1024), or drop zero-variance groups before training",
+                groups(f.equal_inexact_groups),
+                f.equal_inexact_rows,
+                f.equal_inexact_example.map(num).unwrap_or_default(),
+            ),
+        });
+    }
+    if f.tight_spread_groups > 0 {
+        let departs = who(&|d| {
+            d.tight_spread
+                .filter(|&t| t > TIGHT_SPREAD_DEPARTURE)
+                .map(|t| format!("up to {}", departure(t)))
+        });
+        w.push(Warning {
+            code: "tight_spread_groups",
+            message: format!(
+                "{} ({} rows) with scores so close (within the group, or among a row's leave-one-out siblings for NeMo-RL) that a trainer's ε or float32 arithmetic changes their normalised advantages by more than {}: {departs} off the exact answer; trainers disagree on these rows. Rescale the rewards, or use a mean-only estimator (drgrpo) for such groups",
+                groups(f.tight_spread_groups),
+                f.tight_spread_rows,
+                pct(TIGHT_SPREAD_DEPARTURE),
+            ),
+        });
     }
     w
 }

@@ -9,7 +9,8 @@
 
 mod checks;
 mod distribution;
-mod findings;
+pub(crate) mod findings;
+pub mod fragile;
 mod report;
 mod scan;
 mod spans;
@@ -107,6 +108,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     // Only the mask and the scores are required; the rest is used when present.
     let needs = Needs {
         uid: has("uid"),
+        prompt_ids: false,
         tokens: Vec::new(),
         optional: TokenRole::ALL.to_vec(),
         reward_baselines: has("reward_baselines"),

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use crate::shaping::scores::Layout;
 
 use super::distribution::Distribution;
+use super::fragile::{Fragile, fragile_json, fragile_rows};
 use super::tally::ColumnCounts;
 use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
 
@@ -62,6 +63,8 @@ pub struct StepReport {
     pub tool_spans: ToolSpans,
     /// `None` without a `uid` column.
     pub groups: Option<Groups>,
+    /// Numerically fragile groups (`fragile.rs`); `None` without a `uid` column.
+    pub fragile: Option<Fragile>,
     /// Per-row score sums (over every position), V1 padding rows left out.
     pub score_sum: ScoreSums,
     /// `None` without `old_log_probs` and `ref_log_prob`.
@@ -302,6 +305,10 @@ impl StepReport {
                 })
             }),
         );
+        put(
+            "fragile_groups",
+            self.fragile.as_ref().map_or(Value::Null, fragile_json),
+        );
         let d = self.score_sum.distribution;
         let q = |f: fn(&Distribution) -> f64| opt(d.as_ref().map(f));
         put(
@@ -463,6 +470,11 @@ impl StepReport {
                         paren_pct(fraction(g.no_signal, g.count))
                     ),
                 );
+            }
+        }
+        if let Some(f) = self.fragile.as_ref().filter(|f| f.any()) {
+            for (k, v) in fragile_rows(f) {
+                row(&k, v);
             }
         }
         match &self.score_sum.distribution {
