@@ -20,10 +20,6 @@
 //! * `kind: error` — a convention × estimator pair docs/conventions.md C5 marks "error" (the
 //!   framework has no such estimator): advcalc refuses with exit 2, one `error:` line naming
 //!   both, and writes nothing.
-//!
-//! [`PENDING`] lists the cases that exercise issue 12's fixes and new options, which land on
-//! another branch: until then they must fail (reported, not hidden), and once they pass the
-//! trial fails until they are taken off the list.
 
 mod common;
 
@@ -37,20 +33,6 @@ use common::{check_rows_close, read_parquet, run_in, stderr};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
-/// Cases that need issue 12's `trainers` branch (fixes 1 and 2, the three new options).
-/// Each must fail against advcalc without it; remove a name once its case passes.
-const PENDING: &[&str] = &[
-    "trl_rloo_normalized_nan",
-    "primerl_maxrl_no_policy_token",
-    "openrlhf_rloo_kl_k1",
-    "openrlhf_group_norm_kl_k2",
-    "openrlhf_reinforce_baseline_kl_k3",
-    "skyrl_grpo_batch_normalize",
-    "skyrl_rloo_batch_normalize",
-    "nemo_group_by_prompt_ids",
-    "nemo_rloo_loo_std_fragile",
-    "worked_t8_skyrl_batch_normalize",
-];
 /// At most this many problems of one case are printed.
 const SHOWN: usize = 8;
 
@@ -62,23 +44,12 @@ fn main() {
     trials.extend(oracle_trials());
     for dir in case_dirs(&cases_root()) {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let pending = PENDING.contains(&name.as_str());
-        trials.push(Trial::test(name.clone(), move || {
+        trials.push(Trial::test(name, move || {
             let problems = check_case(&dir);
-            match (problems.is_empty(), pending) {
-                (true, false) => Ok(()),
-                (false, false) => Err(report(&problems).into()),
-                (false, true) => {
-                    eprintln!(
-                        "{name}: PENDING (issue 12, trainers branch), fails as expected:\n{}",
-                        report(&problems)
-                    );
-                    Ok(())
-                }
-                (true, true) => Err(format!(
-                    "{name} is in PENDING but passes now: take it off the list in tests/trainer_corpus.rs"
-                )
-                .into()),
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(report(&problems).into())
             }
         }));
     }
@@ -127,7 +98,7 @@ fn documented_cases() -> Result<BTreeSet<String>, String> {
         .collect())
 }
 
-/// The directories are exactly the documented cases; every PENDING name is a case.
+/// The directories are exactly the documented cases.
 fn corpus_complete(root: &Path) -> Result<(), Failed> {
     let names: BTreeSet<String> = case_dirs(root)
         .iter()
@@ -147,11 +118,6 @@ fn corpus_complete(root: &Path) -> Result<(), Failed> {
         problems.push(format!(
             "not in docs/trainer-corpus.md's table: {undocumented:?}"
         ));
-    }
-    for p in PENDING {
-        if !names.contains(*p) {
-            problems.push(format!("PENDING names no case: {p}"));
-        }
     }
     if problems.is_empty() {
         Ok(())
