@@ -62,6 +62,7 @@ def run(
     layout: str = "ragged",
     allow_nonfinite: bool = False,
     force: bool = False,
+    per_step: Optional[bool] = None,
 ) -> Dict[str, Any]:
     """Compute advantages and returns for a dataset on Ray; write one output file per unit.
 
@@ -76,6 +77,11 @@ def run(
         estimator, config, set, convention, layout, allow_nonfinite: as in
             :func:`advcalc.compute`.
         force: overwrite existing output files.
+        per_step: run each step's files in one task (the CLI's own dataset run on them),
+            ``True`` or ``False`` to insist on or refuse it; by default, whenever it is
+            possible: the files' steps are in their paths (``step=N``) and the configuration
+            carries nothing across steps (no adaptive KL controller). Otherwise the passes
+            run over all units, with the plan on the driver (docs/ray.md).
 
     Units are taken in order: a list as given; a directory's (or a glob's) files in the CLI's
     dataset order (docs/datasets.md: by the step in their path, ``step=N``, then by path); a
@@ -84,7 +90,7 @@ def run(
     ``step=N`` gets the column.
 
     Returns:
-        ``{"rows", "units", "steps", "outputs", "warnings"}``.
+        ``{"rows", "units", "steps", "outputs", "warnings", "per_step"}``.
     """
     import ray
 
@@ -100,13 +106,33 @@ def run(
     _check_destination(src, units, out_dir, force)
     name = str(src) if isinstance(src, (str, os.PathLike)) else "<dataset>"
     engine = _native.Engine(cfg, schema, name, read)
-    needed = engine.pass1_columns()
-    run_id = uuid.uuid4().hex[:12]
     starts, row = [], 0
     for unit in units:
         starts.append(row)
         row += unit.rows
-    items = ray.data.from_items([{"unit": i} for i in range(len(units))])
+    groups = None if per_step is False else _step_groups(units, engine)
+    if per_step and groups is None:
+        raise UsageError(
+            "per_step=True: the steps cannot be run apart (files without `step=N` in their "
+            "paths, a ray.data.Dataset, or an adaptive KL controller, which carries its "
+            "coefficient from step to step)",
+            "leave per_step unset",
+        )
+    outputs = [str(out_dir / u.out) for u in units]
+    if groups is not None:
+        warnings = _run_per_step(units, groups, name, out_dir, cfg, read)
+        _say(warnings, [])
+        return {
+            "rows": row,
+            "units": len(units),
+            "steps": [units[g[0]].step for g in groups],
+            "outputs": outputs,
+            "warnings": warnings,
+            "per_step": True,
+        }
+    needed = engine.pass1_columns()
+    run_id = uuid.uuid4().hex[:12]
+    items = _items(len(units))
 
     def each(fn):
         # one unit per call; the UDF gets a one-row table holding the unit's index
@@ -152,9 +178,83 @@ def run(
         "rows": row,
         "units": len(units),
         "steps": [s for s in plan.steps()],
-        "outputs": [str(out_dir / u.out) for u in units],
+        "outputs": outputs,
         "warnings": warnings,
+        "per_step": False,
     }
+
+
+def _items(n: int) -> Any:
+    """A Dataset of `n` one-row blocks numbering the tasks: ``map_batches`` over it with
+    ``batch_size=1`` runs one task per number."""
+    import ray
+
+    return ray.data.from_items([{"unit": i} for i in range(n)])
+
+
+def _step_groups(units: List[_Unit], engine: Any) -> Optional[List[List[int]]]:
+    """The units of each step, steps in order, when each step can run alone: every unit's
+    step is in its path (the dataset order puts a step's files together) and the
+    configuration carries nothing across steps. ``None`` otherwise."""
+    if engine.carries_across_steps() or any(u.step is None or u.path is None for u in units):
+        return None
+    groups: List[List[int]] = []
+    for i, unit in enumerate(units):
+        if groups and units[groups[-1][0]].step == unit.step:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    if len({units[g[0]].step for g in groups}) != len(groups):
+        return None  # a step's files apart (not the dataset order): not one task's
+    return groups
+
+
+def _base(unit: _Unit) -> str:
+    """The dataset's directory: the unit's path without its relative path."""
+    path, depth = Path(unit.path), len(Path(unit.out).parts)
+    return str(path.parents[depth - 1])
+
+
+def _run_per_step(
+    units: List[_Unit],
+    groups: List[List[int]],
+    name: str,
+    out_dir: Path,
+    cfg: Dict[str, Any],
+    read: Dict[str, Any],
+) -> List[str]:
+    """One task per step: the CLI's dataset run on the step's files (pass 1, the step's
+    plan by the same Rust code, pass 2 through the CLI's writer, each output renamed into
+    place), all in one Ray Data execution. Returns the steps' warnings, in step order."""
+    import ray
+
+    def udf(batch: pa.Table) -> pa.Table:
+        g = batch.column("unit")[0].as_py()
+        members = [units[i] for i in groups[g]]
+        # as many engine threads as the task has CPUs
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+        rows, warnings = _native.run_parts(
+            name,
+            _base(members[0]),
+            [u.out for u in members],
+            str(out_dir),
+            cfg,
+            {**read, "threads": max(1, int(cpus))},
+        )
+        return pa.table({
+            "unit": [g],
+            "rows": [rows],
+            "warnings": pa.array([warnings], pa.list_(pa.string())),
+        })
+
+    try:
+        done = _items(len(groups)).map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+    finally:
+        # temporaries of tasks that Ray killed mid-write (their retries wrote the outputs)
+        for parent in {(out_dir / u.out).parent for u in units}:
+            if parent.is_dir():
+                _native.remove_stale_temporaries(str(parent))
+    return [str(w) for r in sorted(done, key=lambda r: r["unit"]) for w in r["warnings"]]
 
 
 class _Engine:
