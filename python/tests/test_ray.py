@@ -91,7 +91,11 @@ def test_one_file_per_step_as_the_verl_hook_writes_them(tmp_path: Path) -> None:
     assert summary["per_step"] is True and summary["steps"] == [9, 10, 11, 12]
     assert summary["outputs"] == [str(tmp_path / "out" / p.name) for p in paths]
     same_columns(outputs(summary), want)
-    # the same files through the two passes with the plan on the driver: the same numbers
+    # any cut of the steps into tasks, and the two passes with the plan on the driver: the
+    # same numbers
+    for k in (1, 3):
+        cut = advcalc.ray.run(d, tmp_path / f"by{k}", estimator="grpo", steps_per_task=k)
+        same_columns(outputs(cut), want)
     both = advcalc.ray.run(d, tmp_path / "two", estimator="grpo", per_step=False)
     assert both["per_step"] is False and both["steps"] == [9, 10, 11, 12]
     same_columns(outputs(both), want)
