@@ -3,7 +3,16 @@
     import advcalc.ray
     advcalc.ray.run("s3://bucket/rollouts/", "s3://bucket/advantages/", estimator="grpo")
 
-The same numbers as ``advcalc run`` on the concatenated input (docs/ray.md):
+The same numbers as ``advcalc run`` on the concatenated input (docs/ray.md), by one of two
+paths.
+
+**Steps apart**, when the files' steps are in their paths (``step=N``) and the configuration
+carries nothing across steps (no adaptive KL controller): one ``map_batches`` over tasks of
+whole consecutive steps, each running the CLI's own dataset run on its steps' files (pass 1,
+the steps' plan, pass 2 through the CLI's writer, each output renamed into place). One Ray
+Data execution; the driver sees a few numbers per task.
+
+**Two passes over the units** otherwise:
 
 1. (only for an adaptive KL controller, or OTB with batch-normalised IS weights) a pre-pass
    ``map_batches`` over the units: their per-row statistics, merged on the driver;
