@@ -72,7 +72,7 @@ def run(
     allow_nonfinite: bool = False,
     force: bool = False,
     per_step: Optional[bool] = None,
-    steps_per_task: Optional[int] = None,
+    tasks: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Compute advantages and returns for a dataset on Ray; write one output file per unit.
 
@@ -92,11 +92,13 @@ def run(
             possible: the files' steps are in their paths (``step=N``) and the configuration
             carries nothing across steps (no adaptive KL controller). Otherwise the passes
             run over all units, with the plan on the driver (docs/ray.md).
-        steps_per_task: on the per-step path, how many consecutive steps one task runs
-            (one dataset run of their files; steps never share state there, so any cut
-            gives the same numbers). By default the steps are shared evenly among as many
-            tasks as the cluster has CPUs: each Ray Data task round costs about 0.1 s of
-            scheduling, so fewer, larger tasks are faster while every CPU is busy.
+        tasks: how many Ray tasks each Ray Data execution runs (default: as many as the
+            cluster has CPUs, at most one per step or unit). The per-step path shares the
+            steps among them (consecutive whole steps per task, one dataset run of their
+            files: steps never share state there, so any cut gives the same numbers); the
+            two-pass path shares the units (each task takes its units one after the other).
+            Each round of tasks costs Ray Data about 0.1 s of scheduling, so one round of
+            larger tasks is faster than many small ones while every CPU is busy.
 
     Units are taken in order: a list as given; a directory's (or a glob's) files in the CLI's
     dataset order (docs/datasets.md: by the step in their path, ``step=N``, then by path); a
@@ -125,6 +127,9 @@ def run(
     for unit in units:
         starts.append(row)
         row += unit.rows
+    if tasks is not None and tasks < 1:
+        raise UsageError(f"tasks={tasks}: expected at least 1")
+    n_tasks = tasks or _cluster_cpus()
     groups = None if per_step is False else _step_groups(units, engine)
     if per_step and groups is None:
         raise UsageError(
@@ -135,10 +140,7 @@ def run(
         )
     outputs = [str(out_dir / u.out) for u in units]
     if groups is not None:
-        if steps_per_task is not None and steps_per_task < 1:
-            raise UsageError(f"steps_per_task={steps_per_task}: expected at least 1")
-        tasks = _tasks(groups, steps_per_task or -(-len(groups) // _cluster_cpus()))
-        warnings = _run_per_step(units, tasks, name, out_dir, cfg, read)
+        warnings = _run_per_step(units, _cut(groups, n_tasks), name, out_dir, cfg, read)
         _say(warnings, [])
         return {
             "rows": row,
@@ -150,13 +152,16 @@ def run(
         }
     needed = engine.pass1_columns()
     run_id = uuid.uuid4().hex[:12]
-    items = _items(len(units))
+    shares = _cut([[i] for i in range(len(units))], n_tasks)
+    items = _items(len(shares))
 
     def each(fn):
-        # one unit per call; the UDF gets a one-row table holding the unit's index
+        # one task per share of the units; the UDF gets a one-row table holding the share's
+        # index and returns one row per unit
         def udf(batch: pa.Table) -> pa.Table:
-            i = batch.column("unit")[0].as_py()
-            return fn(i, _Engine.get(cfg, schema, units[i].name, read))
+            share = shares[batch.column("unit")[0].as_py()]
+            rows = [fn(i, _Engine.get(cfg, schema, units[i].name, read)) for i in share]
+            return pa.concat_tables(rows, promote_options="default")
 
         return items.map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
 
@@ -233,13 +238,18 @@ def _cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def _tasks(groups: List[List[int]], steps_per_task: int) -> List[List[int]]:
-    """Consecutive steps' units, `steps_per_task` steps per task (the last may have
-    fewer): the units of each task in dataset order."""
-    return [
-        [i for g in groups[k : k + steps_per_task] for i in g]
-        for k in range(0, len(groups), steps_per_task)
-    ]
+def _cut(groups: List[List[int]], n: int) -> List[List[int]]:
+    """`groups` (of unit indices: a step's, or one unit each) cut into at most `n` runs of
+    consecutive groups, as even in count as they can be (sizes differ by at most one): the
+    units of each task, in dataset order."""
+    n = min(n, len(groups))
+    size, extra = divmod(len(groups), n)
+    cut, at = [], 0
+    for k in range(n):
+        end = at + size + (1 if k < extra else 0)
+        cut.append([i for g in groups[at:end] for i in g])
+        at = end
+    return cut
 
 
 def _base(unit: _Unit) -> str:

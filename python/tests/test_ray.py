@@ -70,7 +70,11 @@ def test_gae_with_adaptive_kl_and_token_is_with_rejection(tmp_path: Path) -> Non
     paths = split(pq.read_table(case / "input.parquet"), tmp_path / "in", 2)
     want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["--config", str(config)])
     summary = advcalc.ray.run(paths, tmp_path / "out", config=config)
+    assert summary["per_step"] is False
     same_columns(outputs(summary), want)
+    # both units in one task, one after the other
+    one = advcalc.ray.run(paths, tmp_path / "one", config=config, tasks=1)
+    same_columns(outputs(one), want)
 
 
 def test_one_file_per_step_as_the_verl_hook_writes_them(tmp_path: Path) -> None:
@@ -93,8 +97,8 @@ def test_one_file_per_step_as_the_verl_hook_writes_them(tmp_path: Path) -> None:
     same_columns(outputs(summary), want)
     # any cut of the steps into tasks, and the two passes with the plan on the driver: the
     # same numbers
-    for k in (1, 3):
-        cut = advcalc.ray.run(d, tmp_path / f"by{k}", estimator="grpo", steps_per_task=k)
+    for k in (4, 3, 1):  # one step per task; 2 + 1 + 1 steps; all in one task
+        cut = advcalc.ray.run(d, tmp_path / f"by{k}", estimator="grpo", tasks=k)
         same_columns(outputs(cut), want)
     both = advcalc.ray.run(d, tmp_path / "two", estimator="grpo", per_step=False)
     assert both["per_step"] is False and both["steps"] == [9, 10, 11, 12]
