@@ -162,6 +162,8 @@ def test_refusals(tmp_path: Path) -> None:
         advcalc.ray.run([tmp_path / "a.parquet"], tmp_path / "out", estimator="grpo")
     with pytest.raises(advcalc.DataError, match="values"):
         advcalc.ray.run([tmp_path / "b.parquet"], tmp_path / "out2", estimator="gae")
+    with pytest.raises(advcalc.UsageError, match="tasks=0: expected at least 1"):
+        advcalc.ray.run([tmp_path / "a.parquet"], tmp_path / "out3", estimator="grpo", tasks=0)
     assert summary["units"] == 1
 
 
