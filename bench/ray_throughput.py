@@ -9,7 +9,9 @@
 Round robin, medians of wall time, for GRPO and the full chain (bench/run.py's
 FULL_CHAIN_YAML): the CLI on the whole file, the CLI on the step files (a dataset), and
 ``advcalc.ray.run`` on the step files with Ray already started (``ray.init(num_cpus=2)``; its
-start-up, about 5 s, is not counted). Outputs are checked to be equal first.
+start-up, about 5 s, is not counted): by default (steps run apart, one task per CPU) and with
+``per_step=False`` (the two passes over the files with the plan on the driver, the path of an
+adaptive KL controller). Outputs are checked to be equal first.
 """
 
 from __future__ import annotations
@@ -69,16 +71,26 @@ def main() -> None:
             subprocess.run([str(args.advcalc), "run", "-q", *opts, str(steps), str(out)], check=True)
             return sorted(out.iterdir(), key=lambda p: int(p.stem.split("=")[1]))
 
-        def on_ray():
-            out = fresh(f"{chain}-ray")
-            return [Path(p) for p in advcalc.ray.run(steps, out, **kw)["outputs"]]
+        def on_ray(per_step):
+            def go():
+                out = fresh(f"{chain}-ray-{per_step}")
+                done = advcalc.ray.run(steps, out, per_step=per_step, **kw)
+                assert done["per_step"] is per_step
+                return [Path(p) for p in done["outputs"]]
 
-        return {f"cli file {chain}": cli_file, f"cli dataset {chain}": cli_dataset, f"ray {chain}": on_ray}
+            return go
+
+        return {
+            f"cli file {chain}": cli_file,
+            f"cli dataset {chain}": cli_dataset,
+            f"ray {chain}": on_ray(True),
+            f"ray two-pass {chain}": on_ray(False),
+        }
 
     commands = {**jobs("grpo"), **jobs("full")}
     for chain in ("grpo", "full"):
         tables = {}
-        for name in (f"cli file {chain}", f"cli dataset {chain}", f"ray {chain}"):
+        for name in (f"cli file {chain}", f"cli dataset {chain}", f"ray {chain}", f"ray two-pass {chain}"):
             tables[name] = pa.concat_tables([pq.read_table(p) for p in commands[name]()])
         want = tables[f"cli file {chain}"].column("advantages")
         for name, t in tables.items():

@@ -61,6 +61,11 @@ fn engine(
 
 /// The engine a corpus case's `case.json` arguments (`--config`, `-e`, `--set`) describe.
 fn case_engine(dir: &Path, batches: &[RecordBatch]) -> Engine {
+    case_engine_with(dir, batches, &[])
+}
+
+/// [`case_engine`] with more `--set` overrides after the case's own.
+fn case_engine_with(dir: &Path, batches: &[RecordBatch], extra: &[&str]) -> Engine {
     let spec: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
     let args: Vec<&str> = spec["args"]
@@ -78,6 +83,7 @@ fn case_engine(dir: &Path, batches: &[RecordBatch]) -> Engine {
             other => panic!("case argument {other:?} not handled here"),
         }
     }
+    sets.extend(extra.iter().map(|s| s.to_string()));
     let config = Config::load(&ConfigSources {
         file: config.as_deref(),
         estimator,
@@ -309,5 +315,90 @@ fn a_first_row_that_overflows_is_refused() {
         engine
             .row_stats(&input[0], usize::MAX, &engine.start())
             .is_err()
+    );
+}
+
+/// Each step computed alone (what `advcalc.ray`'s per-step tasks do) gives the bits it gets
+/// in the whole input, for every multi-step corpus case whose configuration carries nothing
+/// across steps; where it does (an adaptive KL controller), a later step alone differs, so
+/// the runner must not cut those per step.
+#[test]
+fn steps_alone_equal_the_whole_unless_state_crosses_steps() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases");
+    let (mut alone, mut carried) = (0, 0);
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        let input = dir.join("input.parquet");
+        if !input.is_file()
+            || dir
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("err_")
+        {
+            continue;
+        }
+        let input = read(&input, 1 << 20);
+        let Some(step) = input[0].column_by_name("step") else {
+            continue;
+        };
+        let step = cast(step, &DataType::Int64).unwrap();
+        let step = step.as_any().downcast_ref::<Int64Array>().unwrap();
+        let mut steps: Vec<i64> = step.values().to_vec();
+        steps.sort_unstable();
+        steps.dedup();
+        if steps.len() < 2 {
+            continue;
+        }
+        let adaptive = case_engine(&dir, &input);
+        // an adaptive case runs twice: as it is, and with a fixed controller
+        let mut engines = vec![adaptive];
+        if engines[0].carries_across_steps() {
+            let fixed = case_engine_with(&dir, &input, &["algorithm.kl_ctrl.type=fixed"]);
+            assert!(!fixed.carries_across_steps());
+            engines.push(fixed);
+        }
+        for engine in engines {
+            let whole = engine.compute(&input).unwrap();
+            let mut differs = false;
+            for s in &steps {
+                let keep = arrow::array::BooleanArray::from(
+                    step.values().iter().map(|v| v == s).collect::<Vec<_>>(),
+                );
+                let part = arrow::compute::filter_record_batch(&input[0], &keep).unwrap();
+                let want = arrow::compute::filter_record_batch(&whole.batches[0], &keep).unwrap();
+                let got = engine.compute(std::slice::from_ref(&part)).unwrap();
+                for name in ["token_level_rewards", "advantages", "returns"] {
+                    if want.column_by_name(name).is_none() {
+                        continue;
+                    }
+                    let bits = |b: &[RecordBatch]| {
+                        let (v, l) = column(b, name);
+                        (v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), l)
+                    };
+                    let same = bits(std::slice::from_ref(&want)) == bits(&got.batches);
+                    if !engine.carries_across_steps() {
+                        assert!(same, "{}: step {s} alone, {name}", dir.display());
+                    }
+                    differs |= !same;
+                }
+            }
+            if engine.carries_across_steps() {
+                assert!(
+                    differs,
+                    "{}: adaptive KL, yet every step alone is the same",
+                    dir.display()
+                );
+                carried += 1;
+            } else {
+                alone += 1;
+            }
+        }
+    }
+    // grpo_steps(_vectorized), and the adaptive cases (kl_*_adaptive, chain_gae, chain_rloo,
+    // steps_adaptive_gae) each also with a fixed controller
+    assert!(
+        alone >= 14 && carried >= 12,
+        "cases: {alone} alone, {carried} carried"
     );
 }

@@ -44,6 +44,16 @@ def dataset_parts(src: str) -> List[Tuple[str, str, Optional[int], int]]:
     """A dataset's files in the CLI's order: (path, relative path, step of the path, rows);
     empty when src is one file."""
 
+def run_parts(
+    name: str, base: str, rels: Sequence[str], dst: str, config: ConfigArgs, read: ReadArgs
+) -> Tuple[int, List[str]]:
+    """The files ``rels`` under ``base``, in that order, run as one dataset named ``name``
+    (the CLI's dataset run: pass 1, plan, pass 2, its writer), outputs at ``dst/rel``,
+    overwritten; (rows, warnings)."""
+
+def remove_stale_temporaries(dir: str) -> None:
+    """Remove the temporary outputs in ``dir`` that killed processes of this host left."""
+
 def merge_stats(parts: Sequence[bytes]) -> bytes:
     """Units' statistics appended in input order."""
 
@@ -59,6 +69,7 @@ class Engine:
 
     def __init__(self, config: ConfigArgs, schema: pa.Schema, name: str, read: ReadArgs) -> None: ...
     def needs_prepass(self) -> bool: ...
+    def carries_across_steps(self) -> bool: ...
     def pass1_columns(self) -> List[str]: ...
     def prepass_stats(self, data: Any, first_row: int) -> bytes: ...
     def row_stats(

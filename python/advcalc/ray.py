@@ -3,7 +3,16 @@
     import advcalc.ray
     advcalc.ray.run("s3://bucket/rollouts/", "s3://bucket/advantages/", estimator="grpo")
 
-The same numbers as ``advcalc run`` on the concatenated input (docs/ray.md):
+The same numbers as ``advcalc run`` on the concatenated input (docs/ray.md), by one of two
+paths.
+
+**Steps apart**, when the files' steps are in their paths (``step=N``) and the configuration
+carries nothing across steps (no adaptive KL controller): one ``map_batches`` over tasks of
+whole consecutive steps, each running the CLI's own dataset run on its steps' files (pass 1,
+the steps' plan, pass 2 through the CLI's writer, each output renamed into place). One Ray
+Data execution; the driver sees a few numbers per task.
+
+**Two passes over the units** otherwise:
 
 1. (only for an adaptive KL controller, or OTB with batch-normalised IS weights) a pre-pass
    ``map_batches`` over the units: their per-row statistics, merged on the driver;
@@ -62,6 +71,8 @@ def run(
     layout: str = "ragged",
     allow_nonfinite: bool = False,
     force: bool = False,
+    per_step: Optional[bool] = None,
+    tasks: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Compute advantages and returns for a dataset on Ray; write one output file per unit.
 
@@ -76,6 +87,18 @@ def run(
         estimator, config, set, convention, layout, allow_nonfinite: as in
             :func:`advcalc.compute`.
         force: overwrite existing output files.
+        per_step: run each step's files in one task (the CLI's own dataset run on them),
+            ``True`` or ``False`` to insist on or refuse it; by default, whenever it is
+            possible: the files' steps are in their paths (``step=N``) and the configuration
+            carries nothing across steps (no adaptive KL controller). Otherwise the passes
+            run over all units, with the plan on the driver (docs/ray.md).
+        tasks: how many Ray tasks each Ray Data execution runs (default: as many as the
+            cluster has CPUs, at most one per step or unit). The per-step path shares the
+            steps among them (consecutive whole steps per task, one dataset run of their
+            files: steps never share state there, so any cut gives the same numbers); the
+            two-pass path shares the units (each task takes its units one after the other).
+            Each round of tasks costs Ray Data about 0.1 s of scheduling, so one round of
+            larger tasks is faster than many small ones while every CPU is busy.
 
     Units are taken in order: a list as given; a directory's (or a glob's) files in the CLI's
     dataset order (docs/datasets.md: by the step in their path, ``step=N``, then by path); a
@@ -84,7 +107,7 @@ def run(
     ``step=N`` gets the column.
 
     Returns:
-        ``{"rows", "units", "steps", "outputs", "warnings"}``.
+        ``{"rows", "units", "steps", "outputs", "warnings", "per_step"}``.
     """
     import ray
 
@@ -100,19 +123,45 @@ def run(
     _check_destination(src, units, out_dir, force)
     name = str(src) if isinstance(src, (str, os.PathLike)) else "<dataset>"
     engine = _native.Engine(cfg, schema, name, read)
-    needed = engine.pass1_columns()
-    run_id = uuid.uuid4().hex[:12]
     starts, row = [], 0
     for unit in units:
         starts.append(row)
         row += unit.rows
-    items = ray.data.from_items([{"unit": i} for i in range(len(units))])
+    if tasks is not None and tasks < 1:
+        raise UsageError(f"tasks={tasks}: expected at least 1")
+    n_tasks = tasks or _cluster_cpus()
+    groups = None if per_step is False else _step_groups(units, engine)
+    if per_step and groups is None:
+        raise UsageError(
+            "per_step=True: the steps cannot be run apart (files without `step=N` in their "
+            "paths, a ray.data.Dataset, or an adaptive KL controller, which carries its "
+            "coefficient from step to step)",
+            "leave per_step unset",
+        )
+    outputs = [str(out_dir / u.out) for u in units]
+    if groups is not None:
+        warnings = _run_per_step(units, _cut(groups, n_tasks), name, out_dir, cfg, read)
+        _say(warnings, [])
+        return {
+            "rows": row,
+            "units": len(units),
+            "steps": [units[g[0]].step for g in groups],
+            "outputs": outputs,
+            "warnings": warnings,
+            "per_step": True,
+        }
+    needed = engine.pass1_columns()
+    run_id = uuid.uuid4().hex[:12]
+    shares = _cut([[i] for i in range(len(units))], n_tasks)
+    items = _items(len(shares))
 
     def each(fn):
-        # one unit per call; the UDF gets a one-row table holding the unit's index
+        # one task per share of the units; the UDF gets a one-row table holding the share's
+        # index and returns one row per unit
         def udf(batch: pa.Table) -> pa.Table:
-            i = batch.column("unit")[0].as_py()
-            return fn(i, _Engine.get(cfg, schema, units[i].name, read))
+            share = shares[batch.column("unit")[0].as_py()]
+            rows = [fn(i, _Engine.get(cfg, schema, units[i].name, read)) for i in share]
+            return pa.concat_tables(rows, promote_options="default")
 
         return items.map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
 
@@ -152,9 +201,104 @@ def run(
         "rows": row,
         "units": len(units),
         "steps": [s for s in plan.steps()],
-        "outputs": [str(out_dir / u.out) for u in units],
+        "outputs": outputs,
         "warnings": warnings,
+        "per_step": False,
     }
+
+
+def _items(n: int) -> Any:
+    """A Dataset of `n` one-row blocks numbering the tasks: ``map_batches`` over it with
+    ``batch_size=1`` runs one task per number."""
+    import ray
+
+    return ray.data.from_items([{"unit": i} for i in range(n)])
+
+
+def _step_groups(units: List[_Unit], engine: Any) -> Optional[List[List[int]]]:
+    """The units of each step, steps in order, when each step can run alone: every unit's
+    step is in its path (the dataset order puts a step's files together) and the
+    configuration carries nothing across steps. ``None`` otherwise."""
+    if engine.carries_across_steps() or any(u.step is None or u.path is None for u in units):
+        return None
+    groups: List[List[int]] = []
+    for i, unit in enumerate(units):
+        if groups and units[groups[-1][0]].step == unit.step:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    if len({units[g[0]].step for g in groups}) != len(groups):
+        return None  # a step's files apart (not the dataset order): not one task's
+    return groups
+
+
+def _cluster_cpus() -> int:
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _cut(groups: List[List[int]], n: int) -> List[List[int]]:
+    """`groups` (of unit indices: a step's, or one unit each) cut into at most `n` runs of
+    consecutive groups, as even in count as they can be (sizes differ by at most one): the
+    units of each task, in dataset order."""
+    n = min(n, len(groups))
+    size, extra = divmod(len(groups), n)
+    cut, at = [], 0
+    for k in range(n):
+        end = at + size + (1 if k < extra else 0)
+        cut.append([i for g in groups[at:end] for i in g])
+        at = end
+    return cut
+
+
+def _base(unit: _Unit) -> str:
+    """The dataset's directory: the unit's path without its relative path."""
+    path, depth = Path(unit.path), len(Path(unit.out).parts)
+    return str(path.parents[depth - 1])
+
+
+def _run_per_step(
+    units: List[_Unit],
+    tasks: List[List[int]],
+    name: str,
+    out_dir: Path,
+    cfg: Dict[str, Any],
+    read: Dict[str, Any],
+) -> List[str]:
+    """One task per group of whole steps: the CLI's dataset run on the steps' files (pass 1,
+    the steps' plan by the same Rust code, pass 2 through the CLI's writer, each output
+    renamed into place), all in one Ray Data execution. Returns the tasks' warnings, in step
+    order."""
+    import ray
+
+    def udf(batch: pa.Table) -> pa.Table:
+        g = batch.column("unit")[0].as_py()
+        members = [units[i] for i in tasks[g]]
+        # as many engine threads as the task has CPUs
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+        rows, warnings = _native.run_parts(
+            name,
+            _base(members[0]),
+            [u.out for u in members],
+            str(out_dir),
+            cfg,
+            {**read, "threads": max(1, int(cpus))},
+        )
+        return pa.table({
+            "unit": [g],
+            "rows": [rows],
+            "warnings": pa.array([warnings], pa.list_(pa.string())),
+        })
+
+    try:
+        done = _items(len(tasks)).map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+    finally:
+        # temporaries of tasks that Ray killed mid-write (their retries wrote the outputs)
+        for parent in {(out_dir / u.out).parent for u in units}:
+            if parent.is_dir():
+                _native.remove_stale_temporaries(str(parent))
+    return [str(w) for r in sorted(done, key=lambda r: r["unit"]) for w in r["warnings"]]
 
 
 class _Engine:

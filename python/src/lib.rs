@@ -19,11 +19,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dump};
+use advcalc::commands::dataset::run_opened;
 use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
-use advcalc::io::dataset::{Dataset, is_dataset};
+use advcalc::io::dataset::{Dataset, is_dataset, path_step};
 use advcalc::io::input::Input;
 use advcalc::{
-    Config, ConfigSources, Engine, ErrorKind, Format, Layout, PlanShard, RowStats, RunOptions,
+    Config, ConfigSources, DatasetOptions, Engine, ErrorKind, Format, Layout, PlanShard, RowStats,
+    RunOptions,
 };
 use rayon::prelude::*;
 
@@ -469,6 +471,12 @@ impl PyEngine {
         self.engine.needs_prepass()
     }
 
+    /// Whether a step's numbers depend on the steps before it (an adaptive KL controller):
+    /// then the steps cannot be run apart.
+    fn carries_across_steps(&self) -> bool {
+        self.engine.carries_across_steps()
+    }
+
     /// The columns the pre-pass and pass 1 read (a unit may be read with only these).
     fn pass1_columns(&self) -> Vec<String> {
         self.engine.pass1_columns()
@@ -586,6 +594,60 @@ fn dataset_parts(py: Python<'_>, src: PathBuf) -> PyResult<Vec<DatasetPart>> {
     })
 }
 
+/// One share of a dataset, run as the CLI runs a dataset (`advcalc.ray`'s per-step tasks):
+/// the files `rels` under `base`, in that order, read as one dataset named `name` (their own
+/// pre-pass, pass 1, plan and pass 2), each output written to `dst/rel` by the CLI's writer
+/// (unchanged column chunks copied byte for byte, a temporary file renamed into place).
+/// Existing outputs are overwritten (the caller checked them; a retried task redoes its
+/// files). Returns (rows, warnings).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn run_parts(
+    py: Python<'_>,
+    name: String,
+    base: PathBuf,
+    rels: Vec<PathBuf>,
+    dst: PathBuf,
+    config: ConfigArgs,
+    read: ReadArgs,
+) -> PyResult<(usize, Vec<String>)> {
+    run_engine(py, move || {
+        let config = config.load()?;
+        let keyed = rels
+            .into_iter()
+            .map(|rel| {
+                let step = path_step(&rel).map_err(|e| {
+                    advcalc::Error::data(format!("{}: {e}", base.join(&rel).display()))
+                })?;
+                Ok((step, rel))
+            })
+            .collect::<advcalc::Result<Vec<_>>>()?;
+        let format = read.format()?;
+        let dataset = Dataset::from_files(name, base.clone(), keyed, format)?;
+        let opts = RunOptions {
+            input: base,
+            output: dst,
+            force: true,
+            threads: read.threads,
+            progress: false,
+            layout: read.layout()?,
+            allow_nonfinite: read.allow_nonfinite,
+            input_format: format,
+            output_format: None,
+            metrics: None,
+        };
+        let summary = run_opened(&config, &opts, &DatasetOptions::default(), dataset)?;
+        Ok((summary.rows, summary.warnings))
+    })
+}
+
+/// Remove the temporary outputs in `dir` that killed processes of this host left (as the
+/// CLI does before writing there): a runner's tasks that Ray killed mid-write.
+#[pyfunction]
+fn remove_stale_temporaries(dir: PathBuf) {
+    advcalc::io::write::remove_stale_temporaries(&dir);
+}
+
 /// Statistics of several units (bytes), appended in input order.
 fn merge(parts: &[Vec<u8>]) -> advcalc::Result<RowStats> {
     let mut all = RowStats::default();
@@ -663,6 +725,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
     m.add_function(wrap_pyfunction!(merge_stats, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(run_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(remove_stale_temporaries, m)?)?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyPlan>()?;
     Ok(())

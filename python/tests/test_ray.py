@@ -70,7 +70,11 @@ def test_gae_with_adaptive_kl_and_token_is_with_rejection(tmp_path: Path) -> Non
     paths = split(pq.read_table(case / "input.parquet"), tmp_path / "in", 2)
     want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["--config", str(config)])
     summary = advcalc.ray.run(paths, tmp_path / "out", config=config)
+    assert summary["per_step"] is False
     same_columns(outputs(summary), want)
+    # both units in one task, one after the other
+    one = advcalc.ray.run(paths, tmp_path / "one", config=config, tasks=1)
+    same_columns(outputs(one), want)
 
 
 def test_one_file_per_step_as_the_verl_hook_writes_them(tmp_path: Path) -> None:
@@ -87,7 +91,52 @@ def test_one_file_per_step_as_the_verl_hook_writes_them(tmp_path: Path) -> None:
         pq.write_table(rows, paths[-1])
     want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["-e", "grpo"])
     summary = advcalc.ray.run(d, tmp_path / "out", estimator="grpo")
+    # steps in the paths and nothing carried across them: one task per step
+    assert summary["per_step"] is True and summary["steps"] == [9, 10, 11, 12]
     assert summary["outputs"] == [str(tmp_path / "out" / p.name) for p in paths]
+    same_columns(outputs(summary), want)
+    # any cut of the steps into tasks, and the two passes with the plan on the driver: the
+    # same numbers
+    for k in (4, 3, 1):  # one step per task; 2 + 1 + 1 steps; all in one task
+        cut = advcalc.ray.run(d, tmp_path / f"by{k}", estimator="grpo", tasks=k)
+        same_columns(outputs(cut), want)
+    both = advcalc.ray.run(d, tmp_path / "two", estimator="grpo", per_step=False)
+    assert both["per_step"] is False and both["steps"] == [9, 10, 11, 12]
+    same_columns(outputs(both), want)
+
+
+def step_files(table: pa.Table, directory: Path) -> List[Path]:
+    """`table` as one `step=N.parquet` file per value of its `step` column."""
+    directory.mkdir(parents=True)
+    paths = []
+    for step in sorted(set(table.column("step").to_pylist())):
+        paths.append(directory / f"step={step}.parquet")
+        pq.write_table(table.filter(pc.equal(table.column("step"), step)), paths[-1])
+    return paths
+
+
+@pytest.mark.parametrize("case", ["chain_gae", "chain_rloo"])
+def test_step_files_with_adaptive_kl_take_the_cross_step_path(tmp_path: Path, case: str) -> None:
+    # the adaptive controller's β moves from step to step: the steps cannot run apart
+    config = CASES / case / "config.yaml"
+    paths = step_files(pq.read_table(CASES / case / "input.parquet"), tmp_path / "in")
+    want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["--config", str(config)])
+    summary = advcalc.ray.run(tmp_path / "in", tmp_path / "out", config=config)
+    assert summary["per_step"] is False and len(summary["steps"]) > 1
+    same_columns(outputs(summary), want)
+    with pytest.raises(advcalc.UsageError, match="adaptive KL"):
+        advcalc.ray.run(tmp_path / "in", tmp_path / "out2", config=config, per_step=True)
+
+
+@pytest.mark.parametrize("case", ["chain_gae", "chain_rloo"])
+def test_step_files_with_fixed_kl_and_token_is_with_rejection_run_per_step(tmp_path: Path, case: str) -> None:
+    config = CASES / case / "config.yaml"
+    sets = ["algorithm.kl_ctrl.type=fixed"]
+    paths = step_files(pq.read_table(CASES / case / "input.parquet"), tmp_path / "in")
+    want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet",
+                   ["--config", str(config), "--set", sets[0]])
+    summary = advcalc.ray.run(tmp_path / "in", tmp_path / "out", config=config, set=sets)
+    assert summary["per_step"] is True
     same_columns(outputs(summary), want)
 
 
@@ -113,6 +162,8 @@ def test_refusals(tmp_path: Path) -> None:
         advcalc.ray.run([tmp_path / "a.parquet"], tmp_path / "out", estimator="grpo")
     with pytest.raises(advcalc.DataError, match="values"):
         advcalc.ray.run([tmp_path / "b.parquet"], tmp_path / "out2", estimator="gae")
+    with pytest.raises(advcalc.UsageError, match="tasks=0: expected at least 1"):
+        advcalc.ray.run([tmp_path / "a.parquet"], tmp_path / "out3", estimator="grpo", tasks=0)
     assert summary["units"] == 1
 
 
@@ -131,7 +182,8 @@ def _holders(path_prefix: str) -> List[int]:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc")
-def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("per_step", [False, True])
+def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path, per_step: bool) -> None:
     import signal
     import threading
     import time
@@ -142,7 +194,13 @@ def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path) -
     for k in range(12):
         uid = pc.binary_join_element_wise(demo.column("uid").cast(pa.string()), pa.scalar(f"-{k}"), "")
         copies.append(demo.set_column(demo.schema.get_field_index("uid"), "uid", uid))
-    paths = split(pa.concat_tables(copies), tmp_path / "in", 2)
+    if per_step:
+        # two steps, one file each: the tasks write through the CLI's writer
+        paths = step_files(with_steps(pa.concat_tables(copies), 2), tmp_path / "in")
+        src, names = tmp_path / "in", ["step=1.parquet", "step=2.parquet"]
+    else:
+        paths = split(pa.concat_tables(copies), tmp_path / "in", 2)
+        src, names = paths, ["part0.parquet", "part1.parquet"]
     want = cli_run(concatenated(paths, tmp_path / "all.parquet"), tmp_path / "cli.parquet", ["-e", "grpo"])
     out = tmp_path / "out"
     out.mkdir()
@@ -151,7 +209,7 @@ def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path) -
     def killer() -> None:
         deadline = time.monotonic() + 120
         while not killed and time.monotonic() < deadline:
-            tmps = [p for p in out.iterdir() if p.name.startswith(".advcalc-ray-")]
+            tmps = [p for p in out.iterdir() if p.name.startswith(".advcalc-") and p.name.endswith(".tmp")]
             for tmp in tmps:
                 for pid in _holders(str(tmp)):
                     os.kill(pid, signal.SIGKILL)
@@ -160,11 +218,12 @@ def test_a_worker_killed_mid_write_is_retried_into_whole_files(tmp_path: Path) -
 
     watcher = threading.Thread(target=killer)
     watcher.start()
-    summary = advcalc.ray.run(paths, out, estimator="grpo")
+    summary = advcalc.ray.run(src, out, estimator="grpo")
     watcher.join()
     assert killed, "no write was caught in the middle"
+    assert summary["per_step"] is per_step
     same_columns(outputs(summary), want)
-    assert sorted(p.name for p in out.iterdir()) == ["part0.parquet", "part1.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == names
 
 
 def hive_dataset(src: Path) -> Path:
@@ -181,6 +240,8 @@ def test_a_hive_dataset_gives_the_cli_dataset_run_file_for_file(tmp_path: Path) 
     src = hive_dataset(tmp_path / "rollouts")
     cli("run", "-q", "-e", "rloo", src, tmp_path / "cli")
     summary = advcalc.ray.run(src, tmp_path / "ray", estimator="rloo")
+    # one task per step, each with both of its files (every group is split across them)
+    assert summary["per_step"] is True and summary["steps"] == [1, 2]
     rels = [Path(p).relative_to(tmp_path / "ray").as_posix() for p in summary["outputs"]]
     assert rels == ["step=1/part-0.parquet", "step=1/part-1.parquet",
                     "step=2/part-0.parquet", "step=2/part-1.parquet"]

@@ -92,7 +92,23 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
             "--resume keeps finished outputs and --force redoes them: pass one of them",
         ));
     }
-    let dataset = Dataset::open(&opts.input, opts.input_format)?;
+    run_opened(
+        config,
+        opts,
+        dopts,
+        Dataset::open(&opts.input, opts.input_format)?,
+    )
+}
+
+/// [`run`] on a dataset already opened (`Dataset::from_files`: the Python package's per-step
+/// tasks run their step's files with it), OUT already checked to be a directory or missing.
+pub fn run_opened(
+    config: &Config,
+    opts: &RunOptions,
+    dopts: &DatasetOptions,
+    dataset: Dataset,
+) -> Result<RunSummary> {
+    let out = &opts.output;
     check_overlap(&dataset, out)?;
     let dests: Vec<PathBuf> = dataset.parts.iter().map(|p| out.join(&p.rel)).collect();
     let mut fates = Vec::with_capacity(dests.len());

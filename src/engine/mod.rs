@@ -175,6 +175,19 @@ impl Engine {
         self.job().needs_prepass()
     }
 
+    /// Whether a step's numbers depend on the steps before it. Only verl's adaptive KL
+    /// controller (KL in the reward) carries state across steps: its β moves after every step
+    /// (reference §2.3). Group and batch statistics, whitening and the IS normalisation never
+    /// cross a step, so otherwise each step's rows computed alone give the numbers they get in
+    /// the whole input (what lets `advcalc.ray` run each step in one task).
+    pub fn carries_across_steps(&self) -> bool {
+        self.pipeline.kl.is_some()
+            && matches!(
+                self.pipeline.controller,
+                crate::shaping::kl::KlController::Adaptive { .. }
+            )
+    }
+
     /// The per-step constants from a pre-pass: the statistics of every record batch from
     /// [`Engine::prepass_stats`], appended in input order.
     pub fn constants(&self, prepass: &RowStats) -> Result<Constants> {

@@ -207,6 +207,18 @@ impl Dataset {
             let key = |s: &Option<i64>| s.map_or((1, 0), |s| (0, s));
             key(sa).cmp(&key(sb)).then_with(|| ra.cmp(rb))
         });
+        Self::from_files(name, base, keyed, format)
+    }
+
+    /// The dataset of the files `rel` under `base`, in the order given (a runner's share of
+    /// a dataset, e.g. one step's files: `advcalc.ray`), each with the step of its path, with
+    /// [`Dataset::open`]'s checks (one schema, steps in paths). `name` names the dataset.
+    pub fn from_files(
+        name: String,
+        base: PathBuf,
+        keyed: Vec<(Option<i64>, PathBuf)>,
+        format: Option<Format>,
+    ) -> Result<Dataset> {
         let mut parts = Vec::with_capacity(keyed.len());
         for (path_step, rel) in keyed {
             crate::interrupt::check()?;
