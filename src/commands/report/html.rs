@@ -102,7 +102,8 @@ a { color: #0b5cad; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0 14px; }
 th, td { border-bottom: 1px solid #e6e6e6; padding: 3px 10px; text-align: right; vertical-align: top; }
 th { background: #f4f4f4; font-weight: 600; }
-td.l, th.l { text-align: left; }
+td.l, th.l { text-align: left; white-space: nowrap; }
+.legend { font-size: 13px; color: #333; margin: 2px 0 0 56px; }
 .n { font-variant-numeric: tabular-nums; }
 ul.warnings { list-style: none; padding: 0; }
 ul.warnings li { border-left: 4px solid #d55e00; background: #fff6f0; padding: 6px 10px; margin: 6px 0; font-size: 14px; }

@@ -129,6 +129,24 @@ fn figure(svg: String) -> String {
     format!("<div class=\"fig\">{svg}</div>\n")
 }
 
+/// A figure with its lines' legend under it (swatch and label per line).
+fn figure_with_legend(svg: String, lines: &[Line]) -> String {
+    let keys: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            format!(
+                "<span class=\"swatch\" style=\"background:{}\"></span>{}",
+                css(l.colour),
+                escape(&l.label)
+            )
+        })
+        .collect();
+    format!(
+        "<div class=\"fig\">{svg}<div class=\"legend\">{}</div></div>\n",
+        keys.join(" &#160; ")
+    )
+}
+
 /// A step's name in tables.
 fn step_name(step: Option<i64>) -> String {
     step.map_or("all rows".into(), |s| format!("step {s}"))
@@ -141,26 +159,57 @@ fn findings(f: &Facts) -> Section {
     let mut body = String::new();
     let mut any = false;
     body += "<ul class=\"warnings\">\n";
-    for (i, s) in f.inspect.steps.iter().enumerate() {
-        for (k, w) in s.warnings.iter().enumerate() {
-            any = true;
-            body += &format!(
-                "<li data-code=\"{}\" data-path=\"/steps/{i}/warnings/{k}\"><b>{}</b> · <code>{}</code> — {}</li>\n",
-                w.code,
-                step_name(s.step),
-                w.code,
-                escape(&w.message)
-            );
+    // one entry per warning code, with the first step's message and the steps it is in
+    let mut codes: Vec<&str> = Vec::new();
+    for s in &f.inspect.steps {
+        for w in &s.warnings {
+            if !codes.contains(&w.code) {
+                codes.push(w.code);
+            }
         }
     }
-    for (v, facts) in f.variants.iter().enumerate() {
-        // the first variant's are in the inspect notes already
+    for code in codes {
+        any = true;
+        let at: Vec<(usize, usize)> = f
+            .inspect
+            .steps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                s.warnings
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.code == code)
+                    .map(move |(k, _)| (i, k))
+            })
+            .collect();
+        let (i, k) = at[0];
+        let first = &f.inspect.steps[i];
+        let steps: Vec<String> = at
+            .iter()
+            .map(|&(i, _)| step_name(f.inspect.steps[i].step))
+            .collect();
+        let more = if at.len() > 1 {
+            format!(
+                " <i>(the numbers of {}; also in {})</i>",
+                step_name(first.step),
+                steps[1..].join(", ")
+            )
+        } else {
+            String::new()
+        };
+        body += &format!(
+            "<li data-code=\"{code}\" data-path=\"/steps/{i}/warnings/{k}\"><code>{code}</code> · <b>{}</b> — {}{more}</li>\n",
+            steps[0],
+            escape(&first.warnings[k].message),
+        );
+    }
+    for facts in &f.variants {
         for w in &facts.warnings {
             any = true;
             body += &format!(
-                "<li data-code=\"run\"><b>{}</b> · as <code>run</code> would warn{} — {}</li>\n",
+                "<li data-code=\"run\"><code>run -e {}</code> would warn — {}</li>\n",
                 escape(&facts.label),
-                if v == 0 { "" } else { "" },
                 escape(w)
             );
         }
@@ -288,12 +337,13 @@ fn steps(f: &Facts) -> Result<Section> {
         }]
     };
     let size = (330, 230);
-    let mut charts = vec![
+    let mut charts: Vec<String> = vec![
         plots::lines(
             "mean score",
             "step",
             "",
             None,
+            true,
             &one("score", series(&|i| format!("/steps/{i}/score_sum/mean"))),
             size,
         )?,
@@ -302,6 +352,7 @@ fn steps(f: &Facts) -> Result<Section> {
             "step",
             "",
             None,
+            true,
             &one(
                 "no signal",
                 series(&|i| format!("/steps/{i}/groups/no_signal_fraction")),
@@ -313,10 +364,14 @@ fn steps(f: &Facts) -> Result<Section> {
             "step",
             "",
             None,
+            true,
             &one("k1", series(&|i| format!("/steps/{i}/kl/mean_k1"))),
             size,
         )?,
-    ];
+    ]
+    .into_iter()
+    .map(figure)
+    .collect();
     if let Some(v) = is_variant {
         let m = &f.variants[v].metrics;
         let pts = |key: &str| -> Vec<(f64, Option<f64>)> {
@@ -326,37 +381,43 @@ fn steps(f: &Facts) -> Result<Section> {
                 .map(|(&s, &x)| (x, metric(m, s, key)))
                 .collect()
         };
-        charts.push(plots::lines(
-            "IS weight: mean and max",
-            "step",
-            "",
-            None,
-            &[
-                Line {
-                    label: "mean".into(),
-                    colour: colour(0),
-                    points: pts("rollout_corr/rollout_is_mean"),
-                },
-                Line {
-                    label: "max".into(),
-                    colour: colour(1),
-                    points: pts("rollout_corr/rollout_is_max"),
-                },
-            ],
-            size,
-        )?);
+        let is_lines = [
+            Line {
+                label: "mean".into(),
+                colour: colour(0),
+                points: pts("rollout_corr/rollout_is_mean"),
+            },
+            Line {
+                label: "max".into(),
+                colour: colour(1),
+                points: pts("rollout_corr/rollout_is_max"),
+            },
+        ];
+        charts.push(figure_with_legend(
+            plots::lines(
+                "IS weight: mean and max",
+                "step",
+                "",
+                None,
+                true,
+                &is_lines,
+                size,
+            )?,
+            &is_lines,
+        ));
     }
-    charts.push(plots::lines(
+    charts.push(figure(plots::lines(
         "tokens rejected",
         "step",
         "",
         None,
+        true,
         &one(
             "rejected",
             series(&|i| format!("/steps/{i}/rejection/rejected_token_fraction")),
         ),
         size,
-    )?);
+    )?));
     let std_lines: Vec<Line> = adv_json
         .iter()
         .enumerate()
@@ -374,17 +435,13 @@ fn steps(f: &Facts) -> Result<Section> {
                 .collect(),
         })
         .collect();
-    charts.push(plots::lines(
-        "advantage std",
-        "step",
-        "",
-        None,
+    charts.push(figure_with_legend(
+        plots::lines("advantage std", "step", "", None, true, &std_lines, size)?,
         &std_lines,
-        size,
-    )?);
+    ));
     let mut body = String::from("<div class=\"grid\">\n");
     for c in charts {
-        body += &figure(c);
+        body += &c;
     }
     body += "</div>\n<table>\n<tr><th class=\"l\">step</th><th>rows</th><th>mean score</th><th>groups with no signal</th><th>mean k1 per token</th>";
     if let Some(v) = is_variant {
@@ -609,14 +666,18 @@ fn difficulty_bias(f: &Facts) -> Result<Section> {
             points: points.iter().map(|(x, m)| (*x, m[v])).collect(),
         })
         .collect();
-    let mut body = figure(plots::lines(
-        "mean |advantage| by group pass rate",
-        "group pass rate (share of the group's rows that are correct)",
-        "mean |advantage| per token",
-        Some((-0.03, 1.03)),
+    let mut body = figure_with_legend(
+        plots::lines(
+            "mean |advantage| by group pass rate",
+            "group pass rate (share of the group's rows that are correct)",
+            "mean |advantage| per token",
+            Some((-0.03, 1.03)),
+            false,
+            &lines,
+            (WIDTH, 380),
+        )?,
         &lines,
-        (WIDTH, 380),
-    )?);
+    );
     if !exact {
         body += &format!(
             "<p class=\"meta\">Groups have more than {} distinct pass rates: the curve is drawn over the six buckets below.</p>\n",
@@ -705,7 +766,7 @@ fn token_strips(f: &Facts) -> Result<Section> {
     for s in &f.strips {
         let tools = s.mask.iter().filter(|&&m| m == 0.0).count();
         body += &format!(
-            "<h3 data-row=\"{}\">Row {} — {}</h3>\n<p class=\"meta\">{}{}score {} ({}) · {} tokens, {} of them tool tokens · colour scale ±{}</p>\n",
+            "<h3 data-row=\"{}\">Row {} — {}</h3>\n<p class=\"meta\">{}{}score {} ({}) · {} tokens, {} of them tool tokens · {}</p>\n",
             s.row,
             s.row,
             reason(s, f),
@@ -718,7 +779,10 @@ fn token_strips(f: &Facts) -> Result<Section> {
             if s.correct { "correct" } else { "incorrect" },
             s.mask.len(),
             tools,
-            sig(plots::strip_scale(s)),
+            match plots::strip_scale(s) {
+                0.0 => "no valid token with a non-zero advantage".to_string(),
+                x => format!("colour scale ±{}", sig(x)),
+            },
         );
         body += &figure(plots::strip(s, &labels, WIDTH)?);
     }
@@ -796,7 +860,7 @@ fn correction(f: &Facts) -> Result<Section> {
                 lo,
                 hi,
                 &[Panel {
-                    label: facts.label.clone(),
+                    label: String::new(),
                     colour: colour(v),
                     fractions: w
                         .histogram(lo, hi, BINS)

@@ -86,12 +86,14 @@ fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
     )
 }
 
-/// Lines over a shared x axis (steps, pass rates), with a legend when there are several.
+/// Lines over a shared x axis (steps, pass rates); the page writes their legend beside the
+/// figure, where it never hides a line. `integer_x`: label whole x values only (steps).
 pub fn lines(
     title: &str,
     x_desc: &str,
     y_desc: &str,
     x_range: Option<(f64, f64)>,
+    integer_x: bool,
     series: &[Line],
     size: (u32, u32),
 ) -> Result<String> {
@@ -115,10 +117,21 @@ pub fn lines(
             .y_label_area_size(56)
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(drawing)?;
+        let whole = |x: &f64| {
+            if !integer_x {
+                super::html::sig(*x)
+            } else if (x - x.round()).abs() < 1e-9 {
+                format!("{}", x.round() as i64)
+            } else {
+                String::new()
+            }
+        };
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
+            .x_label_formatter(&whole)
+            .y_label_formatter(&|y| super::html::sig(*y))
             .x_labels(8)
             .y_labels(6)
             .light_line_style(WHITE)
@@ -138,32 +151,15 @@ pub fn lines(
                 }
             }
             segments.push(segment);
-            let mut first = true;
             for seg in segments.into_iter().filter(|s| !s.is_empty()) {
                 let colour = s.colour;
-                let drawn = chart
+                chart
                     .draw_series(LineSeries::new(seg.clone(), style))
                     .map_err(drawing)?;
-                if first && series.len() > 1 {
-                    drawn.label(s.label.as_str()).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
-                    });
-                }
-                first = false;
                 chart
                     .draw_series(seg.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                     .map_err(drawing)?;
             }
-        }
-        if series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(180, 180, 180))
-                .label_font((FONT, 12))
-                .draw()
-                .map_err(drawing)?;
         }
         Ok(())
     })
@@ -440,9 +436,9 @@ pub fn strip(strip: &Strip, labels: &[String], width: u32) -> Result<String> {
         }
         let end = left as i32 + steps * bar_w;
         for (x, text) in [
-            (left as i32 - 4, format!("{:.3}", -scale)),
+            (left as i32 - 4, super::html::sig(-scale)),
             (left as i32 + (steps / 2) * bar_w, "0".to_string()),
-            (end - 8, format!("+{scale:.3}")),
+            (end - 8, format!("+{}", super::html::sig(scale))),
         ] {
             root.draw(&Text::new(text, (x, y + 18), (FONT, 11).into_font()))
                 .map_err(drawing)?;
