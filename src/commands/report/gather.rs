@@ -100,13 +100,21 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
             Ok(Engine::new(&v.config, input.schema(), &input.name)?
                 .with_layout(opts.layout)
                 .allow_nonfinite(opts.allow_nonfinite)
-                .with_metrics(true))
+                // verl's rollout_corr metrics (section 6) cost a pass over the log-ratios:
+                // only for a variant with a correction to show
+                .with_metrics(
+                    v.config
+                        .algorithm
+                        .rollout_correction
+                        .decoupled()
+                        .is_some_and(|c| c.is_some_active()),
+                ))
         })
         .collect::<Result<Vec<_>>>()?;
     let jobs: Vec<Job<'_>> = engines.iter().map(Engine::job).collect();
     let mut projection: Vec<usize> = jobs
         .iter()
-        .flat_map(|j| j.columns.projection(true))
+        .flat_map(|j| j.columns.projection(j.metrics))
         .collect();
     projection.sort_unstable();
     projection.dedup();
