@@ -421,7 +421,13 @@ fn errors_exit_1_or_2_and_leave_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let demo = demo();
     let input = demo.to_str().unwrap();
-    let cases: [(&[&str], i32, &str); 5] = [
+    std::fs::copy(&demo, dir.path().join("in.parquet")).unwrap();
+    let cases: [(&[&str], i32, &str); 6] = [
+        (
+            &["-f", "-e", "grpo", "in.parquet", "-o", "in.parquet"],
+            2,
+            "overwrite its input",
+        ),
         (
             &["-e", "grpo", input, "-o", "missing/report.html"],
             1,
@@ -452,6 +458,10 @@ fn errors_exit_1_or_2_and_leave_no_file() {
         assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
         assert!(!dir.path().join("r.html").exists(), "{args:?}");
     }
+    assert_eq!(
+        std::fs::read(dir.path().join("in.parquet")).unwrap(),
+        std::fs::read(&demo).unwrap()
+    );
     // an existing page is kept without --force, replaced with it
     std::fs::write(dir.path().join("r.html"), "mine").unwrap();
     let out = run_in(dir.path(), &["report", "-e", "grpo", input, "-o", "r.html"]);

@@ -182,20 +182,29 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         })
         .collect();
 
-    // the page's strips: the few row groups holding the chosen rows, read once more
+    // the page's strips: the few row groups holding the chosen rows, each read once more
     let chosen = strips::choose(groups.as_ref(), &correct, &opts.rows);
-    let strips = pool.install(|| {
-        chosen
-            .iter()
-            .map(|&(row, reason)| {
-                let u = units.partition_point(|x| x.start <= row) - 1;
+    let unit_of = |row: usize| units.partition_point(|x| x.start <= row) - 1;
+    let mut needed: Vec<usize> = chosen.iter().map(|&(row, _)| unit_of(row)).collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let read = pool.install(|| {
+        needed
+            .par_iter()
+            .map(|&u| {
                 let batch = input.read_unit(u, Some(&projection))?;
-                let outputs = outputs_of(&jobs, &prepared, input, u, &batch)?;
-                let i = row - units[u].start;
-                Ok(strips::extract(&outputs, i, row, reason, correct[row]))
+                Ok((u, outputs_of(&jobs, &prepared, input, u, &batch)?))
             })
             .collect::<Result<Vec<_>>>()
     })?;
+    let strips = chosen
+        .iter()
+        .map(|&(row, reason)| {
+            let u = unit_of(row);
+            let (_, outputs) = read.iter().find(|(v, _)| *v == u).expect("read above");
+            strips::extract(outputs, row - units[u].start, row, reason, correct[row])
+        })
+        .collect();
 
     let mut report = inspection.finish(input, tallies);
     let first_name = first.algorithm.adv_estimator.name();

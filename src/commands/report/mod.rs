@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use crate::commands::compare::Variant;
 use crate::error::{Error, Result};
 use crate::io::format::Format;
-use crate::io::write::{check_destination, parent_dir, persist, temporary_output};
+use crate::io::write::{check_destination, parent_dir, persist, same_file, temporary_output};
 use crate::shaping::scores::Layout;
 
 pub use page::{COMPARE, INSPECT, inspect_of, metrics_of};
@@ -67,6 +67,12 @@ pub struct ReportSummary {
 /// file beside it, renamed once complete: never a half-written page).
 pub fn report(variants: &[Variant], opts: &ReportOptions) -> Result<ReportSummary> {
     check_destination(&opts.output, opts.force)?;
+    if same_file(&opts.input, &opts.output) {
+        return Err(Error::usage(format!(
+            "{}: the report would overwrite its input",
+            opts.output.display()
+        )));
+    }
     let facts = gather::gather(variants, opts)?;
     let html = page::render(&facts)?;
     let name = opts.output.display().to_string();

@@ -10,7 +10,7 @@ use crate::shaping::correction::Correction;
 
 use super::difficulty;
 use super::gather::{Facts, VariantFacts};
-use super::html::{CSS, Style, escape, num, show, sig, token};
+use super::html::{CSS, Style, escape, num, sig, token};
 use super::plots::{self, Line, Panel, colour, css};
 use super::strips::{Reason, Strip};
 
@@ -984,7 +984,6 @@ fn correction(f: &Facts) -> Result<Section> {
             body += "<p class=\"meta\">No rejection option is configured (<code>rollout_rs</code>).</p>\n";
         }
     }
-    let _ = show;
     Ok(Section {
         id: "correction",
         title: "Rollout correction",
