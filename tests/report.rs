@@ -354,6 +354,27 @@ fn strips_show_one_correct_and_one_incorrect_row_of_the_most_mixed_group_and_the
         .collect();
     assert_eq!(drawn, vec![right, wrong, 3, 200]);
     assert!(page.contains(&format!("uid <code>{best}</code>")));
+    // with KL in every variant's reward, pass 1 does not have the raw scores: the rows are
+    // chosen after the output pass and their row groups read again, the same rows
+    let page = report(
+        dir.path(),
+        &[
+            "-e",
+            "grpo,gae",
+            "--rows",
+            "3,3,200",
+            "--set",
+            "algorithm.use_kl_in_reward=true",
+            demo().to_str().unwrap(),
+        ],
+    );
+    let doc = parse(&page);
+    let again: Vec<usize> = doc
+        .descendants()
+        .filter_map(|n| n.attribute("data-row"))
+        .map(|r| r.parse().unwrap())
+        .collect();
+    assert_eq!(again, drawn);
 }
 
 /// The input as an Arrow IPC stream on stdin, and as a dataset of two step files: the same

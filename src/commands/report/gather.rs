@@ -2,8 +2,9 @@
 //! read once), then one output pass in which each row group is read once with the union of
 //! the variants' and the inspect checks' columns, and reduced to `inspect`'s tallies,
 //! `compare`'s per-row sums and the report's own histograms. The token strips need the
-//! tokens of a few rows: the row groups holding them (one per drawn row at most) are read
-//! once more after the output pass.
+//! tokens of a few rows, chosen by the rows' scores: when a variant has them from pass 1 (no
+//! KL in its reward) the output pass keeps those rows' tokens; otherwise the row groups
+//! holding them (one per drawn row at most) are read once more after the output pass.
 
 use rayon::prelude::*;
 use serde_json::Value;
@@ -76,6 +77,8 @@ struct UnitPart {
     sums: Sums,
     advantages: Vec<Sketch>,
     is_weights: Vec<Option<Sketch>>,
+    /// The strips of the rows chosen after pass 1 that this unit holds.
+    strips: Vec<Strip>,
 }
 
 /// Run the passes and keep what the page needs.
@@ -125,8 +128,24 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let units = input.units();
     let progress = Progress::new(rows as u64, opts.progress);
     let pool = thread_pool(opts.threads)?;
-    let (prepared, parts) = pool.install(|| {
+    let (prepared, parts, early) = pool.install(|| {
         let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
+        // The strips' rows need each row's raw score: a variant without KL in the reward
+        // has it from pass 1 (Σ token_level_rewards = Σ scores), so the rows are drawn in
+        // the output pass; otherwise they are read once more after it.
+        let early = jobs.iter().position(|j| j.pipeline.kl.is_none()).map(|v| {
+            let correct: Vec<bool> = prepared[v]
+                .stats
+                .score
+                .iter()
+                .map(|&s| s > opts.correct_above)
+                .collect();
+            let groups = PassRates::new(&prepared, &correct);
+            (
+                strips::choose(groups.as_ref(), &correct, &opts.rows),
+                correct,
+            )
+        });
         progress.pass("report");
         let parts = (0..units.len())
             .into_par_iter()
@@ -135,15 +154,28 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
                 let tallies = inspection.scan_unit(input, u, &batch)?;
                 let outputs = outputs_of(&jobs, &prepared, input, u, &batch)?;
                 progress.inc(batch.num_rows());
+                let rows = units[u].start..units[u].start + batch.num_rows();
+                let strips = early
+                    .iter()
+                    .flat_map(|(chosen, correct)| {
+                        chosen.iter().filter(|&&(row, _)| rows.contains(&row)).map(
+                            |&(row, reason)| {
+                                let i = row - rows.start;
+                                strips::extract(&outputs, i, row, reason, correct[row])
+                            },
+                        )
+                    })
+                    .collect();
                 Ok(UnitPart {
                     tallies,
                     sums: Sums::of_row_group(&outputs),
                     advantages: outputs.iter().map(valid_advantages).collect(),
                     is_weights: outputs.iter().map(valid_is_weights).collect(),
+                    strips,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok::<_, Error>((prepared, parts))
+        Ok::<_, Error>((prepared, parts, early))
     })?;
     progress.finish();
 
@@ -152,7 +184,9 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let mut tallies = Vec::with_capacity(parts.len());
     let mut adv = vec![Sketch::default(); n];
     let mut is: Vec<Option<Sketch>> = vec![None; n];
+    let mut drawn: Vec<Strip> = Vec::new();
     for p in parts {
+        drawn.extend(p.strips);
         tallies.push(p.tallies);
         sums.append(p.sums);
         for (all, s) in adv.iter_mut().zip(&p.advantages) {
@@ -182,29 +216,30 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         })
         .collect();
 
-    // the page's strips: the few row groups holding the chosen rows, each read once more
+    // the page's strips: drawn in the output pass when chosen after pass 1 (the same rows
+    // as chosen now, checked), else the few row groups holding them, each read once more
     let chosen = strips::choose(groups.as_ref(), &correct, &opts.rows);
-    let unit_of = |row: usize| units.partition_point(|x| x.start <= row) - 1;
-    let mut needed: Vec<usize> = chosen.iter().map(|&(row, _)| unit_of(row)).collect();
-    needed.sort_unstable();
-    needed.dedup();
-    let read = pool.install(|| {
-        needed
-            .par_iter()
-            .map(|&u| {
-                let batch = input.read_unit(u, Some(&projection))?;
-                Ok((u, outputs_of(&jobs, &prepared, input, u, &batch)?))
+    let strips = match early {
+        Some((early, _)) if early == chosen => chosen
+            .iter()
+            .map(|&(row, _)| {
+                let k = drawn
+                    .iter()
+                    .position(|s| s.row == row)
+                    .expect("drawn in pass 2");
+                drawn[k].clone()
             })
-            .collect::<Result<Vec<_>>>()
-    })?;
-    let strips = chosen
-        .iter()
-        .map(|&(row, reason)| {
-            let u = unit_of(row);
-            let (_, outputs) = read.iter().find(|(v, _)| *v == u).expect("read above");
-            strips::extract(outputs, row - units[u].start, row, reason, correct[row])
-        })
-        .collect();
+            .collect(),
+        _ => reread(
+            &chosen,
+            &correct,
+            &jobs,
+            &prepared,
+            input,
+            &projection,
+            &pool,
+        )?,
+    };
 
     let mut report = inspection.finish(input, tallies);
     let first_name = first.algorithm.adv_estimator.name();
@@ -264,6 +299,40 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         row_abs,
         strips,
     })
+}
+
+/// The strips of `chosen` rows, from their row groups read once more (each once).
+fn reread(
+    chosen: &[(usize, strips::Reason)],
+    correct: &[bool],
+    jobs: &[Job<'_>],
+    prepared: &[Prepared],
+    input: &Dataset,
+    projection: &[usize],
+    pool: &rayon::ThreadPool,
+) -> Result<Vec<Strip>> {
+    let units = input.units();
+    let unit_of = |row: usize| units.partition_point(|x| x.start <= row) - 1;
+    let mut needed: Vec<usize> = chosen.iter().map(|&(row, _)| unit_of(row)).collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let read = pool.install(|| {
+        needed
+            .par_iter()
+            .map(|&u| {
+                let batch = input.read_unit(u, Some(projection))?;
+                Ok((u, outputs_of(jobs, prepared, input, u, &batch)?))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    Ok(chosen
+        .iter()
+        .map(|&(row, reason)| {
+            let u = unit_of(row);
+            let (_, outputs) = read.iter().find(|(v, _)| *v == u).expect("read above");
+            strips::extract(outputs, row - units[u].start, row, reason, correct[row])
+        })
+        .collect())
 }
 
 /// Every job's pass-2 outputs of one unit's row group.
