@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use advcalc::commands::compare::{CompareOptions, Variant};
 use advcalc::commands::inspect::InspectOptions;
+use advcalc::commands::report::ReportOptions;
 use advcalc::commands::run::{DatasetOptions, RunOptions};
 use advcalc::config::{Config, ConfigSources};
 use advcalc::error::{Error, Result};
@@ -29,6 +30,7 @@ advcalc run -e grpo dumps/ adv/   (a dataset: a directory of step=N.parquet file
 advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.parquet\n  \
 cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc inspect in.parquet\n  \
 advcalc compare -e grpo,rloo,drgrpo in.parquet\n  \
+advcalc report -e grpo,rloo,drgrpo in.parquet -o report.html\n  \
 advcalc config -c verl_trainer.yaml --origins\n  advcalc estimators"
 )]
 pub struct Cli {
@@ -51,6 +53,12 @@ pub enum Command {
     /// Advantage statistics per variant, weight by group pass rate and on correct vs
     /// incorrect rows, sign agreement and rank correlation per pair; writes no output file.
     Compare(Box<CompareArgs>),
+    /// Write one self-contained HTML page of plots about a dump
+    ///
+    /// The inspect findings, per-step curves, advantage distributions per estimator, the
+    /// difficulty-bias curve, token strips of a few rows and the rollout correction, from
+    /// the same passes as inspect and compare; opens offline in any browser and prints.
+    Report(Box<ReportArgs>),
     /// Print the resolved configuration advcalc will run with
     ///
     /// The verl config (its algorithm: section and actor_rollout_ref.rollout.n) as OmegaConf
@@ -321,6 +329,98 @@ pub struct CompareArgs {
     pub quiet: bool,
 }
 
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  advcalc report -e grpo,rloo,drgrpo in.parquet -o report.html\n  \
+advcalc report -c run_a.yaml -c run_b.yaml --rows 17,42 dumps/ -o report.html\n\n\
+docs/report.md explains each section and how to read it."
+)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub read: ReadArgs,
+
+    /// The HTML file to write (a temporary file beside it, renamed when complete)
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Estimators to show side by side, comma-separated (e.g. grpo,rloo,drgrpo)
+    #[arg(
+        short = 'e',
+        long = "estimators",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub estimators: Vec<String>,
+
+    /// verl trainer YAML (or `algorithm:` section); repeat to show configs side by side
+    /// (each config with each of --estimators, or with its own estimator without -e). The
+    /// first variant's configuration is the one the inspect checks use
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub algo: AlgoArgs,
+
+    /// Also draw these rows (0-based, in input order, comma-separated) as token strips
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub rows: Vec<usize>,
+
+    /// A row is correct when its score (the sum of its token scores) is above this
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub correct_above: f64,
+
+    /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them
+    #[arg(long)]
+    pub allow_nonfinite: bool,
+
+    /// Overwrite the output if it exists
+    #[arg(short, long)]
+    pub force: bool,
+
+    /// Worker threads [default: one per core]
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+
+    /// No progress bar, no notes
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl ReportArgs {
+    /// Validate the arguments into the variants to show and the report options.
+    pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, ReportOptions)> {
+        let configs: Vec<Option<&std::path::Path>> = if self.config.is_empty() {
+            vec![None]
+        } else {
+            self.config.iter().map(|c| Some(c.as_path())).collect()
+        };
+        let estimators: Vec<Option<&str>> = if self.estimators.is_empty() {
+            vec![None]
+        } else {
+            self.estimators.iter().map(|e| Some(e.as_str())).collect()
+        };
+        let variants = variants(&configs, &estimators, &self.algo)?;
+        let options = ReportOptions {
+            input: self.read.input.clone(),
+            input_format: self.read.input_format.map(Format::from),
+            layout: self.read.layout.into(),
+            threads: self.threads.map(usize::from),
+            progress: progress && !self.quiet,
+            allow_nonfinite: self.allow_nonfinite,
+            correct_above: self.correct_above,
+            rows: self.rows.clone(),
+            output: self.output.clone(),
+            force: self.force,
+        };
+        Ok((variants, options))
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FormatArg {
     /// Apache Parquet
@@ -387,33 +487,7 @@ impl CompareArgs {
             return Err(Error::usage("compare needs at least two variants")
                 .with_hint("name several estimators (-e grpo,rloo) or give --config twice"));
         }
-        let mut variants = Vec::new();
-        for file in &configs {
-            for estimator in &estimators {
-                let config = self.algo.load(*file, *estimator)?;
-                let name = config.algorithm.adv_estimator.name();
-                let label = match file {
-                    Some(f) if configs.len() > 1 => {
-                        let stem = f.file_stem().unwrap_or_default().to_string_lossy();
-                        if estimators.len() > 1 {
-                            format!("{stem}:{name}")
-                        } else {
-                            stem.into_owned()
-                        }
-                    }
-                    _ => name.to_string(),
-                };
-                variants.push(Variant { label, config });
-            }
-        }
-        for (i, v) in variants.iter().enumerate() {
-            if variants[..i].iter().any(|w| w.label == v.label) {
-                return Err(
-                    Error::usage(format!("variant `{}` is given twice", v.label))
-                        .with_hint("name each estimator or config once"),
-                );
-            }
-        }
+        let variants = variants(&configs, &estimators, &self.algo)?;
         let options = CompareOptions {
             input: self.read.input.clone(),
             input_format: self.read.input_format.map(Format::from),
@@ -425,6 +499,43 @@ impl CompareArgs {
         };
         Ok((variants, options))
     }
+}
+
+/// One variant per (config, estimator), labelled by the estimator, the config's stem, or
+/// `stem:estimator` when both vary; a label given twice is refused.
+fn variants(
+    configs: &[Option<&std::path::Path>],
+    estimators: &[Option<&str>],
+    algo: &AlgoArgs,
+) -> Result<Vec<Variant>> {
+    let mut variants = Vec::new();
+    for file in configs {
+        for estimator in estimators {
+            let config = algo.load(*file, *estimator)?;
+            let name = config.algorithm.adv_estimator.name();
+            let label = match file {
+                Some(f) if configs.len() > 1 => {
+                    let stem = f.file_stem().unwrap_or_default().to_string_lossy();
+                    if estimators.len() > 1 {
+                        format!("{stem}:{name}")
+                    } else {
+                        stem.into_owned()
+                    }
+                }
+                _ => name.to_string(),
+            };
+            variants.push(Variant { label, config });
+        }
+    }
+    for (i, v) in variants.iter().enumerate() {
+        if variants[..i].iter().any(|w| w.label == v.label) {
+            return Err(
+                Error::usage(format!("variant `{}` is given twice", v.label))
+                    .with_hint("name each estimator or config once"),
+            );
+        }
+    }
+    Ok(variants)
 }
 
 impl From<LayoutArg> for Layout {

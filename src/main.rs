@@ -103,6 +103,28 @@ fn run(cli: Cli) -> Result<(), Error> {
             };
             print_stdout(&text)
         }
+        Command::Report(args) => {
+            let (variants, options) = args.resolve(std::io::stderr().is_terminal())?;
+            if !args.quiet {
+                for v in &variants {
+                    for note in &v.config.notes {
+                        eprintln!("note: {}: {note}", v.label);
+                    }
+                }
+            }
+            let summary = advcalc::commands::report::report(&variants, &options)?;
+            if !args.quiet {
+                eprintln!(
+                    "advcalc: {} rows, {} of 6 sections, {} warning{} -> {}",
+                    summary.rows,
+                    summary.sections,
+                    summary.warnings,
+                    if summary.warnings == 1 { "" } else { "s" },
+                    options.output.display()
+                );
+            }
+            Ok(())
+        }
         Command::Run(args) => {
             let (config, options, dataset) = args.resolve(std::io::stderr().is_terminal())?;
             let say = |line: &str| {

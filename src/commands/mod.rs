@@ -5,4 +5,5 @@ pub mod config;
 pub mod dataset;
 pub mod estimators;
 pub mod inspect;
+pub mod report;
 pub mod run;

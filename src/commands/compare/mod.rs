@@ -19,7 +19,7 @@ mod buckets;
 mod report;
 mod spearman;
 mod summary;
-mod sums;
+pub(crate) mod sums;
 
 use std::path::PathBuf;
 
@@ -41,7 +41,7 @@ use crate::io::format::Format;
 use crate::io::input;
 use crate::shaping::scores::Layout;
 
-use summary::summarise;
+pub(crate) use summary::summarise;
 use sums::Sums;
 
 /// One column of the comparison: a label and the configuration it runs.
@@ -118,11 +118,11 @@ pub fn advantages_by_step(
 }
 
 /// What the passes leave for the summaries.
-struct Collected {
+pub(crate) struct Collected {
     /// Each variant's statistics pass and plan (its steps, uids and warnings).
-    prepared: Vec<Prepared>,
+    pub(crate) prepared: Vec<Prepared>,
     /// Every row's sums, in file order.
-    sums: Sums,
+    pub(crate) sums: Sums,
 }
 
 /// Run every variant's passes over `input`, each row group read once per pass.

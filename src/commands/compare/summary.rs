@@ -52,7 +52,7 @@ pub struct TokenStats {
 
 impl TokenStats {
     /// Add up rows' sums in the given order (0 everywhere without a valid token).
-    pub(super) fn of<'a>(rows: impl IntoIterator<Item = &'a RowSums>) -> Self {
+    pub(crate) fn of<'a>(rows: impl IntoIterator<Item = &'a RowSums>) -> Self {
         let mut t = RowSums::empty();
         for r in rows {
             t.valid += r.valid;
@@ -116,7 +116,7 @@ pub struct PairSummary {
 }
 
 /// Every row's sums → the whole comparison.
-pub(super) fn summarise(
+pub(crate) fn summarise(
     variants: &[Variant],
     collected: Collected,
     file: &str,

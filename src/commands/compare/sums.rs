@@ -6,26 +6,26 @@ use crate::engine::job::GroupOutputs;
 
 /// Per row and variant: sums over the row's valid tokens' advantages.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct RowSums {
+pub(crate) struct RowSums {
     /// Valid tokens.
-    pub(super) valid: u64,
+    pub(crate) valid: u64,
     /// Σ advantage.
-    pub(super) sum: f64,
+    pub(crate) sum: f64,
     /// Σ advantage².
-    pub(super) sum_sq: f64,
+    pub(crate) sum_sq: f64,
     /// Σ |advantage|.
-    pub(super) sum_abs: f64,
+    pub(crate) sum_abs: f64,
     /// Valid tokens whose advantage is exactly 0.
-    pub(super) zeros: u64,
+    pub(crate) zeros: u64,
     /// Smallest advantage (+∞ without a valid token).
-    pub(super) min: f64,
+    pub(crate) min: f64,
     /// Largest advantage (−∞ without a valid token).
-    pub(super) max: f64,
+    pub(crate) max: f64,
 }
 
 impl RowSums {
     /// No token yet.
-    pub(super) fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         RowSums {
             valid: 0,
             sum: 0.0,
@@ -39,18 +39,18 @@ impl RowSums {
 }
 
 /// Every variant's sums over some rows (one row group's, or the whole file's in order).
-pub(super) struct Sums {
+pub(crate) struct Sums {
     /// Raw score (Σ token scores) per row.
-    pub(super) score: Vec<f64>,
+    pub(crate) score: Vec<f64>,
     /// `rows[v][i]`: variant v, row i.
-    pub(super) rows: Vec<Vec<RowSums>>,
+    pub(crate) rows: Vec<Vec<RowSums>>,
     /// Per pair (i < j, row-major): (tokens valid under both, same sign).
-    pub(super) pairs: Vec<(u64, u64)>,
+    pub(crate) pairs: Vec<(u64, u64)>,
 }
 
 impl Sums {
     /// No rows yet, room for `rows` rows of `variants` variants.
-    pub(super) fn with_capacity(variants: usize, rows: usize) -> Self {
+    pub(crate) fn with_capacity(variants: usize, rows: usize) -> Self {
         Sums {
             score: Vec::with_capacity(rows),
             rows: vec![Vec::with_capacity(rows); variants],
@@ -59,7 +59,7 @@ impl Sums {
     }
 
     /// Reduce one row group's outputs of every variant to per-row sums and pair counts.
-    pub(super) fn of_row_group(outputs: &[GroupOutputs]) -> Self {
+    pub(crate) fn of_row_group(outputs: &[GroupOutputs]) -> Self {
         let first = &outputs[0].group;
         let n_rows = first.rows();
         let score = (0..n_rows)
@@ -108,7 +108,7 @@ impl Sums {
     }
 
     /// Append the next row group's sums (row groups in file order); pair counts add up.
-    pub(super) fn append(&mut self, next: Sums) {
+    pub(crate) fn append(&mut self, next: Sums) {
         self.score.extend(next.score);
         for (all, part) in self.rows.iter_mut().zip(next.rows) {
             all.extend(part);

@@ -27,14 +27,16 @@ pub use report::{
 };
 pub use tally::ColumnCounts;
 
-use crate::commands::compare::{CompareOptions, StepAdvantages, advantages_by_step};
+use arrow::record_batch::RecordBatch;
+
+use crate::commands::compare::{CompareOptions, StepAdvantages, TokenStats, advantages_by_step};
 use crate::config::Config;
 use crate::data::TokenRole;
 use crate::engine::passes::thread_pool;
 use crate::engine::pipeline::{self, Constants, StepConstants};
 use crate::engine::progress::Progress;
 use crate::error::Result;
-use crate::io::dataset::{Dataset, Part};
+use crate::io::dataset::Dataset;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::format::Format;
 use crate::io::input;
@@ -102,35 +104,8 @@ pub const PROVENANCE_PREFIX: &str = "advcalc.";
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     let opened = input::open(&opts.input, opts.input_format, true)?;
     let input = &opened.dataset;
-    let file = input.name.as_str();
-    let schema = input.schema();
-    let has = |name: &str| schema.index_of(name).is_ok();
-    // Only the mask and the scores are required; the rest is used when present.
-    let needs = Needs {
-        uid: has("uid"),
-        prompt_ids: false,
-        tokens: Vec::new(),
-        optional: TokenRole::ALL.to_vec(),
-        reward_baselines: has("reward_baselines"),
-        components: Vec::new(),
-        purpose: "advcalc inspect".into(),
-        token_data: Vec::new(),
-    };
-    let columns = InputColumns::resolve(schema, &needs, file)?;
-    let mut checks = Checks::new(config, &columns, opts.layout)?;
-    let constants = Constants::uniform(StepConstants {
-        beta: checks.beta().unwrap_or(0.0),
-        is_norm: None,
-    });
-    // Values are counted, not refused.
-    let decode_options = |part: &Part| DecodeOptions {
-        check_values: false,
-        allow_nonfinite: true,
-        row_base: part.first_row,
-        path_step: part.path_step,
-    };
-
-    let projection = columns.projection(true);
+    let inspection = Inspection::new(config, input, opts.layout)?;
+    let projection = inspection.projection();
     let units = input.units();
     let progress = Progress::new(input.rows() as u64, opts.progress);
     progress.pass("inspecting");
@@ -139,58 +114,119 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
             .into_par_iter()
             .map(|u| {
                 let batch = input.read_unit(u, Some(&projection))?;
-                let part = input.part(u);
-                let mut group = decode(
-                    &batch,
-                    &columns,
-                    &decode_options(part),
-                    &part.name,
-                    units[u].start,
-                )?;
-                scores::place(&mut group, opts.layout);
-                let shaped = match &checks.shaper {
-                    Some(p) => Some(pipeline::shape(p, &group, &constants, file)?),
-                    None => None,
-                };
-                progress.inc(group.rows());
-                Ok(scan(&group, shaped.as_ref(), &checks))
+                progress.inc(batch.num_rows());
+                inspection.scan_unit(input, u, &batch)
             })
             .collect::<Result<Vec<_>>>()
     })?;
     progress.finish();
-
-    // Merge in row-group order, so nothing depends on the thread count.
-    let mut steps: BTreeMap<Option<i64>, StepTally> = BTreeMap::new();
-    for partial in partials {
-        for (step, tally) in partial {
-            steps.entry(step).or_default().merge(tally);
-        }
-    }
-    if columns.step.is_none() && !input.has_path_steps() && steps.is_empty() {
-        steps.insert(None, StepTally::default());
-    }
-    let mut report = Report {
-        file: file.to_string(),
-        layout: opts.layout,
-        notes: std::mem::take(&mut checks.notes),
-        steps: steps
-            .into_iter()
-            .map(|(step, tally)| step_report(step, tally, &checks))
-            .collect(),
-        // a dataset's files each have their own (`run` writes one per file)
-        provenance: (if input.is_dataset {
-            Vec::new()
-        } else {
-            input.parts[0].input.key_value_metadata()
-        })
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
-        .collect(),
-    };
+    let mut report = inspection.finish(input, partials);
     if opts.estimator_given {
         advantages(config, input, opts, &mut report);
     }
     Ok(report)
+}
+
+/// One row group's tallies, by step.
+pub type Tallies = BTreeMap<Option<i64>, StepTally>;
+
+/// The inspect checks bound to one input: what to read, each row group's tallies, and the
+/// report from the merged tallies. `inspect` reads the dump once for them; `report` runs
+/// them on the row groups its output pass reads anyway.
+pub struct Inspection {
+    columns: InputColumns,
+    checks: Checks,
+    constants: Constants,
+    layout: Layout,
+}
+
+impl Inspection {
+    /// The checks `config` and the input's columns allow (only `response_mask` and a score
+    /// column are required).
+    pub fn new(config: &Config, input: &Dataset, layout: Layout) -> Result<Self> {
+        let schema = input.schema();
+        let has = |name: &str| schema.index_of(name).is_ok();
+        // Only the mask and the scores are required; the rest is used when present.
+        let needs = Needs {
+            uid: has("uid"),
+            prompt_ids: false,
+            tokens: Vec::new(),
+            optional: TokenRole::ALL.to_vec(),
+            reward_baselines: has("reward_baselines"),
+            components: Vec::new(),
+            purpose: "advcalc inspect".into(),
+            token_data: Vec::new(),
+        };
+        let columns = InputColumns::resolve(schema, &needs, &input.name)?;
+        let checks = Checks::new(config, &columns, layout)?;
+        let constants = Constants::uniform(StepConstants {
+            beta: checks.beta().unwrap_or(0.0),
+            is_norm: None,
+        });
+        Ok(Inspection {
+            columns,
+            checks,
+            constants,
+            layout,
+        })
+    }
+
+    /// The input's columns the checks read.
+    pub fn projection(&self) -> Vec<usize> {
+        self.columns.projection(true)
+    }
+
+    /// Tally one unit's row group (`batch`, read with at least `projection`) by step.
+    pub fn scan_unit(&self, input: &Dataset, unit: usize, batch: &RecordBatch) -> Result<Tallies> {
+        let part = input.part(unit);
+        // Values are counted, not refused.
+        let options = DecodeOptions {
+            check_values: false,
+            allow_nonfinite: true,
+            row_base: part.first_row,
+            path_step: part.path_step,
+        };
+        let start = input.units()[unit].start;
+        let mut group = decode(batch, &self.columns, &options, &part.name, start)?;
+        scores::place(&mut group, self.layout);
+        let shaped = match &self.checks.shaper {
+            Some(p) => Some(pipeline::shape(p, &group, &self.constants, &input.name)?),
+            None => None,
+        };
+        Ok(scan(&group, shaped.as_ref(), &self.checks))
+    }
+
+    /// The report from every unit's tallies, in unit order (merged in that order, so
+    /// nothing depends on the thread count).
+    pub fn finish(mut self, input: &Dataset, partials: Vec<Tallies>) -> Report {
+        let mut steps: BTreeMap<Option<i64>, StepTally> = BTreeMap::new();
+        for partial in partials {
+            for (step, tally) in partial {
+                steps.entry(step).or_default().merge(tally);
+            }
+        }
+        if self.columns.step.is_none() && !input.has_path_steps() && steps.is_empty() {
+            steps.insert(None, StepTally::default());
+        }
+        Report {
+            file: input.name.clone(),
+            layout: self.layout,
+            notes: std::mem::take(&mut self.checks.notes),
+            steps: steps
+                .into_iter()
+                .map(|(step, tally)| step_report(step, tally, &self.checks))
+                .collect(),
+            // a dataset's files each have their own (`run` writes one per file)
+            provenance: (if input.is_dataset {
+                Vec::new()
+            } else {
+                input.parts[0].input.key_value_metadata()
+            })
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
+            .collect(),
+        }
+    }
 }
 
 /// The configured estimator's advantage statistics per step (the whole `run` pipeline, as
@@ -217,6 +253,17 @@ fn advantages(config: &Config, input: &Dataset, opts: &InspectOptions, report: &
                 return;
             }
         };
+    add_advantages(report, name, by_step, warnings);
+}
+
+/// Put one estimator's per-step advantage statistics (and the warnings `run` would print)
+/// into the report, with the advantage warnings of each step (what `inspect -e` shows).
+pub fn add_advantages(
+    report: &mut Report,
+    name: &str,
+    by_step: Vec<(Option<i64>, TokenStats)>,
+    warnings: Vec<String>,
+) {
     report
         .notes
         .extend(warnings.into_iter().map(|w| format!("{name}: {w}")));

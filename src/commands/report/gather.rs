@@ -1,0 +1,375 @@
+//! The passes behind the page: `compare`'s statistics pass for every variant (each row group
+//! read once), then one output pass in which each row group is read once with the union of
+//! the variants' and the inspect checks' columns, and reduced to `inspect`'s tallies,
+//! `compare`'s per-row sums and the report's own histograms. The token strips need the
+//! tokens of a few rows, chosen by the rows' scores: when a variant has them from pass 1 (no
+//! KL in its reward) the output pass keeps those rows' tokens; otherwise the row groups
+//! holding them (one per drawn row at most) are read once more after the output pass.
+
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::commands::compare::sums::Sums;
+use crate::commands::compare::{Collected, Comparison, TokenStats, Variant, summarise};
+use crate::commands::inspect::{self, Inspection, Tallies};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::engine::job::{GroupOutputs, Job, Prepared};
+use crate::engine::metrics;
+use crate::engine::passes::{prepare_jobs, thread_pool};
+use crate::engine::progress::Progress;
+use crate::error::{Error, Result};
+use crate::io::dataset::Dataset;
+use crate::io::input;
+use crate::io::jsonl::SEQUENCE_LEVEL_KEY;
+use crate::shaping::correction::Correction;
+
+use super::ReportOptions;
+use super::groups::PassRates;
+use super::sketch::Sketch;
+use super::strips::{self, Strip};
+
+/// Everything the page shows, computed once.
+pub struct Facts {
+    /// The input's name.
+    pub file: String,
+    pub rows: usize,
+    /// A JSONL dump (one score per row, no tokens).
+    pub sequence_level: bool,
+    /// The inspect report, checked with the first variant's configuration and with its
+    /// advantage statistics (what `inspect -e` gives), and its JSON.
+    pub inspect: inspect::Report,
+    pub inspect_json: Value,
+    /// The comparison (what `compare` gives) and its JSON.
+    pub comparison: Comparison,
+    pub comparison_json: Value,
+    pub variants: Vec<VariantFacts>,
+    /// Rows correct (score above `correct_above`).
+    pub correct: Vec<bool>,
+    /// The groups with their pass rates; `None` without a `uid` column.
+    pub groups: Option<PassRates>,
+    /// Per variant, per row: (Σ |advantage|, valid tokens).
+    pub row_abs: Vec<Vec<(f64, u64)>>,
+    pub strips: Vec<Strip>,
+}
+
+/// One variant's facts beyond the comparison.
+pub struct VariantFacts {
+    pub label: String,
+    /// Per training batch: its step and the advantage statistics of its valid tokens.
+    pub by_step: Vec<(Option<i64>, TokenStats)>,
+    /// Advantages of the valid tokens (mask after rejection).
+    pub advantages: Sketch,
+    /// IS weights of the valid tokens, when the variant computes them.
+    pub is_weights: Option<Sketch>,
+    /// The rollout correction that runs (IS and/or rejection), if any.
+    pub correction: Option<Correction>,
+    /// `run --metrics` of this variant, without the pass-2 `advcalc/advantage_*` keys'
+    /// values (which need pass 2's parts; the page does not state them).
+    pub metrics: Value,
+    /// The data warnings `run` prints for this variant.
+    pub warnings: Vec<String>,
+}
+
+/// One unit's share of the output pass.
+struct UnitPart {
+    tallies: Tallies,
+    sums: Sums,
+    advantages: Vec<Sketch>,
+    is_weights: Vec<Option<Sketch>>,
+    /// The strips of the rows chosen after pass 1 that this unit holds.
+    strips: Vec<Strip>,
+}
+
+/// Run the passes and keep what the page needs.
+pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
+    if variants.is_empty() {
+        return Err(Error::usage("report needs at least one estimator"));
+    }
+    let opened = input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
+    let input = &opened.dataset;
+    let rows = input.rows();
+    if let Some(&bad) = opts.rows.iter().find(|&&r| r >= rows) {
+        return Err(Error::usage(format!(
+            "--rows {bad}: {} has {rows} rows (rows count from 0)",
+            input.name
+        )));
+    }
+    let first: &Config = &variants[0].config;
+    let inspection = Inspection::new(first, input, opts.layout)?;
+    let engines = variants
+        .iter()
+        .map(|v| {
+            Ok(Engine::new(&v.config, input.schema(), &input.name)?
+                .with_layout(opts.layout)
+                .allow_nonfinite(opts.allow_nonfinite)
+                // verl's rollout_corr metrics (section 6) cost a pass over the log-ratios:
+                // only for a variant with a correction to show
+                .with_metrics(
+                    v.config
+                        .algorithm
+                        .rollout_correction
+                        .decoupled()
+                        .is_some_and(|c| c.is_some_active()),
+                ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let jobs: Vec<Job<'_>> = engines.iter().map(Engine::job).collect();
+    let mut projection: Vec<usize> = jobs
+        .iter()
+        .flat_map(|j| j.columns.projection(j.metrics))
+        .collect();
+    projection.sort_unstable();
+    projection.dedup();
+    let mut all_columns = projection.clone();
+    all_columns.extend(inspection.projection());
+    all_columns.sort_unstable();
+    all_columns.dedup();
+    let units = input.units();
+    let progress = Progress::new(rows as u64, opts.progress);
+    let pool = thread_pool(opts.threads)?;
+    let (prepared, parts, early) = pool.install(|| {
+        let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
+        // The strips' rows need each row's raw score: a variant without KL in the reward
+        // has it from pass 1 (Σ token_level_rewards = Σ scores), so the rows are drawn in
+        // the output pass; otherwise they are read once more after it.
+        let early = jobs.iter().position(|j| j.pipeline.kl.is_none()).map(|v| {
+            let correct: Vec<bool> = prepared[v]
+                .stats
+                .score
+                .iter()
+                .map(|&s| s > opts.correct_above)
+                .collect();
+            let groups = PassRates::new(&prepared, &correct);
+            (
+                strips::choose(groups.as_ref(), &correct, &opts.rows),
+                correct,
+            )
+        });
+        progress.pass("report");
+        let parts = (0..units.len())
+            .into_par_iter()
+            .map(|u| {
+                let batch = input.read_unit(u, Some(&all_columns))?;
+                let tallies = inspection.scan_unit(input, u, &batch)?;
+                let outputs = outputs_of(&jobs, &prepared, input, u, &batch)?;
+                progress.inc(batch.num_rows());
+                let rows = units[u].start..units[u].start + batch.num_rows();
+                let strips = early
+                    .iter()
+                    .flat_map(|(chosen, correct)| {
+                        chosen.iter().filter(|&&(row, _)| rows.contains(&row)).map(
+                            |&(row, reason)| {
+                                let i = row - rows.start;
+                                strips::extract(&outputs, i, row, reason, correct[row])
+                            },
+                        )
+                    })
+                    .collect();
+                Ok(UnitPart {
+                    tallies,
+                    sums: Sums::of_row_group(&outputs),
+                    advantages: outputs.iter().map(valid_advantages).collect(),
+                    is_weights: outputs.iter().map(valid_is_weights).collect(),
+                    strips,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok::<_, Error>((prepared, parts, early))
+    })?;
+    progress.finish();
+
+    let n = variants.len();
+    let mut sums = Sums::with_capacity(n, rows);
+    let mut tallies = Vec::with_capacity(parts.len());
+    let mut adv = vec![Sketch::default(); n];
+    let mut is: Vec<Option<Sketch>> = vec![None; n];
+    let mut drawn: Vec<Strip> = Vec::new();
+    for p in parts {
+        drawn.extend(p.strips);
+        tallies.push(p.tallies);
+        sums.append(p.sums);
+        for (all, s) in adv.iter_mut().zip(&p.advantages) {
+            all.merge(s);
+        }
+        for (all, s) in is.iter_mut().zip(p.is_weights) {
+            if let Some(s) = s {
+                all.get_or_insert_with(Sketch::default).merge(&s);
+            }
+        }
+    }
+    let correct: Vec<bool> = sums.score.iter().map(|&s| s > opts.correct_above).collect();
+    let groups = PassRates::new(&prepared, &correct);
+    let row_abs: Vec<Vec<(f64, u64)>> = sums
+        .rows
+        .iter()
+        .map(|v| v.iter().map(|r| (r.sum_abs, r.valid)).collect())
+        .collect();
+    let by_step: Vec<Vec<(Option<i64>, TokenStats)>> = prepared
+        .iter()
+        .zip(&sums.rows)
+        .map(|(p, rows)| {
+            p.batches
+                .iter()
+                .map(|(step, batch)| (*step, TokenStats::of(batch.iter().map(|&r| &rows[r]))))
+                .collect()
+        })
+        .collect();
+
+    // the page's strips: drawn in the output pass when chosen after pass 1 (the same rows
+    // as chosen now, checked), else the few row groups holding them, each read once more
+    let chosen = strips::choose(groups.as_ref(), &correct, &opts.rows);
+    let strips = match early {
+        Some((early, _)) if early == chosen => chosen
+            .iter()
+            .map(|&(row, _)| {
+                let k = drawn
+                    .iter()
+                    .position(|s| s.row == row)
+                    .expect("drawn in pass 2");
+                drawn[k].clone()
+            })
+            .collect(),
+        _ => reread(
+            &chosen,
+            &correct,
+            &jobs,
+            &prepared,
+            input,
+            &projection,
+            &pool,
+        )?,
+    };
+
+    let mut report = inspection.finish(input, tallies);
+    let first_name = first.algorithm.adv_estimator.name();
+    inspect::add_advantages(
+        &mut report,
+        first_name,
+        by_step[0].clone(),
+        prepared[0].warnings.clone(),
+    );
+    let inspect_json = report.to_json();
+    let metrics: Vec<Value> = jobs
+        .iter()
+        .zip(&prepared)
+        .map(|(job, p)| metrics::to_json(job, p, &p.metric_parts))
+        .collect();
+    let facts_of: Vec<VariantFacts> = variants
+        .iter()
+        .zip(&jobs)
+        .zip(&prepared)
+        .zip(by_step)
+        .zip(adv)
+        .zip(is)
+        .zip(metrics)
+        .map(
+            |((((((v, job), p), by_step), advantages), is_weights), metrics)| VariantFacts {
+                label: v.label.clone(),
+                by_step,
+                advantages,
+                is_weights,
+                correction: job
+                    .pipeline
+                    .correction_runs(job.has_rollout())
+                    .filter(|c| c.is_some_active())
+                    .cloned(),
+                metrics,
+                warnings: p.warnings.clone(),
+            },
+        )
+        .collect();
+    let comparison = summarise(
+        variants,
+        Collected { prepared, sums },
+        &input.name,
+        opts.correct_above,
+    );
+    Ok(Facts {
+        file: input.name.clone(),
+        rows,
+        sequence_level: input.schema().metadata().contains_key(SEQUENCE_LEVEL_KEY),
+        inspect: report,
+        inspect_json,
+        comparison_json: comparison.to_json(),
+        comparison,
+        variants: facts_of,
+        correct,
+        groups,
+        row_abs,
+        strips,
+    })
+}
+
+/// The strips of `chosen` rows, from their row groups read once more (each once).
+fn reread(
+    chosen: &[(usize, strips::Reason)],
+    correct: &[bool],
+    jobs: &[Job<'_>],
+    prepared: &[Prepared],
+    input: &Dataset,
+    projection: &[usize],
+    pool: &rayon::ThreadPool,
+) -> Result<Vec<Strip>> {
+    let units = input.units();
+    let unit_of = |row: usize| units.partition_point(|x| x.start <= row) - 1;
+    let mut needed: Vec<usize> = chosen.iter().map(|&(row, _)| unit_of(row)).collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let read = pool.install(|| {
+        needed
+            .par_iter()
+            .map(|&u| {
+                let batch = input.read_unit(u, Some(projection))?;
+                Ok((u, outputs_of(jobs, prepared, input, u, &batch)?))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    Ok(chosen
+        .iter()
+        .map(|&(row, reason)| {
+            let u = unit_of(row);
+            let (_, outputs) = read.iter().find(|(v, _)| *v == u).expect("read above");
+            strips::extract(outputs, row - units[u].start, row, reason, correct[row])
+        })
+        .collect())
+}
+
+/// Every job's pass-2 outputs of one unit's row group.
+fn outputs_of(
+    jobs: &[Job<'_>],
+    prepared: &[Prepared],
+    input: &Dataset,
+    u: usize,
+    batch: &arrow::record_batch::RecordBatch,
+) -> Result<Vec<GroupOutputs>> {
+    let part = input.part(u);
+    let start = input.units()[u].start;
+    jobs.iter()
+        .zip(prepared)
+        .map(|(job, p)| job.at(part).row_group_outputs(batch, start, p))
+        .collect()
+}
+
+/// The advantages of the valid tokens (mask after rejection).
+fn valid_advantages(o: &GroupOutputs) -> Sketch {
+    Sketch::of(
+        o.outputs
+            .advantages
+            .iter()
+            .zip(o.mask.iter())
+            .filter(|&(_, &m)| m == 1.0)
+            .map(|(&a, _)| a),
+    )
+}
+
+/// The IS weights of the valid tokens, when there are any.
+fn valid_is_weights(o: &GroupOutputs) -> Option<Sketch> {
+    let w = o.outputs.rollout_is_weights.as_ref()?;
+    Some(Sketch::of(
+        w.iter()
+            .zip(o.mask.iter())
+            .filter(|&(_, &m)| m == 1.0)
+            .map(|(&a, _)| a),
+    ))
+}

@@ -1,0 +1,65 @@
+//! The groups the report looks at: each `uid` within a training batch (as the estimators and
+//! `compare`'s pass-rate buckets see them) with its pass rate, the fraction of its rows that
+//! are correct.
+
+use crate::data::GroupKey;
+use crate::engine::job::Prepared;
+use crate::estimators::groups::Grouping;
+
+/// Every group's rows (in first-appearance order) and pass rate.
+pub struct PassRates {
+    /// Per group: its rows' global indices, ascending.
+    pub members: Vec<Vec<usize>>,
+    /// Per group: correct rows / rows.
+    pub rate: Vec<f64>,
+}
+
+impl PassRates {
+    /// The groups of the first variant that read a `uid`; `None` when none did.
+    pub fn new(prepared: &[Prepared], correct: &[bool]) -> Option<Self> {
+        let uid = prepared
+            .iter()
+            .map(|p| &p.stats.uid)
+            .find(|u| !u.is_empty())?;
+        let step = prepared[0].stats.step.as_deref();
+        let keys: Vec<(Option<i64>, &GroupKey)> = (0..uid.len())
+            .map(|i| (step.map(|s| s[i]), &uid[i]))
+            .collect();
+        Some(Self::of(Grouping::by_key(keys.iter()).members(), correct))
+    }
+
+    /// Pass rates of the given groups.
+    pub fn of(members: Vec<Vec<usize>>, correct: &[bool]) -> Self {
+        let rate = members
+            .iter()
+            .map(|m| m.iter().filter(|&&r| correct[r]).count() as f64 / m.len() as f64)
+            .collect();
+        PassRates { members, rate }
+    }
+
+    /// The most mixed group: pass rate nearest 0.5, the first such group on a tie.
+    pub fn most_mixed(&self) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (g, &r) in self.rate.iter().enumerate() {
+            if best.is_none_or(|b| (r - 0.5).abs() < (self.rate[b] - 0.5).abs()) {
+                best = Some(g);
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_mixed_group_is_nearest_one_half_and_the_first_on_a_tie() {
+        // rows 0..8; groups {0,1,2,3} 1/4, {4,5} 1/2, {6,7} 1/2
+        let correct = [true, false, false, false, true, false, false, true];
+        let p = PassRates::of(vec![vec![0, 1, 2, 3], vec![4, 5], vec![6, 7]], &correct);
+        assert_eq!(p.rate, vec![0.25, 0.5, 0.5]);
+        assert_eq!(p.most_mixed(), Some(1));
+        assert_eq!(PassRates::of(vec![], &correct).most_mixed(), None);
+    }
+}

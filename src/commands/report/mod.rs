@@ -1,0 +1,95 @@
+//! `advcalc report`: one self-contained HTML page (inline SVG and CSS, nothing fetched,
+//! printable) with the figures an RL engineer reaches for — the `inspect` findings, per-step
+//! curves, advantage distributions, the difficulty-bias curve, token strips and the rollout
+//! correction — from the same passes as `inspect` and `compare` (docs/report.md).
+//!
+//! `gather` runs the passes, `page` lays out the sections from what they found (its numbers
+//! read from the commands' own JSON, `html`), `plots` draws the figures with plotters' SVG
+//! backend; `sketch`, `groups`, `difficulty` and `strips` are the report's own reductions.
+
+mod difficulty;
+mod gather;
+mod groups;
+mod html;
+mod page;
+mod plots;
+mod sketch;
+mod strips;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::commands::compare::Variant;
+use crate::error::{Error, Result};
+use crate::io::format::Format;
+use crate::io::write::{check_destination, parent_dir, persist, same_file, temporary_output};
+use crate::shaping::scores::Layout;
+
+pub use page::{COMPARE, INSPECT, inspect_of, metrics_of};
+
+/// How to make the report, beyond the variants.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// The dump: a file, `-` for an Arrow IPC stream on stdin, a JSONL dump or a dataset.
+    pub input: PathBuf,
+    /// The input's format; `None`: from the extension.
+    pub input_format: Option<Format>,
+    /// How scalar scores are placed on the tokens.
+    pub layout: Layout,
+    /// Worker threads; `None` means one per core.
+    pub threads: Option<usize>,
+    /// Show a progress bar (on a terminal only).
+    pub progress: bool,
+    /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them.
+    pub allow_nonfinite: bool,
+    /// A row is correct when its score (Σ of its token scores) is above this.
+    pub correct_above: f64,
+    /// Rows (0-based, in input order) to draw as token strips besides the chosen ones.
+    pub rows: Vec<usize>,
+    /// The HTML file to write.
+    pub output: PathBuf,
+    /// Overwrite `output` if it exists.
+    pub force: bool,
+}
+
+/// What the report found, for the command line.
+#[derive(Debug, Clone)]
+pub struct ReportSummary {
+    /// Rows read.
+    pub rows: usize,
+    /// Warnings on the page (inspect's and the variants' `run` warnings).
+    pub warnings: usize,
+    /// Sections shown, of six.
+    pub sections: usize,
+}
+
+/// Make the report of `variants` on `opts.input` and write it to `opts.output` (a temporary
+/// file beside it, renamed once complete: never a half-written page).
+pub fn report(variants: &[Variant], opts: &ReportOptions) -> Result<ReportSummary> {
+    check_destination(&opts.output, opts.force)?;
+    if same_file(&opts.input, &opts.output) {
+        return Err(Error::usage(format!(
+            "{}: the report would overwrite its input",
+            opts.output.display()
+        )));
+    }
+    let facts = gather::gather(variants, opts)?;
+    let html = page::render(&facts)?;
+    let name = opts.output.display().to_string();
+    let mut tmp = temporary_output(&parent_dir(&opts.output), &name)?;
+    let io =
+        |e: std::io::Error| Error::data(format!("{name}: cannot write the report")).with_source(e);
+    tmp.write_all(html.as_bytes()).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    persist(tmp, &opts.output, opts.force, &name)?;
+    Ok(ReportSummary {
+        rows: facts.rows,
+        warnings: facts.inspect.warnings()
+            + facts
+                .variants
+                .iter()
+                .map(|v| v.warnings.len())
+                .sum::<usize>(),
+        sections: html.matches("data-present=\"true\"").count(),
+    })
+}
