@@ -22,7 +22,9 @@ token IS 2.0 + token_k1 rejection 2.0 -> gae lam 0.95, from a config YAML writte
 the dumps), advcalc GRPO with ``--threads 1`` and ``--threads 2``, verl GRPO and full chain
 (``bench/verl_baseline.py``, ``--repeats-slow`` times), polars GRPO
 (``bench/polars_grpo.py``), the pyarrow I/O floor (``bench/pyarrow_floor.py``), and advcalc
-GRPO on the 4x dump.
+GRPO on the 4x dump; ``cp IN OUT`` (the floor of any tool), the full chain with ``--threads 1``,
+``--threads 2`` and ``--memory 0``, and with ``--baseline`` another advcalc binary's GRPO and
+full chain.
 """
 
 from __future__ import annotations
