@@ -22,7 +22,9 @@ token IS 2.0 + token_k1 rejection 2.0 -> gae lam 0.95, from a config YAML writte
 the dumps), advcalc GRPO with ``--threads 1`` and ``--threads 2``, verl GRPO and full chain
 (``bench/verl_baseline.py``, ``--repeats-slow`` times), polars GRPO
 (``bench/polars_grpo.py``), the pyarrow I/O floor (``bench/pyarrow_floor.py``), and advcalc
-GRPO on the 4x dump.
+GRPO on the 4x dump; ``cp IN OUT`` (the floor of any tool), the full chain with ``--threads 1``,
+``--threads 2`` and ``--memory 0``, and with ``--baseline`` another advcalc binary's GRPO and
+full chain.
 """
 
 from __future__ import annotations
@@ -271,6 +273,10 @@ def main(argv=None):
                     help="before each run, wait up to S seconds for other processes to leave the CPUs "
                          "idle (below 0.2 cores over 1 s); default 0: do not wait")
     ap.add_argument("--skip-verl", action="store_true", help="do not run the verl baselines")
+    ap.add_argument("--skip-polars", action="store_true", help="do not run polars GRPO (no polars installed)")
+    ap.add_argument("--baseline", metavar="PATH",
+                    help="another advcalc binary (say, the previous commit's release build): its GRPO and "
+                         "full chain run beside this one's, for the 'x today's time' targets")
     ap.add_argument("--skip-4x", action="store_true", help="do not make/run the 4x dump")
     args = ap.parse_args(argv)
 
@@ -304,21 +310,37 @@ def main(argv=None):
     fast, slow = args.repeats, args.repeats_slow
     ac = [advcalc, "run", "-q", "-f"]
     cmds = [
+        # the floor: the least any tool can do to write an output that contains the input
+        Cmd("cp", ["cp", str(dump), str(out("cp"))], out("cp"), fast),
         Cmd("advcalc grpo", ac + ["-e", "grpo", str(dump), str(out("advcalc_grpo"))], out("advcalc_grpo"), fast),
         Cmd("advcalc full", ac + ["--config", str(cfg), str(dump), str(out("advcalc_full"))], out("advcalc_full"),
             fast),
+        Cmd("advcalc full --threads 1", ac + ["--config", str(cfg), "--threads", "1", str(dump),
+                                             str(out("advcalc_full_t1"))], out("advcalc_full_t1"), fast),
+        Cmd("advcalc full --threads 2", ac + ["--config", str(cfg), "--threads", "2", str(dump),
+                                             str(out("advcalc_full_t2"))], out("advcalc_full_t2"), fast),
+        # nothing kept between the passes: every row group read and decoded twice
+        Cmd("advcalc full --memory 0", ac + ["--config", str(cfg), "--memory", "0", str(dump),
+                                            str(out("advcalc_full_m0"))], out("advcalc_full_m0"), fast),
         Cmd("advcalc grpo --threads 1", ac + ["-e", "grpo", "--threads", "1", str(dump), str(out("advcalc_t1"))],
             out("advcalc_t1"), fast),
         Cmd("advcalc grpo --threads 2", ac + ["-e", "grpo", "--threads", "2", str(dump), str(out("advcalc_t2"))],
             out("advcalc_t2"), fast),
-        Cmd("polars grpo", [py, str(BENCH / "polars_grpo.py"), str(dump), str(out("polars_grpo"))],
-            out("polars_grpo"), fast),
         Cmd("pyarrow floor", [py, str(BENCH / "pyarrow_floor.py"), str(dump), str(out("pyarrow_floor"))],
             out("pyarrow_floor"), fast),
         Cmd("pyarrow floor (pyarrow defaults)", [py, str(BENCH / "pyarrow_floor.py"), str(dump),
                                                   str(out("pyarrow_floor_defaults")), "--pyarrow-defaults"],
             out("pyarrow_floor_defaults"), fast),
     ]
+    if not args.skip_polars:
+        cmds.append(Cmd("polars grpo", [py, str(BENCH / "polars_grpo.py"), str(dump), str(out("polars_grpo"))],
+                        out("polars_grpo"), fast))
+    if args.baseline:
+        base = [str(Path(args.baseline).resolve()), "run", "-q", "-f"]
+        cmds.append(Cmd("baseline grpo", base + ["-e", "grpo", str(dump), str(out("baseline_grpo"))],
+                        out("baseline_grpo"), fast))
+        cmds.append(Cmd("baseline full", base + ["--config", str(cfg), str(dump), str(out("baseline_full"))],
+                        out("baseline_full"), fast))
     if not args.skip_verl:
         for chain in ("grpo", "full"):
             cmds.append(Cmd(f"verl {chain}", [py, str(BENCH / "verl_baseline.py"), str(dump), str(out(f"verl_{chain}")),
@@ -366,6 +388,8 @@ def main(argv=None):
     for a, b, cols in (
         ("advcalc grpo", "polars grpo", ["advantages", "returns"]),
         ("advcalc grpo", "verl grpo", ["token_level_rewards", "advantages", "returns"]),
+        ("advcalc full", "baseline full", ["token_level_rewards", "advantages", "returns", "rollout_is_weights",
+                                           "response_mask"]),
         ("advcalc full", "verl full", ["token_level_rewards", "advantages", "returns", "rollout_is_weights",
                                        "response_mask"]),
     ):
@@ -427,6 +451,14 @@ def main(argv=None):
         ("peak RSS growth on the 4x dump: advcalc 4x / 1x", ratio("advcalc grpo (4x dump)", "advcalc grpo", rss),
          "<", 1.5),
         ("threads speed-up: wall(--threads 1) / wall(--threads 2)", speed, ">=", 1.6),
+        # the physical-limit issue: against copying the file, verl and the previous build
+        ("GRPO wall: advcalc / cp", ratio("advcalc grpo", "cp", wall), "<=", 2.0),
+        ("GRPO peak RSS: advcalc / baseline", ratio("advcalc grpo", "baseline grpo", rss), "<=", 1.0),
+        ("full chain wall: advcalc / verl (tight)", ratio("advcalc full", "verl full", wall), "<=", 0.05),
+        ("full chain wall: advcalc / baseline", ratio("advcalc full", "baseline full", wall), "<=", 0.5),
+        ("full chain peak RSS: advcalc / verl", ratio("advcalc full", "verl full", rss), "<=", 0.25),
+        ("full chain threads speed-up: wall(--threads 1) / wall(--threads 2)",
+         ratio("advcalc full --threads 1", "advcalc full --threads 2", wall), ">=", 1.8),
     ]
     if rebuilt:
         L.append("\n**Warning: the advcalc binary changed (was rebuilt) while the benchmark ran; its runs mix "
@@ -444,6 +476,13 @@ def main(argv=None):
             n_fail += not ok
         L.append(f"| {name} | {fmt(val, 3)} | {op} {lim} | {res} |")
     L.append(f"\n{n_pass} PASS, {n_fail} FAIL.")
+    same = [c for c in ("advcalc full --threads 1", "advcalc full --threads 2", "advcalc full --memory 0")
+            if c in by and by[c].output.exists()]
+    if same and by["advcalc full"].output.exists():
+        ref = by["advcalc full"].output.read_bytes()
+        verdict = {c: by[c].output.read_bytes() == ref for c in same}
+        L.append("\nByte-identical to `advcalc full`: " + ", ".join(
+            f"{c}: {'yes' if ok else 'NO'}" for c, ok in verdict.items()) + ".")
     if checks:
         L.append("\nOutput agreement (largest |difference| per column over all tokens; tokens beyond the "
                  "corpus tolerance 2e-5 + 2e-4·|reference|):\n")

@@ -98,3 +98,46 @@ fn kl_penalty_row(bencher: divan::Bencher, estimator: KlEstimator) {
         )
     });
 }
+
+/// Rollout correction's per-row sweep (`engine::pipeline::shape`): the row's log ratio, then
+/// `token_k1` rejection (threshold 2.0) and token IS weights (TIS 2.0) from it.
+#[divan::bench]
+fn correction_token_is_and_k1_rejection_row_1024_tokens(bencher: divan::Bencher) {
+    use advcalc::shaping::correction::{
+        IsLevel, IsSpec, RsAggregate, RsOption, RsStatistic, log_ratio_row, raw_weights_row,
+        reject_row, truncate_weights,
+    };
+    let old: Vec<f32> = row(TOKENS, 11).iter().map(|&x| x - 1.0).collect();
+    let rollout: Vec<f32> = old
+        .iter()
+        .zip(row(TOKENS, 12))
+        .map(|(&o, d)| o + 0.1 * d)
+        .collect();
+    let mask: Vec<f32> = row(TOKENS, 13)
+        .iter()
+        .map(|&x| if x > -0.5 { 1.0 } else { 0.0 })
+        .collect();
+    let rs = [RsOption::new(
+        "token_k1",
+        RsAggregate::Token,
+        RsStatistic::K1,
+        (None, 2.0),
+    )];
+    let spec = IsSpec {
+        level: IsLevel::Token,
+        upper: 2.0,
+        lower: None,
+        batch_normalize: false,
+    };
+    let (mut log_ratio, mut rejected, mut weights) = (
+        vec![0.0f32; TOKENS],
+        vec![0.0f32; TOKENS],
+        vec![0.0f32; TOKENS],
+    );
+    bencher.bench_local(|| {
+        log_ratio_row(divan::black_box(&old), &rollout, &mut log_ratio);
+        reject_row(&rs, &log_ratio, &mask, &mut rejected);
+        raw_weights_row(&spec, &log_ratio, &mask, &mut weights);
+        truncate_weights(&spec, &mut weights);
+    });
+}

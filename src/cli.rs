@@ -114,6 +114,12 @@ pub struct RunArgs {
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 
+    /// Memory for the decoded row groups kept between the passes (K, M, G or T: 1024-based;
+    /// plain digits: bytes). Within it pass 2 reuses what pass 1 decoded; beyond it the rest
+    /// is read again. The output is the same for any budget; 0 reads everything twice
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_memory)]
+    pub memory: usize,
+
     /// Print nothing but errors (no progress bar, no notes)
     #[arg(short, long)]
     pub quiet: bool,
@@ -564,10 +570,59 @@ impl RunArgs {
             output_format: self.output_format.map(Format::from),
             allow_nonfinite: self.allow_nonfinite,
             layout: self.read.layout.into(),
+            memory: Some(self.memory),
         };
         let dataset = DatasetOptions {
             resume: self.resume,
         };
         Ok((config, options, dataset))
+    }
+}
+
+/// `--memory`: a size in bytes, with an optional 1024-based unit: `512M`, `2G`, `1.5GiB`,
+/// `4096`. Case-insensitive; the unit may end in `B` or `iB`.
+fn parse_memory(text: &str) -> std::result::Result<usize, String> {
+    let bad = || format!("`{text}` is not a size (examples: 0, 512M, 2G, 1.5GiB)");
+    let t = text.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
+    let (number, shift) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 10),
+        Some('m') => (&t[..t.len() - 1], 20),
+        Some('g') => (&t[..t.len() - 1], 30),
+        Some('t') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let number = number.trim();
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let bytes = (value * (1u64 << shift) as f64).floor();
+    if !bytes.is_finite() || bytes > usize::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_memory;
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory("0"), Ok(0));
+        assert_eq!(parse_memory("4096"), Ok(4096));
+        assert_eq!(parse_memory("1k"), Ok(1024));
+        assert_eq!(parse_memory("512M"), Ok(512 * 1024 * 1024));
+        assert_eq!(parse_memory("2G"), Ok(2 << 30));
+        assert_eq!(parse_memory("2gb"), Ok(2 << 30));
+        assert_eq!(parse_memory("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_memory("1T"), Ok(1 << 40));
+        for bad in ["", "G", "-1G", "1.2.3M", "lots", "1X", "1e3"] {
+            assert!(parse_memory(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -362,6 +362,7 @@ fn run(
             input_format: read.format()?,
             output_format: output_format.as_deref().map(parse_format).transpose()?,
             metrics,
+            memory: None,
         };
         let summary = advcalc::run(&config, &opts)?;
         Ok((

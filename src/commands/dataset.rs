@@ -20,9 +20,10 @@ use crate::commands::run::{
 };
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::engine::kept::{DEFAULT_MEMORY, Kept};
 use crate::engine::metrics;
 use crate::engine::ordered::produce_in_parallel_consume_in_order;
-use crate::engine::passes::{prepare_jobs, thread_pool};
+use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::dataset::{Dataset, Part};
@@ -124,8 +125,15 @@ pub fn run_opened(
         let job = engine.job();
         let progress = Progress::new(dataset.rows() as u64, opts.progress);
         let projection = job.columns.projection(job.metrics);
-        let mut prepared =
-            prepare_jobs(&dataset, std::slice::from_ref(&job), &projection, &progress)?;
+        // pass 1's decoded units, kept for pass 2 within the memory budget
+        let decoded = Kept::new(dataset.units().len(), opts.memory.unwrap_or(DEFAULT_MEMORY));
+        let mut prepared = prepare_jobs_keeping(
+            &dataset,
+            std::slice::from_ref(&job),
+            &projection,
+            &progress,
+            &decoded,
+        )?;
         let prepared = prepared.pop().expect("one job");
 
         // What each output records, and which of the outputs `--resume` keeps.
@@ -254,7 +262,7 @@ pub fn run_opened(
                 let part = dataset.part(u);
                 let job = job.at(part);
                 if !write[unit.part] {
-                    let batch = dataset.read_unit(u, Some(&projection))?;
+                    let batch = decoded.take(&dataset, u, &projection)?;
                     // kept by --resume: its rows still count in the metrics
                     let outputs = job.row_group_outputs(&batch, unit.start, &prepared)?;
                     progress.inc(batch.num_rows());
@@ -282,7 +290,7 @@ pub fn run_opened(
                         }
                     }
                 };
-                let batch = dataset.read_unit(u, Some(&projection))?;
+                let batch = decoded.take(&dataset, u, &projection)?;
                 let (encoded, parts) = encode_row_group(
                     &job,
                     &batch,

@@ -15,9 +15,11 @@ use crate::commands::inspect::PROVENANCE_PREFIX;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine::job::Job;
+pub use crate::engine::kept::DEFAULT_MEMORY;
+use crate::engine::kept::Kept;
 use crate::engine::metrics;
 use crate::engine::ordered::produce_in_parallel_consume_in_order;
-use crate::engine::passes::{prepare_jobs, thread_pool};
+use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::dataset::{Dataset, is_dataset};
@@ -57,6 +59,10 @@ pub struct RunOptions {
     pub output_format: Option<Format>,
     /// Where to write the metrics as JSON (`--metrics`).
     pub metrics: Option<PathBuf>,
+    /// `--memory`: bytes of decoded row groups pass 1 may keep for pass 2, which reads again
+    /// whatever did not fit (`engine::kept`); `None`: [`DEFAULT_MEMORY`] (1 GiB). The output
+    /// is the same for any budget.
+    pub memory: Option<usize>,
 }
 
 /// How to run on a dataset (IN a directory or a glob), beyond [`RunOptions`].
@@ -109,6 +115,7 @@ pub struct RunSummary {
 ///     input_format: None,
 ///     output_format: None,
 ///     metrics: None,
+///     memory: None,
 /// };
 /// let summary = run(&config, &opts)?;
 /// // the demo dump: 256 rows in row groups of 64, no `step` column
@@ -281,8 +288,15 @@ impl Passes<'_> {
         // Only what the maths needs is decoded; every other column is copied unchanged.
         let projection = job.columns.projection(job.metrics);
         let single = Dataset::single(self.input);
-        let mut prepared =
-            prepare_jobs(&single, std::slice::from_ref(job), &projection, &progress)?;
+        // pass 1's decoded row groups, kept for pass 2 within the memory budget
+        let kept = Kept::new(row_groups, self.opts.memory.unwrap_or(DEFAULT_MEMORY));
+        let mut prepared = prepare_jobs_keeping(
+            &single,
+            std::slice::from_ref(job),
+            &projection,
+            &progress,
+            &kept,
+        )?;
         let prepared = prepared.pop().expect("one job");
         let summary = RunSummary {
             rows,
@@ -311,7 +325,7 @@ impl Passes<'_> {
             row_groups,
             2 * rayon::current_num_threads(),
             |rg| {
-                let batch = self.input.read_row_group(rg, Some(&projection))?;
+                let batch = kept.take(&single, rg, &projection)?;
                 let done = encode_row_group(
                     job,
                     &batch,

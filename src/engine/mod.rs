@@ -3,6 +3,7 @@
 
 pub mod exchange;
 pub mod job;
+pub mod kept;
 pub mod metrics;
 pub mod ordered;
 pub mod passes;

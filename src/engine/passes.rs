@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use crate::engine::job::{Job, Prepared, StatsPass};
+use crate::engine::kept::Kept;
 use crate::engine::metrics;
 use crate::engine::pipeline::Constants;
 use crate::engine::progress::Progress;
@@ -22,19 +23,21 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
 
 /// A statistics pass of several jobs over the row groups (of every file of a dataset, in
 /// dataset order), each row group read once with `projection` (which covers every job's
-/// columns), merged in that order.
+/// columns), merged in that order. Row groups are read through `kept`, which keeps them for
+/// the next pass within its budget.
 pub fn statistics_pass(
     input: &Dataset,
     jobs: &[(&Job<'_>, &Constants)],
     projection: &[usize],
     pass: StatsPass,
     progress: &Progress,
+    kept: &Kept,
 ) -> Result<Vec<(RowStats, metrics::Parts)>> {
     let units = input.units();
     let parts = (0..units.len())
         .into_par_iter()
         .map(|u| {
-            let batch = input.read_unit(u, Some(projection))?;
+            let batch = kept.read(input, u, projection)?;
             progress.inc(batch.num_rows());
             let part = input.part(u);
             jobs.iter()
@@ -58,12 +61,25 @@ pub fn statistics_pass(
     Ok(merged)
 }
 
-/// Pass 1 (after the constants pre-pass when a job needs one) for several jobs at once.
+/// Pass 1 (after the constants pre-pass when a job needs one) for several jobs at once,
+/// keeping nothing for pass 2.
 pub fn prepare_jobs(
     input: &Dataset,
     jobs: &[Job<'_>],
     projection: &[usize],
     progress: &Progress,
+) -> Result<Vec<Prepared>> {
+    prepare_jobs_keeping(input, jobs, projection, progress, &Kept::none())
+}
+
+/// [`prepare_jobs`], keeping the decoded row groups in `kept` (within its budget) for pass 2
+/// to take (`Kept::take`).
+pub fn prepare_jobs_keeping(
+    input: &Dataset,
+    jobs: &[Job<'_>],
+    projection: &[usize],
+    progress: &Progress,
+    kept: &Kept,
 ) -> Result<Vec<Prepared>> {
     let mut constants: Vec<Constants> = jobs.iter().map(Job::initial_constants).collect();
     let pre: Vec<usize> = (0..jobs.len())
@@ -72,7 +88,14 @@ pub fn prepare_jobs(
     if !pre.is_empty() {
         progress.pass("constants");
         let pre_jobs: Vec<_> = pre.iter().map(|&j| (&jobs[j], &constants[j])).collect();
-        let found = statistics_pass(input, &pre_jobs, projection, StatsPass::Constants, progress)?;
+        let found = statistics_pass(
+            input,
+            &pre_jobs,
+            projection,
+            StatsPass::Constants,
+            progress,
+            kept,
+        )?;
         for (&j, (stats, _)) in pre.iter().zip(found) {
             constants[j] = jobs[j].prepass_constants(&stats);
         }
@@ -85,6 +108,7 @@ pub fn prepare_jobs(
         projection,
         StatsPass::Statistics,
         progress,
+        kept,
     )?;
     jobs.iter()
         .zip(merged)

@@ -329,45 +329,39 @@ pub fn shape(
     if let (Some(c), Some(rollout), Some(old)) =
         (pipeline.correction_runs(rollout.is_some()), rollout, old)
     {
-        let mut log_ratio = vec![0.0f32; n];
-        correction::log_ratio_row(old, rollout, &mut log_ratio);
-        if !c.rs.is_empty() {
-            let mut rejected = vec![0.0f32; n];
-            for i in 0..rows {
-                let s = group.span(i);
-                correction::reject_row(
-                    &c.rs,
-                    &log_ratio[s.clone()],
-                    &mask[s.clone()],
-                    &mut rejected[s],
-                );
+        // One sweep per row: its log ratio (in a buffer reused across rows), then rejection
+        // and the IS weights from it, while the row is in cache.
+        let mut rejected = (!c.rs.is_empty()).then(|| vec![0.0f32; n]);
+        let mut weights = c.is.as_ref().map(|_| vec![0.0f32; n]);
+        let mut log_ratio = Vec::new();
+        for i in 0..rows {
+            let s = group.span(i);
+            let m = &mask[s.clone()];
+            log_ratio.resize(s.len(), 0.0f32);
+            correction::log_ratio_row(&old[s.clone()], &rollout[s.clone()], &mut log_ratio);
+            if let Some(rejected) = &mut rejected {
+                correction::reject_row(&c.rs, &log_ratio, m, &mut rejected[s.clone()]);
             }
-            out.mask = rejected.into();
-        }
-        if let Some(spec) = &c.is {
-            let mut w = vec![0.0f32; n];
-            for i in 0..rows {
-                let s = group.span(i);
-                let (lr, m) = (&log_ratio[s.clone()], &mask[s.clone()]);
-                correction::raw_weights_row(spec, lr, m, &mut w[s.clone()]);
-                correction::truncate_weights(spec, &mut w[s.clone()]);
+            if let (Some(spec), Some(w)) = (&c.is, &mut weights) {
+                let w = &mut w[s];
+                correction::raw_weights_row(spec, &log_ratio, m, w);
+                correction::truncate_weights(spec, w);
                 let valid: f64 = m.iter().map(|&x| x as f64).sum();
-                let wsum: f64 = w[s.clone()]
-                    .iter()
-                    .zip(m)
-                    .map(|(&a, &b)| (a * b) as f64)
-                    .sum();
+                let wsum: f64 = w.iter().zip(m).map(|(&a, &b)| (a * b) as f64).sum();
                 out.is_norm_parts[i] = match spec.level {
                     IsLevel::Token => (wsum, valid),
                     IsLevel::Sequence if valid > 0.0 => (wsum / (valid + 1e-8), 1.0),
                     IsLevel::Sequence => (0.0, 0.0),
                 };
                 if let Some(norm) = constant(i)?.is_norm {
-                    w[s].iter_mut().for_each(|x| *x = (*x as f64 / norm) as f32);
+                    w.iter_mut().for_each(|x| *x = (*x as f64 / norm) as f32);
                 }
             }
-            out.is_weights = Some(w);
         }
+        if let Some(rejected) = rejected {
+            out.mask = rejected.into();
+        }
+        out.is_weights = weights;
     }
     Ok(out)
 }
