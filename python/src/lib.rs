@@ -636,6 +636,7 @@ fn run_parts(
             input_format: format,
             output_format: None,
             metrics: None,
+            memory: None,
         };
         let summary = run_opened(&config, &opts, &DatasetOptions::default(), dataset)?;
         Ok((summary.rows, summary.warnings))
