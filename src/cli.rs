@@ -292,31 +292,8 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub read: ReadArgs,
 
-    /// Estimators to compare, comma-separated (e.g. grpo,rloo,drgrpo)
-    #[arg(
-        short = 'e',
-        long = "estimators",
-        value_name = "NAMES",
-        value_delimiter = ','
-    )]
-    pub estimators: Vec<String>,
-
-    /// verl trainer YAML (or `algorithm:` section); repeat to compare configs (each config
-    /// is run with each of --estimators, or with its own estimator without -e)
-    #[arg(short = 'c', long, value_name = "FILE")]
-    pub config: Vec<PathBuf>,
-
     #[command(flatten)]
-    pub algo: AlgoArgs,
-
-    /// A row is correct when its score (the sum of its token scores) is above this
-    #[arg(
-        long,
-        value_name = "X",
-        default_value_t = 0.0,
-        allow_negative_numbers = true
-    )]
-    pub correct_above: f64,
+    pub variants: VariantArgs,
 
     /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them
     #[arg(long)]
@@ -335,10 +312,41 @@ pub struct CompareArgs {
     pub quiet: bool,
 }
 
+/// What `compare` and `report` set side by side: one variant per (config, estimator).
+#[derive(Debug, Args)]
+pub struct VariantArgs {
+    /// Estimators, comma-separated (e.g. grpo,rloo,drgrpo): one variant each
+    #[arg(
+        short = 'e',
+        long = "estimators",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub estimators: Vec<String>,
+
+    /// verl trainer YAML (or `algorithm:` section); repeat for more variants (each config
+    /// is run with each of --estimators, or with its own estimator without -e)
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub algo: AlgoArgs,
+
+    /// A row is correct when its score (the sum of its token scores) is above this
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub correct_above: f64,
+}
+
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  advcalc report -e grpo,rloo,drgrpo in.parquet -o report.html\n  \
 advcalc report -c run_a.yaml -c run_b.yaml --rows 17,42 dumps/ -o report.html\n\n\
+The inspect findings use the first variant's configuration.\n\
 docs/report.md explains each section and how to read it."
 )]
 pub struct ReportArgs {
@@ -349,36 +357,12 @@ pub struct ReportArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: PathBuf,
 
-    /// Estimators to show side by side, comma-separated (e.g. grpo,rloo,drgrpo)
-    #[arg(
-        short = 'e',
-        long = "estimators",
-        value_name = "NAMES",
-        value_delimiter = ','
-    )]
-    pub estimators: Vec<String>,
-
-    /// verl trainer YAML (or `algorithm:` section); repeat to show configs side by side
-    /// (each config with each of --estimators, or with its own estimator without -e). The
-    /// first variant's configuration is the one the inspect checks use
-    #[arg(short = 'c', long, value_name = "FILE")]
-    pub config: Vec<PathBuf>,
-
     #[command(flatten)]
-    pub algo: AlgoArgs,
+    pub variants: VariantArgs,
 
     /// Also draw these rows (0-based, in input order, comma-separated) as token strips
     #[arg(long, value_name = "N", value_delimiter = ',')]
     pub rows: Vec<usize>,
-
-    /// A row is correct when its score (the sum of its token scores) is above this
-    #[arg(
-        long,
-        value_name = "X",
-        default_value_t = 0.0,
-        allow_negative_numbers = true
-    )]
-    pub correct_above: f64,
 
     /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them
     #[arg(long)]
@@ -400,17 +384,7 @@ pub struct ReportArgs {
 impl ReportArgs {
     /// Validate the arguments into the variants to show and the report options.
     pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, ReportOptions)> {
-        let configs: Vec<Option<&std::path::Path>> = if self.config.is_empty() {
-            vec![None]
-        } else {
-            self.config.iter().map(|c| Some(c.as_path())).collect()
-        };
-        let estimators: Vec<Option<&str>> = if self.estimators.is_empty() {
-            vec![None]
-        } else {
-            self.estimators.iter().map(|e| Some(e.as_str())).collect()
-        };
-        let variants = variants(&configs, &estimators, &self.algo)?;
+        let variants = self.variants.resolve()?;
         let options = ReportOptions {
             input: self.read.input.clone(),
             input_format: self.read.input_format.map(Format::from),
@@ -418,7 +392,7 @@ impl ReportArgs {
             threads: self.threads.map(usize::from),
             progress: progress && !self.quiet,
             allow_nonfinite: self.allow_nonfinite,
-            correct_above: self.correct_above,
+            correct_above: self.variants.correct_above,
             rows: self.rows.clone(),
             output: self.output.clone(),
             force: self.force,
@@ -479,6 +453,28 @@ impl InspectArgs {
 impl CompareArgs {
     /// Validate the arguments into the variants to compare and the compare options.
     pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, CompareOptions)> {
+        let variants = self.variants.resolve()?;
+        if variants.len() < 2 {
+            return Err(Error::usage("compare needs at least two variants")
+                .with_hint("name several estimators (-e grpo,rloo) or give --config twice"));
+        }
+        let options = CompareOptions {
+            input: self.read.input.clone(),
+            input_format: self.read.input_format.map(Format::from),
+            layout: self.read.layout.into(),
+            threads: self.threads.map(usize::from),
+            progress: progress && !self.quiet,
+            allow_nonfinite: self.allow_nonfinite,
+            correct_above: self.variants.correct_above,
+        };
+        Ok((variants, options))
+    }
+}
+
+impl VariantArgs {
+    /// One variant per (config, estimator), labelled by the estimator, the config's stem, or
+    /// `stem:estimator` when both vary; a label given twice is refused.
+    fn resolve(&self) -> Result<Vec<Variant>> {
         let configs: Vec<Option<&std::path::Path>> = if self.config.is_empty() {
             vec![None]
         } else {
@@ -489,59 +485,35 @@ impl CompareArgs {
         } else {
             self.estimators.iter().map(|e| Some(e.as_str())).collect()
         };
-        if configs.len() * estimators.len() < 2 && self.estimators.len() < 2 {
-            return Err(Error::usage("compare needs at least two variants")
-                .with_hint("name several estimators (-e grpo,rloo) or give --config twice"));
-        }
-        let variants = variants(&configs, &estimators, &self.algo)?;
-        let options = CompareOptions {
-            input: self.read.input.clone(),
-            input_format: self.read.input_format.map(Format::from),
-            layout: self.read.layout.into(),
-            threads: self.threads.map(usize::from),
-            progress: progress && !self.quiet,
-            allow_nonfinite: self.allow_nonfinite,
-            correct_above: self.correct_above,
-        };
-        Ok((variants, options))
-    }
-}
-
-/// One variant per (config, estimator), labelled by the estimator, the config's stem, or
-/// `stem:estimator` when both vary; a label given twice is refused.
-fn variants(
-    configs: &[Option<&std::path::Path>],
-    estimators: &[Option<&str>],
-    algo: &AlgoArgs,
-) -> Result<Vec<Variant>> {
-    let mut variants = Vec::new();
-    for file in configs {
-        for estimator in estimators {
-            let config = algo.load(*file, *estimator)?;
-            let name = config.algorithm.adv_estimator.name();
-            let label = match file {
-                Some(f) if configs.len() > 1 => {
-                    let stem = f.file_stem().unwrap_or_default().to_string_lossy();
-                    if estimators.len() > 1 {
-                        format!("{stem}:{name}")
-                    } else {
-                        stem.into_owned()
+        let mut variants = Vec::new();
+        for file in &configs {
+            for estimator in &estimators {
+                let config = self.algo.load(*file, *estimator)?;
+                let name = config.algorithm.adv_estimator.name();
+                let label = match file {
+                    Some(f) if configs.len() > 1 => {
+                        let stem = f.file_stem().unwrap_or_default().to_string_lossy();
+                        if estimators.len() > 1 {
+                            format!("{stem}:{name}")
+                        } else {
+                            stem.into_owned()
+                        }
                     }
-                }
-                _ => name.to_string(),
-            };
-            variants.push(Variant { label, config });
+                    _ => name.to_string(),
+                };
+                variants.push(Variant { label, config });
+            }
         }
-    }
-    for (i, v) in variants.iter().enumerate() {
-        if variants[..i].iter().any(|w| w.label == v.label) {
-            return Err(
-                Error::usage(format!("variant `{}` is given twice", v.label))
-                    .with_hint("name each estimator or config once"),
-            );
+        for (i, v) in variants.iter().enumerate() {
+            if variants[..i].iter().any(|w| w.label == v.label) {
+                return Err(
+                    Error::usage(format!("variant `{}` is given twice", v.label))
+                        .with_hint("name each estimator or config once"),
+                );
+            }
         }
+        Ok(variants)
     }
-    Ok(variants)
 }
 
 impl From<LayoutArg> for Layout {
