@@ -55,17 +55,9 @@ pub(super) struct RowBuckets {
 impl RowBuckets {
     /// Bucket the groups by their rows' correctness; `None` when no variant read a `uid`.
     pub(super) fn new(prepared: &[Prepared], correct: &[bool]) -> Option<Self> {
-        let uid = prepared
-            .iter()
-            .map(|p| &p.stats.uid)
-            .find(|u| !u.is_empty())?;
-        let step = prepared[0].stats.step.as_deref();
-        let keys: Vec<(Option<i64>, &GroupKey)> = (0..uid.len())
-            .map(|i| (step.map(|s| s[i]), &uid[i]))
-            .collect();
-        let grouping = Grouping::by_key(keys.iter());
+        let grouping = uid_groups(prepared)?;
         let mut groups = vec![0usize; BUCKETS.len()];
-        let mut bucket = vec![0usize; uid.len()];
+        let mut bucket = vec![0usize; grouping.group_of_row.len()];
         for members in grouping.members() {
             let right = members.iter().filter(|&&r| correct[r]).count();
             let b = bucket_of(right as f64 / members.len() as f64);
@@ -100,6 +92,20 @@ impl RowBuckets {
         }
         out
     }
+}
+
+/// The groups (uid within step) of the first variant that read a `uid`; `None` when none did.
+/// `compare`'s buckets and `report`'s difficulty curve group the rows the same way.
+pub(crate) fn uid_groups(prepared: &[Prepared]) -> Option<Grouping> {
+    let uid = prepared
+        .iter()
+        .map(|p| &p.stats.uid)
+        .find(|u| !u.is_empty())?;
+    let step = prepared[0].stats.step.as_deref();
+    let keys: Vec<(Option<i64>, &GroupKey)> = (0..uid.len())
+        .map(|i| (step.map(|s| s[i]), &uid[i]))
+        .collect();
+    Some(Grouping::by_key(keys.iter()))
 }
 
 #[cfg(test)]

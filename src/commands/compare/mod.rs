@@ -15,7 +15,7 @@
 //! group to per-row sums, `summary` (with `buckets` and `spearman`) turns them into the
 //! summaries, and `report` renders the `Comparison`.
 
-mod buckets;
+pub(crate) mod buckets;
 mod report;
 mod spearman;
 mod summary;

@@ -2,9 +2,8 @@
 //! `compare`'s pass-rate buckets see them) with its pass rate, the fraction of its rows that
 //! are correct.
 
-use crate::data::GroupKey;
+use crate::commands::compare::buckets::uid_groups;
 use crate::engine::job::Prepared;
-use crate::estimators::groups::Grouping;
 
 /// Every group's rows (in first-appearance order) and pass rate.
 pub struct PassRates {
@@ -17,15 +16,7 @@ pub struct PassRates {
 impl PassRates {
     /// The groups of the first variant that read a `uid`; `None` when none did.
     pub fn new(prepared: &[Prepared], correct: &[bool]) -> Option<Self> {
-        let uid = prepared
-            .iter()
-            .map(|p| &p.stats.uid)
-            .find(|u| !u.is_empty())?;
-        let step = prepared[0].stats.step.as_deref();
-        let keys: Vec<(Option<i64>, &GroupKey)> = (0..uid.len())
-            .map(|i| (step.map(|s| s[i]), &uid[i]))
-            .collect();
-        Some(Self::of(Grouping::by_key(keys.iter()).members(), correct))
+        Some(Self::of(uid_groups(prepared)?.members(), correct))
     }
 
     /// Pass rates of the given groups.
