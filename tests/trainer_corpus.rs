@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, ListArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Float64Type};
-use common::{check_rows_close, read_parquet, run_in, stderr};
+use common::{case_dirs, check_rows_close, read_parquet, run_in, stderr};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
@@ -66,16 +66,6 @@ fn report(problems: &[String]) -> String {
 
 fn cases_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trainers/cases")
-}
-
-fn case_dirs(root: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
-        .expect("fixtures/trainers/cases exists")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    dirs
 }
 
 /// The case names of docs/trainer-corpus.md's case table (`| name | trainer | rows | ...`).

@@ -16,7 +16,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::{check_rows_close, lists_f32, read_parquet, run_in, stderr, values_close};
+use common::{case_dirs, check_rows_close, lists_f32, read_parquet, run_in, stderr, values_close};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
@@ -59,18 +59,6 @@ fn main() {
 
 fn cases_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases")
-}
-
-/// Every directory under `cases/`, sorted, whether it holds a case.json or not (a
-/// directory without one is a failing case, not a skipped one).
-fn case_dirs(root: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
-        .expect("fixtures/verl/cases exists")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    dirs
 }
 
 /// The case names of the README's case table (`| name | rows | args | covers |`).

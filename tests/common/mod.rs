@@ -23,6 +23,18 @@ mod test_support;
 #[allow(unused_imports)] // not every test binary compares numbers
 pub use test_support::*;
 
+/// Every directory under a corpus's `cases/`, sorted, whether it holds a case.json or not (a
+/// directory without one is a failing case, not a skipped one).
+pub fn case_dirs(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 pub fn advcalc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_advcalc"))
 }
