@@ -386,13 +386,13 @@ impl ReportArgs {
     pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, ReportOptions)> {
         let variants = self.variants.resolve()?;
         let options = ReportOptions {
-            input: self.read.input.clone(),
-            input_format: self.read.input_format.map(Format::from),
-            layout: self.read.layout.into(),
-            threads: self.threads.map(usize::from),
-            progress: progress && !self.quiet,
-            allow_nonfinite: self.allow_nonfinite,
-            correct_above: self.variants.correct_above,
+            read: compare_options(
+                &self.read,
+                &self.variants,
+                self.threads,
+                self.allow_nonfinite,
+                progress && !self.quiet,
+            ),
             rows: self.rows.clone(),
             output: self.output.clone(),
             force: self.force,
@@ -458,16 +458,33 @@ impl CompareArgs {
             return Err(Error::usage("compare needs at least two variants")
                 .with_hint("name several estimators (-e grpo,rloo) or give --config twice"));
         }
-        let options = CompareOptions {
-            input: self.read.input.clone(),
-            input_format: self.read.input_format.map(Format::from),
-            layout: self.read.layout.into(),
-            threads: self.threads.map(usize::from),
-            progress: progress && !self.quiet,
-            allow_nonfinite: self.allow_nonfinite,
-            correct_above: self.variants.correct_above,
-        };
+        let options = compare_options(
+            &self.read,
+            &self.variants,
+            self.threads,
+            self.allow_nonfinite,
+            progress && !self.quiet,
+        );
         Ok((variants, options))
+    }
+}
+
+/// What `compare`'s and `report`'s passes read, and how.
+fn compare_options(
+    read: &ReadArgs,
+    variants: &VariantArgs,
+    threads: Option<u16>,
+    allow_nonfinite: bool,
+    progress: bool,
+) -> CompareOptions {
+    CompareOptions {
+        input: read.input.clone(),
+        input_format: read.input_format.map(Format::from),
+        layout: read.layout.into(),
+        threads: threads.map(usize::from),
+        progress,
+        allow_nonfinite,
+        correct_above: variants.correct_above,
     }
 }
 

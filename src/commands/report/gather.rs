@@ -86,7 +86,11 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     if variants.is_empty() {
         return Err(Error::usage("report needs at least one estimator"));
     }
-    let opened = input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
+    let opened = input::open(
+        &opts.read.input,
+        opts.read.input_format,
+        opts.read.allow_nonfinite,
+    )?;
     let input = &opened.dataset;
     let rows = input.rows();
     if let Some(&bad) = opts.rows.iter().find(|&&r| r >= rows) {
@@ -96,13 +100,13 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         )));
     }
     let first: &Config = &variants[0].config;
-    let inspection = Inspection::new(first, input, opts.layout)?;
+    let inspection = Inspection::new(first, input, opts.read.layout)?;
     let engines = variants
         .iter()
         .map(|v| {
             Ok(Engine::new(&v.config, input.schema(), &input.name)?
-                .with_layout(opts.layout)
-                .allow_nonfinite(opts.allow_nonfinite)
+                .with_layout(opts.read.layout)
+                .allow_nonfinite(opts.read.allow_nonfinite)
                 // verl's rollout_corr metrics (section 6) cost a pass over the log-ratios:
                 // only for a variant with a correction to show
                 .with_metrics(
@@ -126,8 +130,8 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     all_columns.sort_unstable();
     all_columns.dedup();
     let units = input.units();
-    let progress = Progress::new(rows as u64, opts.progress);
-    let pool = thread_pool(opts.threads)?;
+    let progress = Progress::new(rows as u64, opts.read.progress);
+    let pool = thread_pool(opts.read.threads)?;
     let (prepared, parts, early) = pool.install(|| {
         let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
         // The strips' rows need each row's raw score: a variant without KL in the reward
@@ -138,7 +142,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
                 .stats
                 .score
                 .iter()
-                .map(|&s| s > opts.correct_above)
+                .map(|&s| s > opts.read.correct_above)
                 .collect();
             let groups = PassRates::new(&prepared, &correct);
             (
@@ -198,7 +202,11 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
             }
         }
     }
-    let correct: Vec<bool> = sums.score.iter().map(|&s| s > opts.correct_above).collect();
+    let correct: Vec<bool> = sums
+        .score
+        .iter()
+        .map(|&s| s > opts.read.correct_above)
+        .collect();
     let groups = PassRates::new(&prepared, &correct);
     let row_abs: Vec<Vec<(f64, u64)>> = sums
         .rows
@@ -283,7 +291,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         variants,
         Collected { prepared, sums },
         &input.name,
-        opts.correct_above,
+        opts.read.correct_above,
     );
     Ok(Facts {
         file: input.name.clone(),

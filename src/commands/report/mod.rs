@@ -19,31 +19,18 @@ mod strips;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::commands::compare::Variant;
+use crate::commands::compare::{CompareOptions, Variant};
 use crate::error::{Error, Result};
-use crate::io::format::Format;
 use crate::io::write::{check_destination, parent_dir, persist, same_file, temporary_output};
-use crate::shaping::scores::Layout;
 
 pub use page::{COMPARE, INSPECT, inspect_of, metrics_of};
 
 /// How to make the report, beyond the variants.
 #[derive(Debug, Clone)]
 pub struct ReportOptions {
-    /// The dump: a file, `-` for an Arrow IPC stream on stdin, a JSONL dump or a dataset.
-    pub input: PathBuf,
-    /// The input's format; `None`: from the extension.
-    pub input_format: Option<Format>,
-    /// How scalar scores are placed on the tokens.
-    pub layout: Layout,
-    /// Worker threads; `None` means one per core.
-    pub threads: Option<usize>,
-    /// Show a progress bar (on a terminal only).
-    pub progress: bool,
-    /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them.
-    pub allow_nonfinite: bool,
-    /// A row is correct when its score (Σ of its token scores) is above this.
-    pub correct_above: f64,
+    /// What the passes read and how, as for `compare` (the input: a file, `-` for an Arrow IPC
+    /// stream on stdin, a JSONL dump or a dataset).
+    pub read: CompareOptions,
     /// Rows (0-based, in input order) to draw as token strips besides the chosen ones.
     pub rows: Vec<usize>,
     /// The HTML file to write.
@@ -63,11 +50,11 @@ pub struct ReportSummary {
     pub sections: usize,
 }
 
-/// Make the report of `variants` on `opts.input` and write it to `opts.output` (a temporary
+/// Make the report of `variants` on `opts.read.input` and write it to `opts.output` (a temporary
 /// file beside it, renamed once complete: never a half-written page).
 pub fn report(variants: &[Variant], opts: &ReportOptions) -> Result<ReportSummary> {
     check_destination(&opts.output, opts.force)?;
-    if same_file(&opts.input, &opts.output) {
+    if same_file(&opts.read.input, &opts.output) {
         return Err(Error::usage(format!(
             "{}: the report would overwrite its input",
             opts.output.display()
