@@ -10,6 +10,7 @@ pub mod input;
 pub mod ipc;
 pub mod json_line;
 pub mod jsonl;
+pub mod list_chunk;
 pub mod positional;
 pub mod read;
 pub mod schema;

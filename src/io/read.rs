@@ -13,14 +13,17 @@ use std::path::Path;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
+use std::sync::Arc;
+
 use arrow::compute::concat_batches;
-use arrow::record_batch::RecordBatch;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 
 use crate::error::{Error, Result};
+use crate::io::list_chunk;
 use crate::io::positional::PositionalFile;
 
 /// An open Parquet file (cloning shares the open file and its footer).
@@ -177,10 +180,68 @@ impl ParquetInput {
             .map(|c| schema.field(c).name().clone())
     }
 
+    /// Decode row group `index` with the given root columns (all when `None`): the list
+    /// columns `io::list_chunk` handles straight from their pages, the rest with parquet's
+    /// reader; the batch is the one parquet's reader alone would give.
     fn decode_row_group(
         &self,
         index: usize,
         columns: Option<&[usize]>,
+    ) -> std::result::Result<RecordBatch, Box<dyn std::error::Error + Send + Sync>> {
+        let schema = self.metadata.schema();
+        let mut roots: Vec<usize> = match columns {
+            Some(c) => c.to_vec(),
+            None => (0..schema.fields().len()).collect(),
+        };
+        roots.sort_unstable();
+        roots.dedup();
+        let parquet_schema = self.metadata.parquet_schema();
+        let row_group = self.metadata.metadata().row_group(index);
+        let mut direct = Vec::new();
+        let mut rest = Vec::new();
+        for &root in &roots {
+            let mut leaves = (0..parquet_schema.num_columns())
+                .filter(|&l| parquet_schema.get_column_root_idx(l) == root);
+            let array = match (leaves.next(), leaves.next()) {
+                (Some(leaf), None) => {
+                    list_chunk::read(&self.file, row_group, leaf, schema.field(root))?
+                }
+                _ => None,
+            };
+            match array {
+                Some(array) => direct.push((root, array)),
+                None => rest.push(root),
+            }
+        }
+        let projected = Arc::new(schema.project(&roots)?);
+        if rest.is_empty() {
+            let rows = usize::try_from(row_group.num_rows())?;
+            let columns = direct.into_iter().map(|(_, a)| a).collect();
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            return Ok(RecordBatch::try_new_with_options(
+                projected, columns, &options,
+            )?);
+        }
+        let read = self.decode_with_parquet(index, &rest)?;
+        let mut direct = direct.into_iter().peekable();
+        let mut read = read.columns().iter().cloned();
+        let columns = roots
+            .iter()
+            .map(|&root| match direct.next_if(|(r, _)| *r == root) {
+                Some((_, array)) => array,
+                None => read
+                    .next()
+                    .unwrap_or_else(|| unreachable!("one column per root")),
+            })
+            .collect();
+        Ok(RecordBatch::try_new(projected, columns)?)
+    }
+
+    /// Decode the given root columns (sorted) of row group `index` with parquet's reader.
+    fn decode_with_parquet(
+        &self,
+        index: usize,
+        columns: &[usize],
     ) -> std::result::Result<RecordBatch, Box<dyn std::error::Error + Send + Sync>> {
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
             self.file.clone(),
@@ -195,11 +256,8 @@ impl ParquetInput {
             .num_rows()
             .clamp(1, 1 << 16) as usize;
         builder = builder.with_batch_size(rows);
-        if let Some(columns) = columns {
-            let mask =
-                ProjectionMask::roots(self.metadata.parquet_schema(), columns.iter().copied());
-            builder = builder.with_projection(mask);
-        }
+        let mask = ProjectionMask::roots(self.metadata.parquet_schema(), columns.iter().copied());
+        builder = builder.with_projection(mask);
         let schema = builder.schema().clone();
         let reader = builder.build()?;
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
@@ -210,6 +268,13 @@ impl ParquetInput {
                 .unwrap_or_else(|| RecordBatch::new_empty(schema)),
             _ => concat_batches(&schema, &batches)?,
         })
+    }
+
+    /// Decode with parquet's reader alone (tests compare `io::list_chunk` with it).
+    #[cfg(test)]
+    fn decode_reference(&self, index: usize) -> RecordBatch {
+        let all: Vec<usize> = (0..self.metadata.schema().fields().len()).collect();
+        self.decode_with_parquet(index, &all).unwrap()
     }
 }
 
@@ -290,3 +355,223 @@ impl std::fmt::Display for MalformedData {
 }
 
 impl std::error::Error for MalformedData {}
+
+#[cfg(test)]
+/// `io::list_chunk` against parquet's reader on files of every layout and encoding it reads, and
+/// on those it declines.
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use arrow::array::{
+        ArrayRef, Float32Builder, Float64Builder, Int8Builder, Int64Builder, LargeListBuilder,
+        ListBuilder,
+    };
+    use arrow::datatypes::{DataType, Field};
+    use arrow::record_batch::RecordBatch;
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, Encoding, ZstdLevel};
+    use parquet::file::properties::{WriterProperties, WriterVersion};
+
+    use crate::io::list_chunk;
+    use crate::io::read::ParquetInput;
+
+    /// Row `i`'s length: empty rows, rows of one, long rows spanning pages.
+    fn len(i: usize) -> usize {
+        match i % 7 {
+            0 => 0,
+            1 => 1,
+            2 => 700,
+            _ => (i * 37) % 90,
+        }
+    }
+
+    fn floats(rows: usize, nulls: Option<usize>, item_nulls: bool) -> ArrayRef {
+        let mut b = ListBuilder::new(Float32Builder::new());
+        for i in 0..rows {
+            if nulls.is_some_and(|n| i % n == n - 1) {
+                b.append(false);
+                continue;
+            }
+            for t in 0..len(i) {
+                if item_nulls && t == 3 {
+                    b.values().append_null();
+                } else {
+                    // few distinct values, so the dictionary holds
+                    b.values()
+                        .append_value(((i * 31 + t * 7) % 200) as f32 * -0.25);
+                }
+            }
+            b.append(true);
+        }
+        Arc::new(b.finish())
+    }
+
+    fn batch(rows: usize) -> RecordBatch {
+        let mut mask = ListBuilder::new(Int8Builder::new());
+        let mut wide = LargeListBuilder::new(Float64Builder::new());
+        let mut ids = ListBuilder::new(Int64Builder::new());
+        for i in 0..rows {
+            for t in 0..len(i) {
+                mask.values().append_value(((i + t) % 3 != 0) as i8);
+                wide.values().append_value((i as f64).sqrt() * t as f64);
+                ids.values().append_value((i * 1000 + t) as i64);
+            }
+            mask.append(true);
+            wide.append(true);
+            ids.append(true);
+        }
+        // a list with a non-nullable list and item
+        let strict_item = Arc::new(Field::new("element", DataType::Float32, false));
+        let strict_values = floats(rows, None, false);
+        let strict_values = strict_values
+            .as_any()
+            .downcast_ref::<arrow::array::ListArray>()
+            .unwrap()
+            .clone();
+        let (_, offsets, values, _) = strict_values.into_parts();
+        let strict = arrow::array::ListArray::new(strict_item.clone(), offsets, values, None);
+        RecordBatch::try_from_iter_with_nullable(vec![
+            ("scores", floats(rows, None, false), true),
+            ("mask", Arc::new(mask.finish()) as ArrayRef, true),
+            ("wide", Arc::new(wide.finish()) as ArrayRef, true),
+            ("ids", Arc::new(ids.finish()) as ArrayRef, true),
+            ("strict", Arc::new(strict) as ArrayRef, false),
+            ("null_lists", floats(rows, Some(5), false), true),
+            ("null_items", floats(rows, None, true), true),
+        ])
+        .unwrap()
+    }
+
+    fn write(path: &Path, batch: &RecordBatch, props: WriterProperties) {
+        let file = std::fs::File::create(path).unwrap();
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+        // three row groups of different sizes
+        w.write(&batch.slice(0, 50)).unwrap();
+        w.flush().unwrap();
+        w.write(&batch.slice(50, batch.num_rows() - 50)).unwrap();
+        w.close().unwrap();
+    }
+
+    /// Every row group decodes to parquet's own batch; returns which columns the fast
+    /// reader took (by name).
+    fn check(path: &Path) -> Vec<String> {
+        let input = ParquetInput::open(path).unwrap();
+        let schema = input.schema();
+        let mut taken = Vec::new();
+        for rg in 0..input.num_row_groups() {
+            let ours = input.read_row_group(rg, None).unwrap();
+            let theirs = input.decode_reference(rg);
+            assert_eq!(ours.schema(), theirs.schema(), "{}", path.display());
+            for (c, field) in schema.fields().iter().enumerate() {
+                assert_eq!(
+                    ours.column(c).to_data(),
+                    theirs.column(c).to_data(),
+                    "{} row group {rg} column {}",
+                    path.display(),
+                    field.name()
+                );
+            }
+            // and with a projection
+            let some = input.read_row_group(rg, Some(&[2, 0])).unwrap();
+            assert_eq!(some.num_columns(), 2);
+            assert_eq!(some.column(0).to_data(), theirs.column(0).to_data());
+            let metadata = input.metadata.metadata().row_group(rg);
+            for (c, field) in schema.fields().iter().enumerate() {
+                let leaf = (0..metadata.num_columns())
+                    .find(|&l| metadata.schema_descr().get_column_root_idx(l) == c);
+                if let Some(leaf) = leaf
+                    && list_chunk::read(&input.file, metadata, leaf, field)
+                        .unwrap()
+                        .is_some()
+                    && !taken.contains(field.name())
+                {
+                    taken.push(field.name().clone());
+                }
+            }
+        }
+        taken
+    }
+
+    #[test]
+    fn every_encoding_and_page_layout_gives_parquets_arrays() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = batch(400);
+        let base = || {
+            WriterProperties::builder()
+                .set_data_page_row_count_limit(64)
+                .set_write_batch_size(32)
+        };
+        let variants: Vec<(&str, WriterProperties)> = vec![
+            ("dictionary v1", base().build()),
+            (
+                "dictionary v2 zstd",
+                base()
+                    .set_writer_version(WriterVersion::PARQUET_2_0)
+                    .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                    .build(),
+            ),
+            (
+                "plain snappy",
+                base()
+                    .set_dictionary_enabled(false)
+                    .set_compression(Compression::SNAPPY)
+                    .build(),
+            ),
+            (
+                "byte stream split v2",
+                base()
+                    .set_dictionary_enabled(false)
+                    .set_encoding(Encoding::BYTE_STREAM_SPLIT)
+                    .set_writer_version(WriterVersion::PARQUET_2_0)
+                    .build(),
+            ),
+            (
+                "dictionary overflowing to plain",
+                base().set_dictionary_page_size_limit(64).build(),
+            ),
+            (
+                "large pages",
+                WriterProperties::builder()
+                    .set_dictionary_enabled(false)
+                    .build(),
+            ),
+        ];
+        for (name, props) in variants {
+            let path = dir
+                .path()
+                .join(format!("{}.parquet", name.replace(' ', "_")));
+            write(&path, &batch, props);
+            let taken = check(&path);
+            // the token layouts are read here; null lists and null items are declined
+            assert_eq!(taken, ["scores", "mask", "wide", "ids", "strict"], "{name}");
+        }
+    }
+
+    #[test]
+    fn every_committed_fixture_gives_parquets_arrays() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut files = Vec::new();
+        let mut dirs = vec![root];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "parquet") {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() > 100, "the fixtures were not found");
+        let mut taken = 0;
+        for path in files {
+            // fixtures of malformed files are the error tests' business
+            if ParquetInput::open(&path).is_err() {
+                continue;
+            }
+            taken += check(&path).len();
+        }
+        assert!(taken > 100, "the fast reader took only {taken} columns");
+    }
+}
