@@ -72,17 +72,18 @@ impl Sums {
                     .map(|i| {
                         let s = o.group.span(i);
                         let mut r = RowSums::empty();
+                        // Without a branch per token (masks are random 0s and 1s): a
+                        // masked-out token adds 0.0 to the sums, which leaves them as they are.
                         for (&a, &m) in o.outputs.advantages[s.clone()].iter().zip(&o.mask[s]) {
-                            if m == 1.0 {
-                                let a = a as f64;
-                                r.valid += 1;
-                                r.sum += a;
-                                r.sum_sq += a * a;
-                                r.sum_abs += a.abs();
-                                r.zeros += u64::from(a == 0.0);
-                                r.min = r.min.min(a);
-                                r.max = r.max.max(a);
-                            }
+                            let on = m == 1.0;
+                            let a = if on { a as f64 } else { 0.0 };
+                            r.valid += u64::from(on);
+                            r.sum += a;
+                            r.sum_sq += a * a;
+                            r.sum_abs += a.abs();
+                            r.zeros += u64::from(on & (a == 0.0));
+                            r.min = if on { r.min.min(a) } else { r.min };
+                            r.max = if on { r.max.max(a) } else { r.max };
                         }
                         r
                     })
@@ -93,13 +94,11 @@ impl Sums {
         for (i, a) in outputs.iter().enumerate() {
             for b in &outputs[i + 1..] {
                 let (mut both, mut same) = (0u64, 0u64);
-                for t in 0..a.mask.len() {
-                    if a.mask[t] == 1.0 && b.mask[t] == 1.0 {
-                        both += 1;
-                        same += u64::from(
-                            sign(a.outputs.advantages[t]) == sign(b.outputs.advantages[t]),
-                        );
-                    }
+                let tokens = a.mask.iter().zip(&b.mask);
+                for ((&ma, &mb), (&x, &y)) in tokens.zip(a.outputs.advantages.iter().zip(&b.outputs.advantages)) {
+                    let on = (ma == 1.0) & (mb == 1.0);
+                    both += u64::from(on);
+                    same += u64::from(on & (sign(x) == sign(y)));
                 }
                 pairs.push((both, same));
             }

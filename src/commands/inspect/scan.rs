@@ -67,14 +67,19 @@ pub fn scan(
         t.max_spans = t.max_spans.max(spans);
 
         if let (Some(old), Some(reference)) = (kl_old, reference) {
+            // Without a branch per token (masks are random 0s and 1s): a token that does not
+            // count adds 0.0, which leaves the sums as they are.
+            let (mut k1_sum, mut abs_sum, mut tokens) = (0.0, 0.0, 0u64);
             for ((&m, &a), &b) in mask.iter().zip(&old[s.clone()]).zip(&reference[s.clone()]) {
-                if m != 0.0 && a.is_finite() && b.is_finite() {
-                    let k1 = a as f64 - b as f64;
-                    facts.k1 += k1;
-                    facts.abs_k1 += k1.abs();
-                    t.kl_tokens += 1;
-                }
+                let on = (m != 0.0) & a.is_finite() & b.is_finite();
+                let k1 = if on { a as f64 - b as f64 } else { 0.0 };
+                k1_sum += k1;
+                abs_sum += k1.abs();
+                tokens += u64::from(on);
             }
+            facts.k1 = k1_sum;
+            facts.abs_k1 = abs_sum;
+            t.kl_tokens += tokens;
         }
         if let (Some(beta), Some(shaped)) = (checks.beta(), shaped) {
             let shaped_sum: f64 = shaped.rewards[s.clone()].iter().map(|&x| x as f64).sum();
@@ -84,16 +89,20 @@ pub fn scan(
             t.sign_flips += u64::from(flipped);
         }
         if let (Some(old), Some(rollout)) = (old, rollout) {
+            let (mut mismatch, mut tokens, mut outside, mut extreme) = (0.0, 0u64, 0u64, 0u64);
             for ((&m, &a), &b) in mask.iter().zip(&old[s.clone()]).zip(&rollout[s.clone()]) {
-                if m != 0.0 && a.is_finite() && b.is_finite() {
-                    let d = a as f64 - b as f64;
-                    let ratio = d.exp();
-                    facts.mismatch += d.abs();
-                    t.mismatch_tokens += 1;
-                    t.ratio_outside += u64::from(!(RATIO_LOW..=RATIO_HIGH).contains(&ratio));
-                    t.ratio_extreme += u64::from(ratio > RATIO_EXTREME);
-                }
+                let on = (m != 0.0) & a.is_finite() & b.is_finite();
+                let d = if on { a as f64 - b as f64 } else { 0.0 };
+                let (out, ext) = ratio_flags(d);
+                mismatch += d.abs();
+                tokens += u64::from(on);
+                outside += u64::from(on & out);
+                extreme += u64::from(on & ext);
             }
+            facts.mismatch = mismatch;
+            t.mismatch_tokens += tokens;
+            t.ratio_outside += outside;
+            t.ratio_extreme += extreme;
         }
         if let (true, Some(shaped)) = (checks.rejection, shaped) {
             let rejected = &shaped.mask[s.clone()];
@@ -144,15 +153,72 @@ fn fresh(group: &RowGroup, checks: &Checks) -> StepTally {
 }
 
 fn count(c: &mut super::tally::ColumnCounts, values: &[f32]) {
+    let (mut nan, mut inf, mut positive) = (0u64, 0u64, 0u64);
     for &v in values {
-        c.nan += u64::from(v.is_nan());
-        c.inf += u64::from(v.is_infinite());
-        c.positive += u64::from(c.log_prob && v > 0.0 && v.is_finite());
+        nan += u64::from(v.is_nan());
+        inf += u64::from(v.is_infinite());
+        positive += u64::from((v > 0.0) & v.is_finite());
     }
+    c.nan += nan;
+    c.inf += inf;
+    if c.log_prob {
+        c.positive += positive;
+    }
+}
+
+/// Whether the ratio `exp(d)` is outside [`RATIO_LOW`, `RATIO_HIGH`], and above
+/// `RATIO_EXTREME`: `d` is compared with the bounds' logarithms, and `exp` is computed only
+/// within 1e-9 of one, where rounding could decide (the answers are `exp`'s either way).
+fn ratio_flags(d: f64) -> (bool, bool) {
+    const NEAR: f64 = 1e-9;
+    let (low, high, extreme) = (RATIO_LOW.ln(), RATIO_HIGH.ln(), RATIO_EXTREME.ln());
+    let near = |bound: f64| (d - bound).abs() < NEAR;
+    if near(low) || near(high) || near(extreme) || d.is_nan() {
+        let ratio = d.exp();
+        return (
+            !(RATIO_LOW..=RATIO_HIGH).contains(&ratio),
+            ratio > RATIO_EXTREME,
+        );
+    }
+    (d < low || d > high, d > extreme)
 }
 
 /// verl V1's synthetic padding rows share one uid `pad<hex>` (reference §1); with a
 /// one-token response, mask [0] and score [0] (checked by the caller) they are expected.
 fn is_padding_label(uid: &GroupKey) -> bool {
     matches!(uid, GroupKey::Str(s) if s.starts_with("pad"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratio_flags_agree_with_exp_everywhere_and_at_the_bounds() {
+        let by_exp = |d: f64| {
+            let r = d.exp();
+            (!(RATIO_LOW..=RATIO_HIGH).contains(&r), r > RATIO_EXTREME)
+        };
+        let mut ds: Vec<f64> = (-4000..=4000).map(|i| i as f64 * 1e-3).collect();
+        for bound in [RATIO_LOW.ln(), RATIO_HIGH.ln(), RATIO_EXTREME.ln()] {
+            let mut d = bound;
+            for _ in 0..50 {
+                ds.extend([d, -d]);
+                d = d.next_up();
+            }
+            let mut d = bound;
+            for _ in 0..50 {
+                ds.push(d);
+                d = d.next_down();
+            }
+        }
+        ds.extend([f64::MAX, f64::MIN, 800.0, -800.0]);
+        for d in ds {
+            assert_eq!(ratio_flags(d), by_exp(d), "d = {d:e}");
+        }
+        // the cases themselves: 0.5 and 2 are inside, 10 is not above 10
+        assert_eq!(ratio_flags(2f64.ln() + 1e-3), (true, false));
+        assert_eq!(ratio_flags(0.0), (false, false));
+        assert_eq!(ratio_flags(3.0), (true, true));
+    }
 }
