@@ -25,6 +25,7 @@ use parquet::basic::{Encoding, Repetition, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::schema::types::SchemaDescriptor;
 
 use crate::io::positional::PositionalFile;
 
@@ -48,7 +49,7 @@ pub fn read(
         DataType::LargeList(child) => (child, true),
         _ => return Ok(None),
     };
-    let Some(layout) = Layout::of(rg, leaf) else {
+    let Some(layout) = Layout::of(rg.schema_descr(), leaf) else {
         return Ok(None);
     };
     let physical = rg.column(leaf).column_descr().physical_type();
@@ -78,19 +79,18 @@ pub fn read(
 }
 
 /// The definition levels of a three-level list (`<list> (LIST) { repeated group { <leaf> } }`,
-/// the list and the leaf each optional or required).
+/// the list and the leaf each optional or required); `io::float_lists` writes them too.
 #[derive(Debug, Clone, Copy)]
-struct Layout {
+pub(crate) struct Layout {
     /// A present but empty list.
-    empty: i16,
+    pub(crate) empty: i16,
     /// A present value.
-    value: i16,
+    pub(crate) value: i16,
 }
 
 impl Layout {
-    fn of(rg: &RowGroupMetaData, leaf: usize) -> Option<Layout> {
-        let schema = rg.schema_descr();
-        let descr = rg.column(leaf).column_descr();
+    pub(crate) fn of(schema: &SchemaDescriptor, leaf: usize) -> Option<Layout> {
+        let descr = schema.column(leaf);
         let root = schema.get_column_root(leaf);
         let [repeated] = root.get_fields() else {
             return None;

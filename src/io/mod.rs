@@ -5,6 +5,7 @@ pub mod assemble;
 pub mod columns;
 pub mod dataset;
 pub mod decode;
+pub mod float_lists;
 pub mod format;
 pub mod input;
 pub mod ipc;

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::array::{Array, ArrayRef, AsArray, ListArray};
+use arrow::datatypes::{Float32Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_writer::{
     ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves,
@@ -15,13 +16,14 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::file::metadata::{ColumnChunkMetaData, KeyValue, ParquetMetaData};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
-use parquet::file::writer::SerializedFileWriter;
+use parquet::file::writer::{SerializedFileWriter, SerializedRowGroupWriter};
 use parquet::schema::types::{
     ColumnDescPtr, SchemaDescPtr, SchemaDescriptor, Type as SchemaType, TypePtr,
 };
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
+use crate::io::float_lists::{self, EncodedChunk};
 use crate::io::positional::PositionalFile;
 use crate::io::schema::OUTPUT_COLUMNS;
 use crate::io::splice::{PlaceholderSource, Splice, SpliceWriter, Splices};
@@ -153,7 +155,33 @@ pub fn remove_stale_temporaries(dir: &Path) {
 }
 
 /// A row group's computed columns, encoded into column chunks, ready to append.
-pub struct EncodedRowGroup(Vec<ArrowColumnChunk>);
+pub struct EncodedRowGroup(Vec<ComputedChunk>);
+
+/// One computed column chunk: the float lists advcalc adds from `io::float_lists`, any other
+/// computed column from parquet's Arrow writer.
+enum ComputedChunk {
+    Arrow(ArrowColumnChunk),
+    FloatList(EncodedChunk),
+}
+
+impl ComputedChunk {
+    fn compressed_size(&self) -> u64 {
+        match self {
+            ComputedChunk::Arrow(c) => c.close().metadata.compressed_size() as u64,
+            ComputedChunk::FloatList(c) => c.close.metadata.compressed_size() as u64,
+        }
+    }
+
+    fn append_to(
+        self,
+        rg: &mut SerializedRowGroupWriter<'_, SpliceWriter>,
+    ) -> parquet::errors::Result<()> {
+        match self {
+            ComputedChunk::Arrow(c) => c.append_to_row_group(rg),
+            ComputedChunk::FloatList(c) => rg.append_column(&c.data, c.close),
+        }
+    }
+}
 
 /// Where an output column comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,6 +243,9 @@ pub struct OutputEncoder {
     sources: Vec<ColumnSource>,
     /// Parquet leaf indices of each output root column.
     leaves: Vec<Vec<usize>>,
+    /// Per output root column: written by `io::float_lists` when its array allows.
+    hand_encoded: Vec<bool>,
+    output_descr: SchemaDescPtr,
 }
 
 /// Appends row groups, in order, to the temporary file, and renames it at the end.
@@ -349,6 +380,14 @@ impl ParquetOutput {
                 factory,
                 schema,
                 computed_schema,
+                hand_encoded: sources
+                    .iter()
+                    .zip(descr.root_schema().get_fields())
+                    .map(|(s, f)| {
+                        *s == ColumnSource::Computed && OUTPUT_COLUMNS.contains(&f.name())
+                    })
+                    .collect(),
+                output_descr: descr.clone(),
                 sources: sources.clone(),
                 leaves: leaves.clone(),
             },
@@ -412,16 +451,94 @@ impl OutputEncoder {
             .iter()
             .enumerate()
             .filter(|(i, _)| self.sources[*i] == ColumnSource::Computed);
+        // the float lists encoded so far: a column equal to one of them (GRPO's returns are
+        // its advantages) reuses its bytes
+        let mut encoded: Vec<(&ArrayRef, usize)> = Vec::new();
         for ((i, field), column) in computed.zip(batch.columns()) {
+            if let Some(chunk) = self
+                .float_list(i, column, &encoded, &chunks)
+                .map_err(|e| context().with_source(e))?
+            {
+                encoded.push((column, chunks.len()));
+                chunks.push(ComputedChunk::FloatList(chunk));
+                continue;
+            }
             let leaves = compute_leaves(field, column).map_err(|e| context().with_source(e))?;
             for (leaf, &index) in leaves.into_iter().zip(&self.leaves[i]) {
                 let mut writer = writers[index].take().ok_or_else(context)?;
                 writer.write(&leaf).map_err(|e| context().with_source(e))?;
-                chunks.push(writer.close().map_err(|e| context().with_source(e))?);
+                chunks.push(ComputedChunk::Arrow(
+                    writer.close().map_err(|e| context().with_source(e))?,
+                ));
             }
         }
         Ok(EncodedRowGroup(chunks))
     }
+
+    /// Output column `root` through `io::float_lists`, where it is one of the float lists
+    /// advcalc adds (the columns `properties` gives byte-stream-split) without nulls; the
+    /// bytes of an equal column encoded before, under this column's name.
+    fn float_list(
+        &self,
+        root: usize,
+        column: &ArrayRef,
+        encoded: &[(&ArrayRef, usize)],
+        chunks: &[ComputedChunk],
+    ) -> parquet::errors::Result<Option<EncodedChunk>> {
+        let (true, &[leaf]) = (self.hand_encoded[root], &self.leaves[root][..]) else {
+            return Ok(None);
+        };
+        let Some(list) = column.as_list_opt::<i32>() else {
+            return Ok(None);
+        };
+        let Some(values) = list.values().as_primitive_opt::<Float32Type>() else {
+            return Ok(None);
+        };
+        if list.null_count() > 0 || values.null_count() > 0 {
+            return Ok(None);
+        }
+        let offsets = list.value_offsets();
+        let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+        let values = &values.values()[first..last];
+        for &(earlier, k) in encoded {
+            if let (ComputedChunk::FloatList(chunk), Some(other)) =
+                (&chunks[k], earlier.as_list_opt::<i32>())
+                && same_float_list(list, other)
+            {
+                let descr = self.output_descr.column(leaf);
+                return Ok(Some(EncodedChunk {
+                    data: chunk.data.clone(),
+                    close: ColumnCloseResult {
+                        metadata: relabel(&chunk.close.metadata, descr)?,
+                        bloom_filter: None,
+                        column_index: None,
+                        offset_index: None,
+                        ..chunk.close
+                    },
+                }));
+            }
+        }
+        float_lists::encode(&self.output_descr, leaf, offsets, values)
+    }
+}
+
+/// The same rows of the same float32 bits (NaN payloads and −0.0 included).
+fn same_float_list(a: &ListArray, b: &ListArray) -> bool {
+    fn rows(l: &ListArray) -> Option<(&[i32], &[f32])> {
+        let o = l.value_offsets();
+        let v = l.values().as_primitive_opt::<Float32Type>()?.values();
+        Some((o, &v[o[0] as usize..o[o.len() - 1] as usize]))
+    }
+    let (Some((oa, va)), Some((ob, vb))) = (rows(a), rows(b)) else {
+        return false;
+    };
+    oa.len() == ob.len()
+        && oa
+            .windows(2)
+            .zip(ob.windows(2))
+            .all(|(x, y)| x[1] - x[0] == y[1] - y[0])
+        && va.len() == vb.len()
+        && va.iter().zip(vb).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 impl OutputSink {
@@ -480,8 +597,8 @@ impl OutputSink {
                         let chunk = computed.next().ok_or_else(|| {
                             Error::data(format!("{name}: a computed column chunk is missing"))
                         })?;
-                        at += chunk.close().metadata.compressed_size() as u64;
-                        chunk.append_to_row_group(&mut rg).map_err(io)?;
+                        at += chunk.compressed_size();
+                        chunk.append_to(&mut rg).map_err(io)?;
                     }
                 }
             }
@@ -713,7 +830,7 @@ mod tests {
     /// of parquet changes any of it, this test fails: the spliced output must be laid out
     /// chunk after chunk from byte 4, hold IN's bytes for the copied chunks, and the same
     /// bytes for every chunk as a plain re-encode of the whole output by parquet's own
-    /// `ArrowWriter`.
+    /// `ArrowWriter` (the computed chunk, which `io::float_lists` encodes, by its values).
     #[test]
     fn splice_layout_matches_a_plain_re_encode() {
         let dir = tempfile::tempdir().unwrap();
@@ -821,6 +938,12 @@ mod tests {
                     "row group {rg} column {c}: not right after the last"
                 );
                 at = r.end;
+                assert_eq!(oc.column_path(), pc.column_path());
+                // the computed chunk is io::float_lists' own encoding: its values are
+                // checked by reading OUT back below
+                if source.is_none() {
+                    continue;
+                }
                 assert_eq!(
                     outb[r.clone()],
                     plainb[range(pc)],
@@ -831,7 +954,6 @@ mod tests {
                     oc.data_page_offset() - r.start as i64,
                     pc.data_page_offset() - range(pc).start as i64
                 );
-                assert_eq!(oc.column_path(), pc.column_path());
                 if let Some(i) = source {
                     let ic = inm.row_group(rg).column(*i);
                     assert_eq!(outb[r.clone()], inb[range(ic)], "row group {rg} column {c}");

@@ -95,7 +95,9 @@ impl Sums {
             for b in &outputs[i + 1..] {
                 let (mut both, mut same) = (0u64, 0u64);
                 let tokens = a.mask.iter().zip(&b.mask);
-                for ((&ma, &mb), (&x, &y)) in tokens.zip(a.outputs.advantages.iter().zip(&b.outputs.advantages)) {
+                for ((&ma, &mb), (&x, &y)) in
+                    tokens.zip(a.outputs.advantages.iter().zip(&b.outputs.advantages))
+                {
                     let on = (ma == 1.0) & (mb == 1.0);
                     both += u64::from(on);
                     same += u64::from(on & (sign(x) == sign(y)));
