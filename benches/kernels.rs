@@ -141,3 +141,76 @@ fn correction_token_is_and_k1_rejection_row_1024_tokens(bencher: divan::Bencher)
         truncate_weights(&spec, &mut weights);
     });
 }
+
+/// A Parquet file of one row group: `rows` lists of `TOKENS` float32 values, written by
+/// parquet's Arrow writer with its defaults (what a pyarrow-written dump looks like).
+fn list_file(rows: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    use arrow::array::{Float32Builder, ListBuilder};
+    let mut b = ListBuilder::new(Float32Builder::new());
+    for r in 0..rows {
+        b.values().append_slice(&row(TOKENS, r as u64));
+        b.append(true);
+    }
+    let batch = arrow::record_batch::RecordBatch::try_from_iter([(
+        "old_log_probs",
+        std::sync::Arc::new(b.finish()) as _,
+    )])
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lists.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    (dir, path)
+}
+
+/// advcalc's list reader (`io::list_chunk`, through `ParquetInput`): 1 M tokens.
+#[divan::bench]
+fn list_column_decode_1024_rows_of_1024_tokens(bencher: divan::Bencher) {
+    let (_dir, path) = list_file(1024);
+    let input = advcalc::io::read::ParquetInput::open(&path).unwrap();
+    bencher.bench(|| input.read_row_group(0, None).unwrap());
+}
+
+/// The same column through parquet's own Arrow reader, for comparison.
+#[divan::bench]
+fn list_column_decode_parquet_reader_1024_rows_of_1024_tokens(bencher: divan::Bencher) {
+    let (_dir, path) = list_file(1024);
+    bencher.bench(|| {
+        let file = std::fs::File::open(&path).unwrap();
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .with_batch_size(1 << 16)
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum::<usize>()
+    });
+}
+
+/// advcalc's writer of a computed float list column chunk (`io::float_lists`): 1 M tokens.
+#[divan::bench]
+fn float_list_chunk_encode_1024_rows_of_1024_tokens(bencher: divan::Bencher) {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let item = Field::new("element", DataType::Float32, true);
+    let schema = Schema::new(vec![Field::new(
+        "advantages",
+        DataType::List(std::sync::Arc::new(item)),
+        true,
+    )]);
+    let descr = parquet::arrow::ArrowSchemaConverter::new()
+        .convert(&schema)
+        .unwrap();
+    let offsets: Vec<i32> = (0..=1024).map(|r| (r * TOKENS) as i32).collect();
+    let values: Vec<f32> = (0..1024).flat_map(|r| row(TOKENS, r as u64)).collect();
+    bencher.bench(|| {
+        advcalc::io::float_lists::encode(&descr, 0, &offsets, divan::black_box(&values))
+            .unwrap()
+            .unwrap()
+    });
+}
