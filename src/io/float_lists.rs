@@ -9,8 +9,9 @@
 //! its values), written as RLE runs straight from the offsets.
 //!
 //! Only lists without nulls are written here (`encode` declines the rest); the pages are
-//! version 1 data pages, as the Arrow writer's `PARQUET_1_0` setting writes them. The tests
-//! read the chunks back with parquet's reader.
+//! version 1 data pages, as the Arrow writer's `PARQUET_1_0` setting writes them, and each
+//! chunk carries its offset index (where its pages start, and their first rows), as the
+//! Arrow writer's chunks did. The tests read the chunks back with parquet's reader.
 
 use std::cell::RefCell;
 
@@ -19,7 +20,7 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::{ParquetError, Result};
-use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::{ColumnDescPtr, SchemaDescriptor};
 
@@ -66,6 +67,8 @@ pub fn encode(
     ));
     let mut uncompressed_total = 0usize;
     let mut levels_total = 0usize;
+    // where each page starts and its first row, for readers that select rows by page
+    let mut index = OffsetIndexBuilder::new();
     {
         let mut pages = SerializedPageWriter::new(&mut sink);
         let mut body = Vec::new();
@@ -94,6 +97,8 @@ pub fn encode(
                 statistics: None,
             };
             let spec = pages.write_page(CompressedPage::new(page, body.len()))?;
+            index.append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
+            index.append_row_count((row - first) as i64);
             uncompressed_total += spec.uncompressed_size;
             levels_total += levels;
         }
@@ -115,7 +120,7 @@ pub fn encode(
             metadata,
             bloom_filter: None,
             column_index: None,
-            offset_index: None,
+            offset_index: Some(index.build()),
         },
         data,
     }))
@@ -281,7 +286,10 @@ mod tests {
         use arrow::array::{Array, ArrayRef, AsArray, Float32Builder, ListBuilder};
         use arrow::datatypes::{DataType, Field, Schema};
         use parquet::arrow::ArrowSchemaConverter;
-        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        use parquet::arrow::arrow_reader::{
+            ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+        };
+        use parquet::file::metadata::PageIndexPolicy;
         use parquet::file::properties::WriterProperties;
         use parquet::file::writer::SerializedFileWriter;
 
@@ -334,12 +342,13 @@ mod tests {
             rg.append_column(&chunk.data, chunk.close).unwrap();
             rg.close().unwrap();
             writer.close().unwrap();
-            let read: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(file))
-                .unwrap()
-                .build()
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
+            let read: Vec<_> =
+                ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(file.clone()))
+                    .unwrap()
+                    .build()
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
             let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
             let back = read.column(0).as_list::<i32>();
             assert_eq!(back.value_offsets(), list.value_offsets());
@@ -350,6 +359,45 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(got.values()), bits(values.values()));
             assert!(back.null_count() == 0);
+
+            // the offset index: readers that select rows read only the pages holding them
+            let options =
+                ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Required);
+            let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(
+                bytes::Bytes::from(file),
+                options,
+            )
+            .unwrap();
+            let index = builder.metadata().page_index_for_row_group(0);
+            let pages = index.offset_index(0).expect("an offset index");
+            assert!(
+                pages.page_locations().len() > 2,
+                "{:?}",
+                pages.page_locations()
+            );
+            let selection = RowSelection::from(vec![
+                RowSelector::skip(6),
+                RowSelector::select(3),
+                RowSelector::skip(3),
+            ]);
+            let picked: Vec<_> = builder
+                .with_row_selection(selection)
+                .build()
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let picked = arrow::compute::concat_batches(&picked[0].schema(), &picked).unwrap();
+            let picked = picked.column(0).as_list::<i32>();
+            assert_eq!(picked.len(), 3);
+            for r in 0..3 {
+                let want = list.value(6 + r);
+                let got = picked.value(r);
+                let (want, got) = (
+                    want.as_primitive::<arrow::datatypes::Float32Type>(),
+                    got.as_primitive::<arrow::datatypes::Float32Type>(),
+                );
+                assert_eq!(bits(got.values()), bits(want.values()), "row {}", 6 + r);
+            }
         }
 
         #[test]

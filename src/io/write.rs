@@ -512,7 +512,7 @@ impl OutputEncoder {
                         metadata: relabel(&chunk.close.metadata, descr)?,
                         bloom_filter: None,
                         column_index: None,
-                        offset_index: None,
+                        offset_index: chunk.close.offset_index.clone(),
                         ..chunk.close
                     },
                 }));
