@@ -228,12 +228,12 @@ impl ParquetInput {
         let columns = roots
             .iter()
             .map(|&root| match direct.next_if(|(r, _)| *r == root) {
-                Some((_, array)) => array,
+                Some((_, array)) => Ok(array),
                 None => read
                     .next()
-                    .unwrap_or_else(|| unreachable!("one column per root")),
+                    .ok_or("parquet's reader gave fewer columns than were asked for"),
             })
-            .collect();
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(RecordBatch::try_new(projected, columns)?)
     }
 

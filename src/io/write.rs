@@ -500,12 +500,15 @@ impl OutputEncoder {
         let offsets = list.value_offsets();
         let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
         let values = &values.values()[first..last];
+        let descr = self.output_descr.column(leaf);
         for &(earlier, k) in encoded {
             if let (ComputedChunk::FloatList(chunk), Some(other)) =
                 (&chunks[k], earlier.as_list_opt::<i32>())
                 && same_float_list(list, other)
+                // the same levels mean the same bytes: both lists under one convention
+                && chunk.close.metadata.column_descr().max_def_level() == descr.max_def_level()
+                && chunk.close.metadata.column_descr().max_rep_level() == descr.max_rep_level()
             {
-                let descr = self.output_descr.column(leaf);
                 return Ok(Some(EncodedChunk {
                     data: chunk.data.clone(),
                     close: ColumnCloseResult {
