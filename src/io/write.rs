@@ -703,6 +703,8 @@ fn relabel(
 /// scale §4.2); no statistics for them, which nobody filters on. Chosen by measurement on the
 /// benchmark dump (`docs/benchmarks.md`): dictionary or plain encodings were slower, and the
 /// `loss_mask` copy keeps the dictionary, which was cheaper than the alternatives.
+/// `io::float_lists` writes those float columns with the same encodings; these properties
+/// serve the arrays it declines (nulls, large lists) and every other computed column.
 /// `converted` is Arrow's conversion of the output schema: the computed columns' leaves are
 /// found there, under the list child name the input's convention gives them.
 fn properties(
