@@ -33,6 +33,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 import warnings as _warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -170,12 +171,15 @@ def run(
     threads: Optional[int] = None,
     input_format: Optional[str] = None,
     output_format: Optional[str] = None,
+    memory: Optional[int] = None,
 ) -> Dict[str, Any]:
     """``advcalc run SRC DST``: read a dump, write it with the computed columns.
 
     DST is written to a temporary file beside it and renamed at the end, so it appears only
     when complete; an existing DST is an error unless ``force``. ``metrics`` is a path for
-    the metrics JSON. Other arguments as in :func:`compute`.
+    the metrics JSON. ``memory`` is ``--memory`` in bytes: how much of the row groups pass 1
+    decoded may be kept for pass 2 (default 1 GiB); the rest is read again, and the output
+    is the same bytes either way. Other arguments as in :func:`compute`.
 
     Returns:
         ``{"rows", "row_groups", "batches", "warnings"}``.
@@ -184,6 +188,10 @@ def run(
     read = _read_args(input_format, layout, threads, allow_nonfinite)
     if output_format is not None and not isinstance(output_format, str):
         raise UsageError(f"output_format={output_format!r}: expected a format name")
+    if memory is not None and (
+        not isinstance(memory, int) or isinstance(memory, bool) or not 0 <= memory <= sys.maxsize
+    ):
+        raise UsageError(f"memory={memory!r}: expected a number of bytes (0 or more)")
     rows, row_groups, batches, warns, notes = _native.run(
         os.fspath(src),
         os.fspath(dst),
@@ -192,6 +200,7 @@ def run(
         output_format,
         bool(force),
         os.fspath(metrics) if metrics is not None else None,
+        memory,
     )
     _say(warns, notes)
     return {"rows": rows, "row_groups": row_groups, "batches": batches, "warnings": warns}

@@ -29,6 +29,7 @@ def run(
     output_format: Optional[str],
     force: bool,
     metrics: Optional[str],
+    memory: Optional[int],
 ) -> Tuple[int, int, int, List[str], List[str]]:
     """``advcalc run``: (rows, row_groups, batches, warnings, notes)."""
 

@@ -348,6 +348,7 @@ fn run(
     output_format: Option<String>,
     force: bool,
     metrics: Option<PathBuf>,
+    memory: Option<usize>,
 ) -> PyResult<RunDone> {
     run_engine(py, move || {
         let config = config.load()?;
@@ -362,7 +363,7 @@ fn run(
             input_format: read.format()?,
             output_format: output_format.as_deref().map(parse_format).transpose()?,
             metrics,
-            memory: None,
+            memory,
         };
         let summary = advcalc::run(&config, &opts)?;
         Ok((

@@ -160,6 +160,18 @@ def test_run_writes_the_cli_file_atomically(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.parquet", "m.json", "out.parquet"]
 
 
+def test_run_memory_budget_changes_nothing_in_the_output(tmp_path: Path) -> None:
+    # 0: nothing kept, every row group read twice; 1 GiB (the default): all kept
+    kept, reread = tmp_path / "kept.parquet", tmp_path / "reread.parquet"
+    advcalc.run(DEMO, kept, estimator="gae")
+    advcalc.run(DEMO, reread, estimator="gae", memory=0)
+    assert kept.read_bytes() == reread.read_bytes()
+    for bad in (-1, 2**70, "1G", 1.5, True):
+        with pytest.raises(advcalc.UsageError, match="memory="):
+            advcalc.run(DEMO, tmp_path / "bad.parquet", estimator="gae", memory=bad)
+    assert not (tmp_path / "bad.parquet").exists()
+
+
 def test_run_leaves_nothing_behind_on_bad_data(tmp_path: Path) -> None:
     bad = tmp_path / "bad.parquet"
     pq.write_table(pq.read_table(DEMO).drop_columns(["values"]), bad)
