@@ -318,6 +318,14 @@ mod tests {
             Arc::new(b.finish())
         }
 
+        /// Every batch the reader gives, as one.
+        fn read_all(
+            builder: ParquetRecordBatchReaderBuilder<bytes::Bytes>,
+        ) -> arrow::record_batch::RecordBatch {
+            let batches: Vec<_> = builder.build().unwrap().collect::<Result<_, _>>().unwrap();
+            arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+        }
+
         fn round_trip(list_nullable: bool, item_nullable: bool) {
             let item = Field::new("element", DataType::Float32, item_nullable);
             let array = lists(12, item.clone());
@@ -342,14 +350,9 @@ mod tests {
             rg.append_column(&chunk.data, chunk.close).unwrap();
             rg.close().unwrap();
             writer.close().unwrap();
-            let read: Vec<_> =
-                ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(file.clone()))
-                    .unwrap()
-                    .build()
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap();
-            let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+            let read = read_all(
+                ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(file.clone())).unwrap(),
+            );
             let back = read.column(0).as_list::<i32>();
             assert_eq!(back.value_offsets(), list.value_offsets());
             let got = back
@@ -380,13 +383,7 @@ mod tests {
                 RowSelector::select(3),
                 RowSelector::skip(3),
             ]);
-            let picked: Vec<_> = builder
-                .with_row_selection(selection)
-                .build()
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
-            let picked = arrow::compute::concat_batches(&picked[0].schema(), &picked).unwrap();
+            let picked = read_all(builder.with_row_selection(selection));
             let picked = picked.column(0).as_list::<i32>();
             assert_eq!(picked.len(), 3);
             for r in 0..3 {
