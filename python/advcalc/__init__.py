@@ -145,7 +145,7 @@ def _compute_via_run(
     try:
         out = os.path.join(scratch, "out.parquet")
         metrics_path = os.path.join(scratch, "metrics.json") if metrics else None
-        summary = _native.run(src, out, cfg, read, "parquet", False, metrics_path)
+        summary = _native.run(src, out, cfg, read, "parquet", False, metrics_path, None)
         table = pq.read_table(out)
         found = None
         if metrics_path is not None:
