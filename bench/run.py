@@ -44,24 +44,8 @@ QUIET = 0.2  # cores other processes may use during a run that still counts as c
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
-FULL_CHAIN_YAML = """\
-# advcalc --config for the benchmark's full chain; the same settings bench/verl_baseline.py
-# merges into verl's default algorithm section for --chain full.
-algorithm:
-  adv_estimator: gae
-  gamma: 1.0
-  lam: 0.95
-  use_kl_in_reward: true
-  kl_penalty: low_var_kl
-  kl_ctrl:
-    type: fixed
-    kl_coef: 0.001
-  rollout_correction:
-    rollout_is: token
-    rollout_is_threshold: 2.0
-    rollout_rs: token_k1
-    rollout_rs_threshold: 2.0
-"""
+# advcalc's --config for the full chain (also what tests/memory_budget.rs runs)
+FULL_CHAIN_YAML = (BENCH / "full_chain.yaml").read_text()
 
 
 @dataclass

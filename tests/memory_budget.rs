@@ -14,22 +14,8 @@ fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet")
 }
 
-const FULL_CHAIN: &str = "\
-algorithm:
-  adv_estimator: gae
-  gamma: 1.0
-  lam: 0.95
-  use_kl_in_reward: true
-  kl_penalty: low_var_kl
-  kl_ctrl:
-    type: fixed
-    kl_coef: 0.001
-  rollout_correction:
-    rollout_is: token
-    rollout_is_threshold: 2.0
-    rollout_rs: token_k1
-    rollout_rs_threshold: 2.0
-";
+/// The benchmark's full chain (KL in the reward, token IS and rejection, GAE).
+const FULL_CHAIN: &str = include_str!("../bench/full_chain.yaml");
 
 /// The demo's 4 row groups hold about 14k tokens each: decoded, the full chain's projection
 /// (uid, the mask, five float columns) takes about 320 KB per row group, GRPO's (uid, mask,

@@ -346,12 +346,7 @@ fn strips_show_one_correct_and_one_incorrect_row_of_the_most_mixed_group_and_the
             demo().to_str().unwrap(),
         ],
     );
-    let doc = parse(&page);
-    let drawn: Vec<usize> = doc
-        .descendants()
-        .filter_map(|n| n.attribute("data-row"))
-        .map(|r| r.parse().unwrap())
-        .collect();
+    let drawn = strip_rows(&page);
     assert_eq!(drawn, vec![right, wrong, 3, 200]);
     assert!(page.contains(&format!("uid <code>{best}</code>")));
     // with KL in every variant's reward, pass 1 does not have the raw scores: the rows are
@@ -368,13 +363,16 @@ fn strips_show_one_correct_and_one_incorrect_row_of_the_most_mixed_group_and_the
             demo().to_str().unwrap(),
         ],
     );
-    let doc = parse(&page);
-    let again: Vec<usize> = doc
+    assert_eq!(strip_rows(&page), drawn);
+}
+
+/// The rows the page's token strips draw, in page order.
+fn strip_rows(page: &str) -> Vec<usize> {
+    parse(page)
         .descendants()
         .filter_map(|n| n.attribute("data-row"))
         .map(|r| r.parse().unwrap())
-        .collect();
-    assert_eq!(again, drawn);
+        .collect()
 }
 
 /// The input as an Arrow IPC stream on stdin, and as a dataset of two step files: the same

@@ -144,7 +144,7 @@ fn page_body(body: &mut Vec<u8>, offsets: &[i32], values: &[f32], layout: Layout
     }
     rep.finish();
     // definition levels: every value present; a row without values is an empty list
-    let mut def = Runs::new(body, bit_width(layout.value as u32));
+    let mut def = Runs::new(body, layout.def_width());
     for w in offsets.windows(2) {
         match (w[1] - w[0]) as usize {
             0 => def.push(layout.empty as u8, 1),
@@ -167,10 +167,6 @@ fn page_body(body: &mut Vec<u8>, offsets: &[i32], values: &[f32], layout: Layout
         b3[i] = x3;
     }
     levels
-}
-
-fn bit_width(max: u32) -> u8 {
-    (32 - max.leading_zeros()) as u8
 }
 
 /// A level stream in Parquet's RLE / bit-packing hybrid, written as RLE runs only (equal

@@ -115,7 +115,8 @@ impl Layout {
         (descr.max_def_level() == layout.value).then_some(layout)
     }
 
-    fn def_width(self) -> u8 {
+    /// The bit width of the definition levels.
+    pub(crate) fn def_width(self) -> u8 {
         bit_width(self.value as u32)
     }
 }
@@ -235,26 +236,16 @@ impl<T: Physical> Chunk<T> {
             let Some(present) = chunk.levels(&rep, &def, count, layout, &mut scratch)? else {
                 return Ok(None);
             };
-            let decoded = match encoding {
-                Encoding::PLAIN => {
-                    extend_plain(&mut chunk.values, &data, present)?;
-                    true
-                }
-                Encoding::BYTE_STREAM_SPLIT => {
-                    extend_split(&mut chunk.values, &data, present)?;
-                    true
-                }
+            match encoding {
+                Encoding::PLAIN => extend_plain(&mut chunk.values, &data, present)?,
+                Encoding::BYTE_STREAM_SPLIT => extend_split(&mut chunk.values, &data, present)?,
                 Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => {
                     let dictionary = dictionary
                         .as_deref()
                         .ok_or_else(|| malformed("dictionary-encoded page without a dictionary"))?;
                     extend_dictionary(&mut chunk.values, dictionary, &data, present)?;
-                    true
                 }
-                _ => false,
-            };
-            if !decoded {
-                return Ok(None);
+                _ => return Ok(None),
             }
             debug_assert_eq!(chunk.values.len(), before + present);
         }

@@ -380,13 +380,7 @@ impl ParquetOutput {
                 factory,
                 schema,
                 computed_schema,
-                hand_encoded: sources
-                    .iter()
-                    .zip(descr.root_schema().get_fields())
-                    .map(|(s, f)| {
-                        *s == ColumnSource::Computed && OUTPUT_COLUMNS.contains(&f.name())
-                    })
-                    .collect(),
+                hand_encoded: float_list_columns(&descr, &sources),
                 output_descr: descr.clone(),
                 sources: sources.clone(),
                 leaves: leaves.clone(),
@@ -724,11 +718,9 @@ fn properties(
                 .collect(),
         ));
     }
+    let float_lists = float_list_columns(converted, sources);
     for leaf in 0..converted.num_columns() {
-        let root = converted.get_column_root_idx(leaf);
-        let root_name = converted.root_schema().get_fields()[root].name();
-        if sources.get(root) == Some(&ColumnSource::Computed) && OUTPUT_COLUMNS.contains(&root_name)
-        {
+        if float_lists[converted.get_column_root_idx(leaf)] {
             let path = converted.column(leaf).path().clone();
             builder = builder
                 .set_column_dictionary_enabled(path.clone(), false)
@@ -737,6 +729,20 @@ fn properties(
         }
     }
     builder.build()
+}
+
+/// Per root column of `schema`: one of the float lists advcalc computes (the columns with
+/// byte-stream-split, which `io::float_lists` writes when their arrays allow).
+fn float_list_columns(schema: &SchemaDescriptor, sources: &[ColumnSource]) -> Vec<bool> {
+    schema
+        .root_schema()
+        .get_fields()
+        .iter()
+        .enumerate()
+        .map(|(root, f)| {
+            sources.get(root) == Some(&ColumnSource::Computed) && OUTPUT_COLUMNS.contains(&f.name())
+        })
+        .collect()
 }
 
 pub(crate) fn parent_dir(dest: &Path) -> PathBuf {

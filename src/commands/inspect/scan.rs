@@ -26,6 +26,7 @@ pub fn scan(
     let kl_old = checks.kl_old.and_then(|role| group.token(role));
     let reference = group.token(TokenRole::RefLogProb);
     let rollout = group.token(TokenRole::RolloutLogProbs);
+    let bounds = RatioBounds::new();
     let mut tallies: BTreeMap<Option<i64>, StepTally> = BTreeMap::new();
     for i in 0..group.rows() {
         let t = tallies
@@ -93,7 +94,7 @@ pub fn scan(
             for ((&m, &a), &b) in mask.iter().zip(&old[s.clone()]).zip(&rollout[s.clone()]) {
                 let on = (m != 0.0) & a.is_finite() & b.is_finite();
                 let d = if on { a as f64 - b as f64 } else { 0.0 };
-                let (out, ext) = ratio_flags(d);
+                let (out, ext) = bounds.flags(d);
                 mismatch += d.abs();
                 tokens += u64::from(on);
                 outside += u64::from(on & out);
@@ -166,21 +167,38 @@ fn count(c: &mut super::tally::ColumnCounts, values: &[f32]) {
     }
 }
 
-/// Whether the ratio `exp(d)` is outside [`RATIO_LOW`, `RATIO_HIGH`], and above
-/// `RATIO_EXTREME`: `d` is compared with the bounds' logarithms, and `exp` is computed only
-/// within 1e-9 of one, where rounding could decide (the answers are `exp`'s either way).
-fn ratio_flags(d: f64) -> (bool, bool) {
-    const NEAR: f64 = 1e-9;
-    let (low, high, extreme) = (RATIO_LOW.ln(), RATIO_HIGH.ln(), RATIO_EXTREME.ln());
-    let near = |bound: f64| (d - bound).abs() < NEAR;
-    if near(low) || near(high) || near(extreme) || d.is_nan() {
-        let ratio = d.exp();
-        return (
-            !(RATIO_LOW..=RATIO_HIGH).contains(&ratio),
-            ratio > RATIO_EXTREME,
-        );
+/// The ratio bounds' logarithms, computed once per scan.
+struct RatioBounds {
+    low: f64,
+    high: f64,
+    extreme: f64,
+}
+
+impl RatioBounds {
+    fn new() -> Self {
+        RatioBounds {
+            low: RATIO_LOW.ln(),
+            high: RATIO_HIGH.ln(),
+            extreme: RATIO_EXTREME.ln(),
+        }
     }
-    (d < low || d > high, d > extreme)
+
+    /// Whether the ratio `exp(d)` is outside [`RATIO_LOW`, `RATIO_HIGH`], and above
+    /// `RATIO_EXTREME`: `d` is compared with the bounds' logarithms, and `exp` is computed
+    /// only within 1e-9 of one, where rounding could decide (the answers are `exp`'s either
+    /// way).
+    fn flags(&self, d: f64) -> (bool, bool) {
+        const NEAR: f64 = 1e-9;
+        let near = |bound: f64| (d - bound).abs() < NEAR;
+        if near(self.low) || near(self.high) || near(self.extreme) || d.is_nan() {
+            let ratio = d.exp();
+            return (
+                !(RATIO_LOW..=RATIO_HIGH).contains(&ratio),
+                ratio > RATIO_EXTREME,
+            );
+        }
+        (d < self.low || d > self.high, d > self.extreme)
+    }
 }
 
 /// verl V1's synthetic padding rows share one uid `pad<hex>` (reference §1); with a
@@ -195,6 +213,8 @@ mod tests {
 
     #[test]
     fn ratio_flags_agree_with_exp_everywhere_and_at_the_bounds() {
+        let bounds = RatioBounds::new();
+        let ratio_flags = |d: f64| bounds.flags(d);
         let by_exp = |d: f64| {
             let r = d.exp();
             (!(RATIO_LOW..=RATIO_HIGH).contains(&r), r > RATIO_EXTREME)
