@@ -402,3 +402,58 @@ fn steps_alone_equal_the_whole_unless_state_crosses_steps() {
         "cases: {alone} alone, {carried} carried"
     );
 }
+
+/// The mask after rejection is written back in the input mask's own type (list or large
+/// list; booleans, integers or floats), with verl's rejected mask as its values.
+#[test]
+fn the_rejected_mask_keeps_the_input_type() {
+    use arrow::datatypes::Field;
+    use std::sync::Arc;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/cases/chain_gae");
+    let input = read(&dir.join("input.parquet"), 1 << 20);
+    let expected = read(&dir.join("expected.parquet"), 1 << 20);
+    let (want, want_lengths) = column(&expected, "response_mask");
+    let item = |t: DataType| Arc::new(Field::new("element", t, true));
+    for mask_type in [
+        DataType::List(item(DataType::Boolean)),
+        DataType::LargeList(item(DataType::UInt8)),
+        DataType::LargeList(item(DataType::Float64)),
+        DataType::List(item(DataType::Float16)),
+    ] {
+        let batches: Vec<RecordBatch> = input
+            .iter()
+            .map(|b| {
+                let i = b.schema().index_of("response_mask").unwrap();
+                let mut columns = b.columns().to_vec();
+                columns[i] = cast(&columns[i], &mask_type).unwrap();
+                let mut fields = b.schema().fields().to_vec();
+                fields[i] = Arc::new(Field::new("response_mask", mask_type.clone(), true));
+                let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+                RecordBatch::try_new(schema, columns).unwrap()
+            })
+            .collect();
+        let out = engine(&dir, Some("config.yaml"), None, &batches)
+            .compute(&batches)
+            .unwrap();
+        let written = out.batches[0].column_by_name("response_mask").unwrap();
+        assert_eq!(written.data_type(), &mask_type);
+        // `column` reads lists of i32 offsets: widen a large list's through a cast
+        let as_list = DataType::List(item(DataType::Float64));
+        let got: Vec<RecordBatch> = out
+            .batches
+            .iter()
+            .map(|b| {
+                let m = cast(b.column_by_name("response_mask").unwrap(), &as_list).unwrap();
+                let schema = Arc::new(arrow::datatypes::Schema::new(vec![Field::new(
+                    "response_mask",
+                    as_list.clone(),
+                    true,
+                )]));
+                RecordBatch::try_new(schema, vec![m]).unwrap()
+            })
+            .collect();
+        let (values, lengths) = column(&got, "response_mask");
+        assert_eq!(lengths, want_lengths, "{mask_type}");
+        assert_eq!(values, want, "{mask_type}");
+    }
+}

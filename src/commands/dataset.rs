@@ -450,7 +450,7 @@ fn stored_provenance(path: &Path) -> Result<Vec<(String, String)>> {
             let file = std::fs::File::open(path).map_err(|e| {
                 Error::data(format!("{}: cannot open", path.display())).with_source(e)
             })?;
-            let reader = arrow::ipc::reader::FileReader::try_new(file, None).map_err(|e| {
+            let reader = arrow_ipc::reader::FileReader::try_new(file, None).map_err(|e| {
                 Error::data(format!("{}: not a readable Arrow IPC file", path.display()))
                     .with_source(e)
             })?;

@@ -266,7 +266,7 @@ pub(crate) fn provenance_of(
 /// with its `--metrics` parts when asked.
 pub(crate) fn encode_row_group(
     job: &Job<'_>,
-    batch: &arrow::record_batch::RecordBatch,
+    batch: &arrow_array::RecordBatch,
     first_row: usize,
     prepared: &crate::engine::job::Prepared,
     encoder: &OutputEncoder,

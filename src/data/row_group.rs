@@ -1,7 +1,7 @@
 //! One row group decoded into plain per-row data: flat `f32` token slices with row offsets,
 //! labels and scalars. The engine, shaping and estimators work on this, never on Arrow arrays.
 
-use arrow::buffer::ScalarBuffer;
+use arrow_buffer::ScalarBuffer;
 
 use crate::data::{GroupKey, TokenRole};
 

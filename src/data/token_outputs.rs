@@ -1,6 +1,6 @@
 //! The computed token columns of one row group, before the I/O layer encodes them.
 
-use arrow::buffer::ScalarBuffer;
+use arrow_buffer::ScalarBuffer;
 
 /// The computed token columns of one row group, flat, aligned with the row offsets.
 #[derive(Debug, Clone)]

@@ -6,14 +6,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{
+use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
+use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, RecordBatch,
     StringArray, UInt64Array,
 };
-use arrow::array::{ArrowPrimitiveType, PrimitiveArray};
-use arrow::datatypes::{Field, Float64Type, Int64Type, Schema, UInt64Type};
-use arrow::ipc::reader::StreamReader;
-use arrow::ipc::writer::StreamWriter;
+use arrow_array::{ArrowPrimitiveType, PrimitiveArray};
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{Field, Schema};
 use serde_json::{Value, json};
 
 use crate::data::{GroupKey, PositiveLogProbs, TokenRole};

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 
 use crate::data::{RowGroup, TokenOutputs, TokenRole};
 use crate::engine::metrics;
@@ -82,7 +82,7 @@ impl Prepared {
 pub struct GroupOutputs {
     pub group: RowGroup,
     /// The response mask after rejection.
-    pub mask: arrow::buffer::ScalarBuffer<f32>,
+    pub mask: arrow_buffer::ScalarBuffer<f32>,
     pub outputs: TokenOutputs,
 }
 
@@ -102,7 +102,7 @@ impl<'a> Job<'a> {
 
     /// Pass 2's output: its schema, and where each column comes from (copied from IN
     /// byte for byte, or computed). Only rejection changes the mask; otherwise it is copied.
-    pub fn output_layout(&self) -> (arrow::datatypes::SchemaRef, Vec<ColumnSource>) {
+    pub fn output_layout(&self) -> (arrow_schema::SchemaRef, Vec<ColumnSource>) {
         let has_rollout = self.has_rollout();
         let is_weights = self.pipeline.is_weights(has_rollout);
         let rewards_unchanged = self.pipeline.kl.is_none();
@@ -123,7 +123,7 @@ impl<'a> Job<'a> {
         &self,
         batch: &RecordBatch,
         done: GroupOutputs,
-        schema: &arrow::datatypes::SchemaRef,
+        schema: &arrow_schema::SchemaRef,
         with_metrics: bool,
     ) -> Result<(RecordBatch, metrics::Parts)> {
         let GroupOutputs {

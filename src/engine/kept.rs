@@ -14,7 +14,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 
 use crate::error::Result;
 use crate::io::dataset::Dataset;

@@ -611,7 +611,7 @@ mod tests {
     use super::*;
     use crate::config::{Config, ConfigSources};
     use crate::test_support::assert_close;
-    use arrow::buffer::ScalarBuffer;
+    use arrow_buffer::ScalarBuffer;
 
     const ATOL: f64 = 3e-7;
     const RTOL: f64 = 1e-6;

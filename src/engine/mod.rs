@@ -14,8 +14,8 @@ pub mod row_stats;
 pub mod shard;
 pub mod token_outputs;
 
-use arrow::datatypes::SchemaRef;
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
 
 use crate::config::Config;
 use crate::data::TokenRole;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use arrow::buffer::ScalarBuffer;
+use arrow_buffer::ScalarBuffer;
 
 use crate::config::AlgoConfig;
 use crate::data::{RowGroup, TokenRole};

@@ -1,12 +1,13 @@
 //! Arrow arrays to plain Rust values: token lists to flat `f32` slices with row offsets, group
 //! labels to [`GroupKey`]s. Every error names the file, the column and the row.
 
-use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
 
 use crate::data::{GroupKey, TokenColumn};
 use crate::error::{Error, Result};
+use crate::io::convert;
 
 /// Which column of which file, and the global index of the array's first row, for messages.
 #[derive(Debug, Clone, Copy)]
@@ -80,8 +81,38 @@ pub fn token_column(array: &ArrayRef, kind: TokenKind, col: &ColumnRef<'_>) -> R
     if let Some(row) = first_null(array.as_ref()) {
         return Err(col.error(row, "null list (every row needs a list, even an empty one)"));
     }
+    let (offsets, child) = list_parts(array);
+    let start = offsets[0];
+    let child = child.slice(start, offsets[array.len()] - start);
+    let offsets: Vec<usize> = offsets.iter().map(|&o| o - start).collect();
+    if child.null_count() > 0 {
+        let token = first_null(child.as_ref()).unwrap_or(0);
+        let row = offsets.partition_point(|&o| o <= token) - 1;
+        return Err(col.error(row, format!("null value at token {}", token - offsets[row])));
+    }
+    let values = convert::f32_values(child.as_ref())
+        .ok_or_else(|| col.type_error(array.data_type(), kind.expected()))?;
+    if kind == TokenKind::Mask
+        && let Some(token) = first_where(&values, |v| (v != 0.0) & (v != 1.0))
+    {
+        let row = offsets.partition_point(|&o| o <= token) - 1;
+        return Err(col.error(
+            row,
+            format!(
+                "mask value {} at token {} (masks hold 0 or 1)",
+                values[token],
+                token - offsets[row]
+            ),
+        ));
+    }
+    Ok(TokenColumn { offsets, values })
+}
+
+/// A list column's row offsets into its child array (absolute: a sliced list's first offset
+/// need not be 0) and the child. `array` is a list, large list or fixed-size list.
+fn list_parts(array: &ArrayRef) -> (Vec<usize>, ArrayRef) {
     let n = array.len();
-    let (offsets, child): (Vec<usize>, ArrayRef) = match array.data_type() {
+    match array.data_type() {
         DataType::List(_) => {
             let list = array.as_list::<i32>();
             (
@@ -105,35 +136,8 @@ pub fn token_column(array: &ArrayRef, kind: TokenKind, col: &ColumnRef<'_>) -> R
                 list.values().clone(),
             )
         }
-        _ => unreachable!("checked by check_token_type"),
-    };
-    let start = offsets[0];
-    let child = child.slice(start, offsets[n] - start);
-    let offsets: Vec<usize> = offsets.iter().map(|&o| o - start).collect();
-    if child.null_count() > 0 {
-        let token = first_null(child.as_ref()).unwrap_or(0);
-        let row = offsets.partition_point(|&o| o <= token) - 1;
-        return Err(col.error(row, format!("null value at token {}", token - offsets[row])));
+        _ => unreachable!("a list type, checked by the callers"),
     }
-    let values = cast(&child, &DataType::Float32).map_err(|e| {
-        col.type_error(array.data_type(), kind.expected())
-            .with_source(e)
-    })?;
-    let values = values.as_primitive::<Float32Type>().values().clone();
-    if kind == TokenKind::Mask
-        && let Some(token) = first_where(&values, |v| (v != 0.0) & (v != 1.0))
-    {
-        let row = offsets.partition_point(|&o| o <= token) - 1;
-        return Err(col.error(
-            row,
-            format!(
-                "mask value {} at token {} (masks hold 0 or 1)",
-                values[token],
-                token - offsets[row]
-            ),
-        ));
-    }
-    Ok(TokenColumn { offsets, values })
 }
 
 /// The first index where `bad` holds. Blocks are scanned without a branch per value (a
@@ -187,29 +191,21 @@ pub fn group_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>
         return Err(col.error(row, "null label"));
     }
     let dt = array.data_type();
-    let keys = if dt.is_integer() {
-        let ints = cast(array, &DataType::Decimal128(38, 0))
-            .map_err(|e| col.type_error(dt, EXPECTED).with_source(e))?;
-        ints.as_primitive::<arrow::datatypes::Decimal128Type>()
-            .values()
-            .iter()
-            .map(|&i| GroupKey::Int(i))
-            .collect()
-    } else if matches!(
-        dt,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(_, _)
-    ) {
-        let strings = cast(array, &DataType::Utf8)
-            .map_err(|e| col.type_error(dt, EXPECTED).with_source(e))?;
-        strings
-            .as_string::<i32>()
-            .iter()
-            .map(|s| GroupKey::Str(s.unwrap_or_default().into()))
-            .collect()
-    } else {
-        return Err(col.type_error(dt, EXPECTED));
-    };
-    Ok(keys)
+    if let Some(ints) = convert::integer_values(array.as_ref()) {
+        return Ok(ints.into_iter().map(GroupKey::Int).collect());
+    }
+    let strings =
+        convert::string_values(array.as_ref()).ok_or_else(|| col.type_error(dt, EXPECTED))?;
+    strings
+        .into_iter()
+        .enumerate()
+        // a dictionary's null value (its key is not null)
+        .map(|(row, s)| {
+            Ok(GroupKey::Str(
+                s.ok_or_else(|| col.error(row, "null label"))?.into(),
+            ))
+        })
+        .collect()
 }
 
 /// Group labels from a list-of-integers column (`prompt_ids`): rows are in one group when
@@ -228,24 +224,16 @@ pub fn id_list_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKe
     if let Some(row) = first_null(array.as_ref()) {
         return Err(col.error(row, "null list (every row needs its prompt token ids)"));
     }
-    let list = cast(
-        array,
-        &DataType::LargeList(std::sync::Arc::new(arrow::datatypes::Field::new(
-            "item",
-            DataType::Int64,
-            true,
-        ))),
-    )
-    .map_err(|e| col.type_error(&inner, EXPECTED).with_source(e))?;
-    let list = list.as_list::<i64>();
-    let mut keys = Vec::with_capacity(list.len());
-    for row in 0..list.len() {
-        let ids = list.value(row);
-        if ids.null_count() > 0 {
+    let (offsets, child) = list_parts(array);
+    let ids =
+        convert::integer_values(child.as_ref()).ok_or_else(|| col.type_error(&inner, EXPECTED))?;
+    let mut keys = Vec::with_capacity(array.len());
+    for row in 0..array.len() {
+        let span = offsets[row]..offsets[row + 1];
+        if span.clone().any(|i| child.is_null(i)) {
             return Err(col.error(row, "null token id"));
         }
-        let ids = ids.as_primitive::<Int64Type>().values();
-        keys.push(GroupKey::Str(format!("{ids:?}").into()));
+        keys.push(GroupKey::Str(format!("{:?}", &ids[span]).into()));
     }
     Ok(keys)
 }
@@ -258,11 +246,14 @@ pub fn int_scalars(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<i64>> {
     if let Some(row) = first_null(array.as_ref()) {
         return Err(col.error(row, "null value"));
     }
-    let ints = cast(array, &DataType::Int64).map_err(|e| {
-        col.error(0, "integer out of the int64 range")
-            .with_source(e)
-    })?;
-    Ok(ints.as_primitive::<Int64Type>().values().to_vec())
+    let ints = convert::integer_values(array.as_ref())
+        .ok_or_else(|| col.type_error(array.data_type(), "integers"))?;
+    ints.into_iter()
+        .enumerate()
+        .map(|(row, i)| {
+            i64::try_from(i).map_err(|_| col.error(row, format!("{i} is out of the int64 range")))
+        })
+        .collect()
 }
 
 /// A scalar float column (`score`), read as f32 like verl's reward tensor.
@@ -274,14 +265,9 @@ pub fn float_scalars(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<f32>> 
     if let Some(row) = first_null(array.as_ref()) {
         return Err(col.error(row, "null value"));
     }
-    let values = cast(array, &DataType::Float64)
-        .map_err(|e| col.type_error(dt, "numbers").with_source(e))?;
-    Ok(values
-        .as_primitive::<Float64Type>()
-        .values()
-        .iter()
-        .map(|&v| v as f32)
-        .collect())
+    let values =
+        convert::f64_values(array.as_ref()).ok_or_else(|| col.type_error(dt, "numbers"))?;
+    Ok(values.into_iter().map(|v| v as f32).collect())
 }
 
 fn first_null(array: &dyn Array) -> Option<usize> {
@@ -294,7 +280,7 @@ fn first_null(array: &dyn Array) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{BooleanBuilder, Float32Builder, ListBuilder};
+    use arrow_array::builder::{BooleanBuilder, Float32Builder, ListBuilder};
     use std::sync::Arc;
 
     const COL: ColumnRef<'static> = ColumnRef {
@@ -352,11 +338,69 @@ mod tests {
 
     #[test]
     fn wrong_type_is_an_error() {
-        let array: ArrayRef = Arc::new(arrow::array::Float32Array::from(vec![1.0]));
+        let array: ArrayRef = Arc::new(arrow_array::Float32Array::from(vec![1.0]));
         let e = token_column(&array, TokenKind::Values, &COL).unwrap_err();
         assert_eq!(
             e.message(),
             "in.parquet: column `c` has type Float32, expected a list of float32 or float64"
+        );
+    }
+
+    #[test]
+    fn labels_of_every_kind_group_alike() {
+        use arrow_array::types::Int16Type;
+        use arrow_array::{DictionaryArray, StringViewArray, UInt64Array};
+        let dict: DictionaryArray<Int16Type> = vec!["a", "b", "a"].into_iter().collect();
+        let view = StringViewArray::from(vec!["a", "b", "a"]);
+        let str = |s: &str| GroupKey::Str(s.into());
+        for array in [Arc::new(dict) as ArrayRef, Arc::new(view)] {
+            assert_eq!(
+                group_keys(&array, &COL).unwrap(),
+                [str("a"), str("b"), str("a")]
+            );
+        }
+        // u64 labels above i64::MAX stay distinct
+        let big: ArrayRef = Arc::new(UInt64Array::from(vec![u64::MAX, u64::MAX - 1]));
+        assert_eq!(
+            group_keys(&big, &COL).unwrap(),
+            [
+                GroupKey::Int(u64::MAX as i128),
+                GroupKey::Int(u64::MAX as i128 - 1)
+            ]
+        );
+        // a dictionary whose value is null, under a non-null key
+        let values = arrow_array::StringArray::from(vec![Some("a"), None]);
+        let keys = arrow_array::Int8Array::from(vec![0, 1]);
+        let dict: ArrayRef = Arc::new(DictionaryArray::new(keys, Arc::new(values)));
+        let e = group_keys(&dict, &COL).unwrap_err();
+        assert_eq!(e.message(), "in.parquet: column `c` row 11: null label");
+    }
+
+    #[test]
+    fn integers_that_do_not_fit_are_named() {
+        let steps: ArrayRef = Arc::new(arrow_array::UInt64Array::from(vec![3, u64::MAX]));
+        let e = int_scalars(&steps, &COL).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "in.parquet: column `c` row 11: 18446744073709551615 is out of the int64 range"
+        );
+    }
+
+    #[test]
+    fn prompt_id_lists_are_keys_by_their_values() {
+        use arrow_array::builder::UInt64Builder;
+        let mut b = ListBuilder::new(UInt64Builder::new());
+        b.append_value([Some(1), Some(u64::MAX)]);
+        b.append_value([Some(1), Some(u64::MAX)]);
+        b.append_value([Some(2)]);
+        let array: ArrayRef = Arc::new(b.finish().slice(1, 2));
+        let keys = id_list_keys(&array, &COL).unwrap();
+        assert_eq!(
+            keys,
+            [
+                GroupKey::Str("[1, 18446744073709551615]".into()),
+                GroupKey::Str("[2]".into())
+            ]
         );
     }
 }

@@ -7,8 +7,8 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
-use arrow::datatypes::SchemaRef;
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! One row group's Arrow columns to the plain per-row data the pipeline works on.
 
-use arrow::buffer::ScalarBuffer;
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_buffer::ScalarBuffer;
 
 use crate::data::{PositiveLogProbs, RowGroup, TokenColumn};
 use crate::error::{Error, Result};

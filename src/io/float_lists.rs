@@ -279,8 +279,10 @@ mod tests {
     mod read_back {
         use std::sync::Arc;
 
-        use arrow::array::{Array, ArrayRef, AsArray, Float32Builder, ListBuilder};
-        use arrow::datatypes::{DataType, Field, Schema};
+        use arrow_array::builder::{Float32Builder, ListBuilder};
+        use arrow_array::cast::AsArray;
+        use arrow_array::{Array, ArrayRef};
+        use arrow_schema::{DataType, Field, Schema};
         use parquet::arrow::ArrowSchemaConverter;
         use parquet::arrow::arrow_reader::{
             ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
@@ -317,9 +319,9 @@ mod tests {
         /// Every batch the reader gives, as one.
         fn read_all(
             builder: ParquetRecordBatchReaderBuilder<bytes::Bytes>,
-        ) -> arrow::record_batch::RecordBatch {
+        ) -> arrow_array::RecordBatch {
             let batches: Vec<_> = builder.build().unwrap().collect::<Result<_, _>>().unwrap();
-            arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+            arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap()
         }
 
         fn round_trip(list_nullable: bool, item_nullable: bool) {
@@ -334,7 +336,7 @@ mod tests {
             let list = array.as_list::<i32>();
             let values = list
                 .values()
-                .as_primitive::<arrow::datatypes::Float32Type>();
+                .as_primitive::<arrow_array::types::Float32Type>();
             let chunk = encode(&descr, 0, list.value_offsets(), values.values())
                 .unwrap()
                 .expect("a list of float32");
@@ -353,7 +355,7 @@ mod tests {
             assert_eq!(back.value_offsets(), list.value_offsets());
             let got = back
                 .values()
-                .as_primitive::<arrow::datatypes::Float32Type>();
+                .as_primitive::<arrow_array::types::Float32Type>();
             assert_eq!(got.null_count(), 0);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(got.values()), bits(values.values()));
@@ -386,8 +388,8 @@ mod tests {
                 let want = list.value(6 + r);
                 let got = picked.value(r);
                 let (want, got) = (
-                    want.as_primitive::<arrow::datatypes::Float32Type>(),
-                    got.as_primitive::<arrow::datatypes::Float32Type>(),
+                    want.as_primitive::<arrow_array::types::Float32Type>(),
+                    got.as_primitive::<arrow_array::types::Float32Type>(),
                 );
                 assert_eq!(bits(got.values()), bits(want.values()), "row {}", 6 + r);
             }

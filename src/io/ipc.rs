@@ -7,9 +7,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-use arrow::ipc::reader::{FileReader, StreamReader};
-use arrow::ipc::writer::{FileWriter, StreamWriter};
-use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_ipc::reader::{FileReader, StreamReader};
+use arrow_ipc::writer::{FileWriter, StreamWriter};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -166,16 +166,16 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
 /// Why writing IPC stopped: the batches to write failed, or the sink did.
 enum WriteError {
     Input(Error),
-    Sink(arrow::error::ArrowError),
+    Sink(arrow_schema::ArrowError),
 }
 
-fn is_broken_pipe(e: &arrow::error::ArrowError) -> bool {
-    matches!(e, arrow::error::ArrowError::IoError(_, io) if io.kind() == std::io::ErrorKind::BrokenPipe)
+fn is_broken_pipe(e: &arrow_schema::ArrowError) -> bool {
+    matches!(e, arrow_schema::ArrowError::IoError(_, io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn write_stream<W: Write>(
     sink: W,
-    schema: &arrow::datatypes::SchemaRef,
+    schema: &arrow_schema::SchemaRef,
     batches: impl Iterator<Item = Result<RecordBatch>>,
 ) -> std::result::Result<(), WriteError> {
     let mut writer = StreamWriter::try_new(sink, schema).map_err(WriteError::Sink)?;
@@ -189,7 +189,7 @@ fn write_stream<W: Write>(
 
 fn write_file<W: Write>(
     sink: W,
-    schema: &arrow::datatypes::SchemaRef,
+    schema: &arrow_schema::SchemaRef,
     batches: impl Iterator<Item = Result<RecordBatch>>,
 ) -> std::result::Result<(), WriteError> {
     let mut writer = FileWriter::try_new(sink, schema).map_err(WriteError::Sink)?;

@@ -26,13 +26,11 @@ use std::io::{BufRead, BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Array, Float64Builder, Int8Array, Int64Array, Int64Builder,
-    ListArray, StringArray, StringBuilder,
-};
-use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, Float64Array, Int8Array, Int64Array, ListArray, StringArray};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
@@ -568,7 +566,7 @@ pub fn field_batches(
 mod tests {
     use super::*;
     use crate::io::read::ParquetInput;
-    use arrow::array::Array;
+    use arrow_array::Array;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(name);

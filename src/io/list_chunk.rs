@@ -15,12 +15,12 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, LargeListArray, ListArray, PrimitiveArray};
-use arrow::buffer::{OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Field, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
-    Int64Type,
+use arrow_array::types::{
+    ArrowPrimitiveType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
 };
+use arrow_array::{ArrayRef, LargeListArray, ListArray, PrimitiveArray};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field};
 use parquet::basic::{Encoding, Repetition, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
 use parquet::file::metadata::RowGroupMetaData;

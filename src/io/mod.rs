@@ -3,6 +3,7 @@
 
 pub mod assemble;
 pub mod columns;
+pub mod convert;
 pub mod dataset;
 pub mod decode;
 pub mod float_lists;

@@ -15,8 +15,8 @@ use parquet::file::reader::{ChunkReader, Length};
 
 use std::sync::Arc;
 
-use arrow::compute::concat_batches;
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_select::concat::concat_batches;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
@@ -92,7 +92,7 @@ impl ParquetInput {
         &self.name
     }
 
-    pub fn schema(&self) -> arrow::datatypes::SchemaRef {
+    pub fn schema(&self) -> arrow_schema::SchemaRef {
         self.metadata.schema().clone()
     }
 
@@ -363,12 +363,12 @@ mod tests {
     use std::path::Path;
     use std::sync::Arc;
 
-    use arrow::array::{
-        ArrayRef, Float32Builder, Float64Builder, Int8Builder, Int64Builder, LargeListBuilder,
-        ListBuilder,
+    use arrow_array::ArrayRef;
+    use arrow_array::RecordBatch;
+    use arrow_array::builder::{
+        Float32Builder, Float64Builder, Int8Builder, Int64Builder, LargeListBuilder, ListBuilder,
     };
-    use arrow::datatypes::{DataType, Field};
-    use arrow::record_batch::RecordBatch;
+    use arrow_schema::{DataType, Field};
     use parquet::arrow::ArrowWriter;
     use parquet::basic::{Compression, Encoding, ZstdLevel};
     use parquet::file::properties::{WriterProperties, WriterVersion};
@@ -426,11 +426,11 @@ mod tests {
         let strict_values = floats(rows, None, false);
         let strict_values = strict_values
             .as_any()
-            .downcast_ref::<arrow::array::ListArray>()
+            .downcast_ref::<arrow_array::ListArray>()
             .unwrap()
             .clone();
         let (_, offsets, values, _) = strict_values.into_parts();
-        let strict = arrow::array::ListArray::new(strict_item.clone(), offsets, values, None);
+        let strict = arrow_array::ListArray::new(strict_item.clone(), offsets, values, None);
         RecordBatch::try_from_iter_with_nullable(vec![
             ("scores", floats(rows, None, false), true),
             ("mask", Arc::new(mask.finish()) as ArrayRef, true),

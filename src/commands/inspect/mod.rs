@@ -27,7 +27,7 @@ pub use report::{
 };
 pub use tally::ColumnCounts;
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 
 use crate::commands::compare::{CompareOptions, StepAdvantages, TokenStats, advantages_by_step};
 use crate::config::Config;

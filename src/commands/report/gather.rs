@@ -349,7 +349,7 @@ fn outputs_of(
     prepared: &[Prepared],
     input: &Dataset,
     u: usize,
-    batch: &arrow::record_batch::RecordBatch,
+    batch: &arrow_array::RecordBatch,
 ) -> Result<Vec<GroupOutputs>> {
     let part = input.part(u);
     let start = input.units()[u].start;
