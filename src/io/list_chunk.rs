@@ -21,9 +21,11 @@ use arrow_array::types::{
 use arrow_array::{ArrayRef, LargeListArray, ListArray, PrimitiveArray};
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field};
+use bytes::{Buf, Bytes};
 use parquet::basic::{Encoding, Repetition, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
 use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::SchemaDescriptor;
 
@@ -34,6 +36,46 @@ type Decoded<T> = std::result::Result<Option<T>, DecodeError>;
 
 fn malformed(what: impl Into<String>) -> DecodeError {
     what.into().into()
+}
+
+/// A column chunk read into memory with one read, its pages served from there. Reading
+/// through the file instead costs a buffered read per page header (the reader does not know
+/// the header's size) and a copy per page.
+struct ChunkInMemory {
+    /// The chunk's offset in the file (page offsets in the footer are the file's).
+    start: u64,
+    bytes: Bytes,
+}
+
+impl ChunkInMemory {
+    fn at(&self, start: u64, length: usize) -> parquet::errors::Result<std::ops::Range<usize>> {
+        let from = start.checked_sub(self.start).map(|o| o as usize);
+        match from.and_then(|from| Some(from..from.checked_add(length)?)) {
+            Some(range) if range.end <= self.bytes.len() => Ok(range),
+            _ => Err(parquet::errors::ParquetError::EOF(format!(
+                "cannot read {length} bytes at offset {start}: outside the column chunk"
+            ))),
+        }
+    }
+}
+
+impl Length for ChunkInMemory {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for ChunkInMemory {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let range = self.at(start, 0)?;
+        Ok(self.bytes.slice(range.start..).reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        Ok(self.bytes.slice(self.at(start, length)?))
+    }
 }
 
 /// Read list column `leaf` of row group `rg` as the array parquet's reader would give for
@@ -171,7 +213,13 @@ impl<T: Physical> Chunk<T> {
     ) -> Decoded<Chunk<T>> {
         let meta = rg.column(leaf);
         let rows = usize::try_from(rg.num_rows()).map_err(|_| malformed("negative row count"))?;
-        let mut pages = SerializedPageReader::new(Arc::new(file.clone()), meta, rows, None)?;
+        let (start, length) = meta.byte_range();
+        let length = usize::try_from(length).map_err(|_| malformed("column chunk too large"))?;
+        let bytes = ChunkInMemory {
+            start,
+            bytes: file.get_bytes(start, length)?,
+        };
+        let mut pages = SerializedPageReader::new(Arc::new(bytes), meta, rows, None)?;
         // What the footer declares, bounded: the buffers grow past it if the pages hold more.
         let declared = usize::try_from(meta.num_values()).unwrap_or(0);
         let mut chunk = Chunk {

@@ -10,7 +10,7 @@ use crate::engine::pipeline::Shaped;
 use crate::shaping::scores::Layout;
 
 use super::checks::Checks;
-use super::spans::{ends_in_tool_token, tool_spans};
+use super::spans::{SpanCounter, ends_in_tool_token};
 use super::tally::{RowFacts, StepTally};
 use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
 
@@ -35,17 +35,27 @@ pub fn scan(
         let s = group.span(i);
         let mask = &group.mask.values[s.clone()];
         let scores = &group.scores[s.clone()];
-        let valid = mask.iter().filter(|&&m| m != 0.0).count();
+        let kl = kl_old
+            .zip(reference)
+            .map(|(a, b)| (&a[s.clone()], &b[s.clone()]));
+        let mismatch = old
+            .zip(rollout)
+            .map(|(a, b)| (&a[s.clone()], &b[s.clone()]));
+        let sums = row_tokens(mask, scores, kl, mismatch, &bounds);
+        let valid = sums.valid;
         let uid = group.uid.as_ref().map(|u| &u[i]);
         let padding = uid.is_some_and(is_padding_label) && mask == [0.0] && scores == [0.0];
         let mut facts = RowFacts {
-            score: scores.iter().map(|&x| x as f64).sum(),
+            score: sums.score,
             padding,
+            k1: sums.k1,
+            abs_k1: sums.abs_k1,
+            mismatch: sums.mismatch,
             ..Default::default()
         };
         t.rows += 1;
         t.tokens += mask.len() as u64;
-        t.valid_tokens += valid as u64;
+        t.valid_tokens += valid;
         if valid == 0 {
             t.rows_without_valid_token += 1;
         } else {
@@ -55,55 +65,21 @@ pub fn scan(
         if checks.layout == Layout::Ragged && ends_in_tool_token(mask) {
             t.rows_ending_in_tool_token += 1;
         }
-        let masked_rewards = mask
-            .iter()
-            .zip(scores)
-            .filter(|&(&m, &r)| m == 0.0 && r != 0.0 && !r.is_nan())
-            .count() as u64;
-        t.masked_reward_tokens += masked_rewards;
-        t.masked_reward_rows += u64::from(masked_rewards > 0);
-        let spans = tool_spans(mask) as u64;
-        t.span_rows[spans.min(3) as usize] += 1;
-        t.spans += spans;
-        t.max_spans = t.max_spans.max(spans);
-
-        if let (Some(old), Some(reference)) = (kl_old, reference) {
-            // Without a branch per token (masks are random 0s and 1s): a token that does not
-            // count adds 0.0, which leaves the sums as they are.
-            let (mut k1_sum, mut abs_sum, mut tokens) = (0.0, 0.0, 0u64);
-            for ((&m, &a), &b) in mask.iter().zip(&old[s.clone()]).zip(&reference[s.clone()]) {
-                let on = (m != 0.0) & a.is_finite() & b.is_finite();
-                let k1 = if on { a as f64 - b as f64 } else { 0.0 };
-                k1_sum += k1;
-                abs_sum += k1.abs();
-                tokens += u64::from(on);
-            }
-            facts.k1 = k1_sum;
-            facts.abs_k1 = abs_sum;
-            t.kl_tokens += tokens;
-        }
+        t.masked_reward_tokens += sums.masked_rewards;
+        t.masked_reward_rows += u64::from(sums.masked_rewards > 0);
+        t.span_rows[sums.spans.min(3) as usize] += 1;
+        t.spans += sums.spans;
+        t.max_spans = t.max_spans.max(sums.spans);
+        t.kl_tokens += sums.kl_tokens;
+        t.mismatch_tokens += sums.mismatch_tokens;
+        t.ratio_outside += sums.ratio_outside;
+        t.ratio_extreme += sums.ratio_extreme;
         if let (Some(beta), Some(shaped)) = (checks.beta(), shaped) {
             let shaped_sum: f64 = shaped.rewards[s.clone()].iter().map(|&x| x as f64).sum();
             facts.penalty = beta * shaped.kl_sum[i];
             let flipped =
                 (facts.score > 0.0 && shaped_sum < 0.0) || (facts.score < 0.0 && shaped_sum > 0.0);
             t.sign_flips += u64::from(flipped);
-        }
-        if let (Some(old), Some(rollout)) = (old, rollout) {
-            let (mut mismatch, mut tokens, mut outside, mut extreme) = (0.0, 0u64, 0u64, 0u64);
-            for ((&m, &a), &b) in mask.iter().zip(&old[s.clone()]).zip(&rollout[s.clone()]) {
-                let on = (m != 0.0) & a.is_finite() & b.is_finite();
-                let d = if on { a as f64 - b as f64 } else { 0.0 };
-                let (out, ext) = bounds.flags(d);
-                mismatch += d.abs();
-                tokens += u64::from(on);
-                outside += u64::from(on & out);
-                extreme += u64::from(on & ext);
-            }
-            facts.mismatch = mismatch;
-            t.mismatch_tokens += tokens;
-            t.ratio_outside += outside;
-            t.ratio_extreme += extreme;
         }
         if let (true, Some(shaped)) = (checks.rejection, shaped) {
             let rejected = &shaped.mask[s.clone()];
@@ -137,6 +113,132 @@ pub fn scan(
         t.row_facts.push(facts);
     }
     tallies
+}
+
+/// What one row's tokens add up to, from [`row_tokens`].
+#[derive(Debug, Default, PartialEq)]
+struct RowTokens {
+    /// Mask-1 tokens.
+    valid: u64,
+    /// Σ scores over every position.
+    score: f64,
+    /// Non-zero, non-NaN scores on mask-0 positions.
+    masked_rewards: u64,
+    /// Tool spans (`SpanCounter`).
+    spans: u64,
+    /// Σ k1 and Σ |k1| (k1 = old − ref) over valid tokens where both are finite, and those
+    /// tokens.
+    k1: f64,
+    abs_k1: f64,
+    kl_tokens: u64,
+    /// Σ |old − rollout| over valid tokens where both are finite, those tokens, and those
+    /// whose ratio is outside the bounds and above the extreme one.
+    mismatch: f64,
+    mismatch_tokens: u64,
+    ratio_outside: u64,
+    ratio_extreme: u64,
+}
+
+/// One row's token checks in one pass over its tokens, `kl` = (old, ref) and `mismatch` =
+/// (old, rollout) when the file has them. One pass rather than one per check: each f64 sum
+/// runs in token order (so the bits are those of separate passes), and in one loop the sums
+/// no longer wait on each other's latency.
+fn row_tokens(
+    mask: &[f32],
+    scores: &[f32],
+    kl: Option<(&[f32], &[f32])>,
+    mismatch: Option<(&[f32], &[f32])>,
+    bounds: &RatioBounds,
+) -> RowTokens {
+    // one loop per combination, so the loop body has no branch on what the file holds
+    match (kl, mismatch) {
+        (Some(kl), Some(mm)) => row_tokens_with::<true, true>(mask, scores, kl, mm, bounds),
+        (Some(kl), None) => row_tokens_with::<true, false>(mask, scores, kl, (&[], &[]), bounds),
+        (None, Some(mm)) => row_tokens_with::<false, true>(mask, scores, (&[], &[]), mm, bounds),
+        (None, None) => {
+            row_tokens_with::<false, false>(mask, scores, (&[], &[]), (&[], &[]), bounds)
+        }
+    }
+}
+
+// Tokens index several parallel columns.
+#[allow(clippy::needless_range_loop)]
+fn row_tokens_with<const KL: bool, const MISMATCH: bool>(
+    mask: &[f32],
+    scores: &[f32],
+    (kl_old, reference): (&[f32], &[f32]),
+    (old, rollout): (&[f32], &[f32]),
+    bounds: &RatioBounds,
+) -> RowTokens {
+    let n = mask.len();
+    let scores = &scores[..n];
+    let (kl_old, reference) = if KL {
+        (&kl_old[..n], &reference[..n])
+    } else {
+        (kl_old, reference)
+    };
+    let (old, rollout) = if MISMATCH {
+        (&old[..n], &rollout[..n])
+    } else {
+        (old, rollout)
+    };
+    let mut r = RowTokens {
+        // as `Iterator::sum` starts (an empty row's score is −0.0, as it was)
+        score: -0.0,
+        ..Default::default()
+    };
+    let mut spans = SpanCounter::default();
+    let mut near = false;
+    // Without a branch or a call per token (masks are random 0s and 1s, and a call would
+    // keep the sums in memory): a token that does not count adds 0.0, which leaves a sum as
+    // it is, and a ratio near a bound is settled after the loop.
+    for t in 0..n {
+        let on = mask[t] != 0.0;
+        let score = scores[t];
+        r.valid += u64::from(on);
+        r.score += score as f64;
+        r.masked_rewards += u64::from(!on & (score != 0.0) & !score.is_nan());
+        spans.push(on);
+        if KL {
+            let (a, b) = (kl_old[t], reference[t]);
+            let on = on & a.is_finite() & b.is_finite();
+            let k1 = or_zero(on, a as f64 - b as f64);
+            r.k1 += k1;
+            r.abs_k1 += k1.abs();
+            r.kl_tokens += u64::from(on);
+        }
+        if MISMATCH {
+            let (a, b) = (old[t], rollout[t]);
+            let on = on & a.is_finite() & b.is_finite();
+            let d = or_zero(on, a as f64 - b as f64);
+            let (out, ext, close) = bounds.flags_unless_near(d);
+            r.mismatch += d.abs();
+            r.mismatch_tokens += u64::from(on);
+            r.ratio_outside += u64::from(on & out);
+            r.ratio_extreme += u64::from(on & ext);
+            near |= on & close;
+        }
+    }
+    if MISMATCH && near {
+        // some ratio is within rounding of a bound: count this row's again through `exp`
+        (r.ratio_outside, r.ratio_extreme) = (0, 0);
+        for t in 0..n {
+            let (a, b) = (old[t], rollout[t]);
+            if mask[t] != 0.0 && a.is_finite() && b.is_finite() {
+                let (out, ext) = bounds.flags(a as f64 - b as f64);
+                r.ratio_outside += u64::from(out);
+                r.ratio_extreme += u64::from(ext);
+            }
+        }
+    }
+    r.spans = spans.spans;
+    r
+}
+
+/// `x` when `on`, else +0.0, without a branch (`x` may be NaN or ±inf when not `on`).
+#[inline]
+fn or_zero(on: bool, x: f64) -> f64 {
+    f64::from_bits(x.to_bits() & 0u64.wrapping_sub(u64::from(on)))
 }
 
 /// An empty tally with the columns of `group` in a fixed order: scores, the token columns,
@@ -188,16 +290,25 @@ impl RatioBounds {
     /// only within 1e-9 of one, where rounding could decide (the answers are `exp`'s either
     /// way).
     fn flags(&self, d: f64) -> (bool, bool) {
-        const NEAR: f64 = 1e-9;
-        let near = |bound: f64| (d - bound).abs() < NEAR;
-        if near(self.low) || near(self.high) || near(self.extreme) || d.is_nan() {
+        let (outside, extreme, near) = self.flags_unless_near(d);
+        if near {
             let ratio = d.exp();
             return (
                 !(RATIO_LOW..=RATIO_HIGH).contains(&ratio),
                 ratio > RATIO_EXTREME,
             );
         }
-        (d < self.low || d > self.high, d > self.extreme)
+        (outside, extreme)
+    }
+
+    /// [`Self::flags`] from the logarithms alone, and whether `d` is within 1e-9 of a bound
+    /// (or NaN), where only `exp` can decide (`flags` then differs from the first two).
+    #[inline]
+    fn flags_unless_near(&self, d: f64) -> (bool, bool, bool) {
+        const NEAR: f64 = 1e-9;
+        let near = |bound: f64| (d - bound).abs() < NEAR;
+        let close = near(self.low) | near(self.high) | near(self.extreme) | d.is_nan();
+        ((d < self.low) | (d > self.high), d > self.extreme, close)
     }
 }
 
@@ -210,6 +321,92 @@ fn is_padding_label(uid: &GroupKey) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-pass row sums equal the checks written one pass each (as they were before
+    /// the loop was fused), bit for bit, with NaN, ±inf, masked rewards and tool spans.
+    #[test]
+    fn one_pass_equals_a_pass_per_check() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let bounds = RatioBounds::new();
+        for len in [0usize, 1, 2, 7, 64, 301] {
+            let value = |x: u64, special: bool| -> f32 {
+                match x % 41 {
+                    0 if special => f32::NAN,
+                    1 if special => f32::INFINITY,
+                    2 if special => f32::NEG_INFINITY,
+                    3 => 0.0,
+                    _ => -(((x >> 8) % 5000) as f32) / 997.0,
+                }
+            };
+            let mask: Vec<f32> = (0..len).map(|_| (next() % 3 != 0) as u8 as f32).collect();
+            let scores: Vec<f32> = (0..len).map(|_| -value(next(), true)).collect();
+            let cols: Vec<Vec<f32>> = (0..4)
+                .map(|_| (0..len).map(|_| value(next(), true)).collect())
+                .collect();
+            let (mut mask, mut cols) = (mask, cols);
+            // log ratios within 1e-15 of each bound's logarithm (old = the f32 nearest the
+            // bound, rollout = what is left), so that only `exp` can tell
+            for (t, bound) in [RATIO_LOW, RATIO_HIGH, RATIO_EXTREME]
+                .into_iter()
+                .enumerate()
+            {
+                if t + 1 < len {
+                    let a = bound.ln() as f32;
+                    cols[2][t] = a;
+                    cols[3][t] = (a as f64 - bound.ln()) as f32;
+                    mask[t] = 1.0;
+                }
+            }
+            let (kl, mm) = ((&cols[0][..], &cols[1][..]), (&cols[2][..], &cols[3][..]));
+
+            let mut want = RowTokens {
+                valid: mask.iter().filter(|&&m| m != 0.0).count() as u64,
+                score: scores.iter().map(|&x| x as f64).sum(),
+                masked_rewards: mask
+                    .iter()
+                    .zip(&scores)
+                    .filter(|&(&m, &r)| m == 0.0 && r != 0.0 && !r.is_nan())
+                    .count() as u64,
+                spans: super::super::spans::tool_spans(&mask),
+                ..Default::default()
+            };
+            let no_kl = RowTokens { ..want };
+            for ((&m, &a), &b) in mask.iter().zip(kl.0).zip(kl.1) {
+                if m != 0.0 && a.is_finite() && b.is_finite() {
+                    want.k1 += a as f64 - b as f64;
+                    want.abs_k1 += (a as f64 - b as f64).abs();
+                    want.kl_tokens += 1;
+                }
+            }
+            for ((&m, &a), &b) in mask.iter().zip(mm.0).zip(mm.1) {
+                if m != 0.0 && a.is_finite() && b.is_finite() {
+                    let d = a as f64 - b as f64;
+                    let ratio = d.exp();
+                    want.mismatch += d.abs();
+                    want.mismatch_tokens += 1;
+                    want.ratio_outside += u64::from(!(RATIO_LOW..=RATIO_HIGH).contains(&ratio));
+                    want.ratio_extreme += u64::from(ratio > RATIO_EXTREME);
+                }
+            }
+            // the sums bit for bit (NaN included), the counts exactly
+            let bits = |r: &RowTokens| {
+                let floats = [r.score, r.k1, r.abs_k1, r.mismatch].map(f64::to_bits);
+                let counts = [r.valid, r.masked_rewards, r.spans, r.kl_tokens];
+                let ratios = [r.mismatch_tokens, r.ratio_outside, r.ratio_extreme];
+                (floats, counts, ratios)
+            };
+            let got = row_tokens(&mask, &scores, Some(kl), Some(mm), &bounds);
+            assert_eq!(bits(&got), bits(&want), "len {len}");
+            let got = row_tokens(&mask, &scores, None, None, &bounds);
+            assert_eq!(bits(&got), bits(&no_kl), "len {len}");
+        }
+    }
 
     #[test]
     fn ratio_flags_agree_with_exp_everywhere_and_at_the_bounds() {

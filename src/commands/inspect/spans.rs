@@ -1,21 +1,33 @@
 //! Tool spans in a response mask: where the policy's tokens (mask 1) are interrupted by tool
 //! or observation tokens (mask 0) of a multi-turn rollout.
 
-/// The number of tool spans in one row's mask: maximal runs of mask-0 tokens followed later
-/// by a mask-1 token. A trailing run is not a span (padding, or a tool reply the policy
-/// never answered: [`ends_in_tool_token`] reports that).
-pub fn tool_spans(mask: &[f32]) -> usize {
-    let mut spans = 0;
-    let mut in_run = false;
-    for &m in mask {
-        if m == 0.0 {
-            in_run = true;
-        } else {
-            spans += usize::from(in_run);
-            in_run = false;
-        }
+/// Counts tool spans token by token, for a loop that does other work per token: maximal
+/// runs of mask-0 tokens followed later by a mask-1 token. A trailing run is not a span
+/// (padding, or a tool reply the policy never answered: [`ends_in_tool_token`] reports that).
+#[derive(Debug, Default)]
+pub struct SpanCounter {
+    in_run: bool,
+    /// Spans so far.
+    pub spans: u64,
+}
+
+impl SpanCounter {
+    /// The next token: `on` when its mask is 1. No branch (masks are random 0s and 1s).
+    #[inline]
+    pub fn push(&mut self, on: bool) {
+        self.spans += u64::from(on & self.in_run);
+        self.in_run = !on;
     }
-    spans
+}
+
+/// The number of tool spans in one row's mask.
+#[cfg(test)]
+pub fn tool_spans(mask: &[f32]) -> u64 {
+    let mut counter = SpanCounter::default();
+    for &m in mask {
+        counter.push(m != 0.0);
+    }
+    counter.spans
 }
 
 /// Whether a row with at least one policy token ends in a tool token (ragged layout, where
