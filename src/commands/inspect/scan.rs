@@ -10,7 +10,7 @@ use crate::engine::pipeline::Shaped;
 use crate::shaping::scores::Layout;
 
 use super::checks::Checks;
-use super::spans::{SpanCounter, ends_in_tool_token};
+use super::spans::{ends_in_tool_token, tool_spans};
 use super::tally::{RowFacts, StepTally};
 use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
 
@@ -124,7 +124,7 @@ struct RowTokens {
     score: f64,
     /// Non-zero, non-NaN scores on mask-0 positions.
     masked_rewards: u64,
-    /// Tool spans (`SpanCounter`).
+    /// Tool spans (`spans::tool_spans`).
     spans: u64,
     /// Σ k1 and Σ |k1| (k1 = old − ref) over valid tokens where both are finite, and those
     /// tokens.
@@ -187,39 +187,48 @@ fn row_tokens_with<const KL: bool, const MISMATCH: bool>(
         score: -0.0,
         ..Default::default()
     };
-    let mut spans = SpanCounter::default();
-    let mut near = false;
-    // Without a branch or a call per token (masks are random 0s and 1s, and a call would
-    // keep the sums in memory): a token that does not count adds 0.0, which leaves a sum as
-    // it is, and a ratio near a bound is settled after the loop.
+    // The f64 sums, each in token order, in one loop: without a branch or a call per token
+    // (masks are random 0s and 1s, and a call would keep the sums in memory), a token that
+    // does not count adds 0.0, which leaves a sum as it is.
+    for t in 0..n {
+        let on = mask[t] != 0.0;
+        r.score += scores[t] as f64;
+        if KL {
+            let (a, b) = (kl_old[t], reference[t]);
+            let k1 = or_zero(on & a.is_finite() & b.is_finite(), a as f64 - b as f64);
+            r.k1 += k1;
+            r.abs_k1 += k1.abs();
+        }
+        if MISMATCH {
+            let (a, b) = (old[t], rollout[t]);
+            let d = or_zero(on & a.is_finite() & b.is_finite(), a as f64 - b as f64);
+            r.mismatch += d.abs();
+        }
+    }
+    // The counts in another loop: integer sums only, which the compiler vectorises. A ratio
+    // within rounding of a bound is settled after it.
+    let mut near = 0u64;
     for t in 0..n {
         let on = mask[t] != 0.0;
         let score = scores[t];
         r.valid += u64::from(on);
-        r.score += score as f64;
         r.masked_rewards += u64::from(!on & (score != 0.0) & !score.is_nan());
-        spans.push(on);
         if KL {
             let (a, b) = (kl_old[t], reference[t]);
-            let on = on & a.is_finite() & b.is_finite();
-            let k1 = or_zero(on, a as f64 - b as f64);
-            r.k1 += k1;
-            r.abs_k1 += k1.abs();
-            r.kl_tokens += u64::from(on);
+            r.kl_tokens += u64::from(on & a.is_finite() & b.is_finite());
         }
         if MISMATCH {
             let (a, b) = (old[t], rollout[t]);
             let on = on & a.is_finite() & b.is_finite();
-            let d = or_zero(on, a as f64 - b as f64);
-            let (out, ext, close) = bounds.flags_unless_near(d);
-            r.mismatch += d.abs();
+            let (out, ext, close) = bounds.flags_unless_near(a as f64 - b as f64);
             r.mismatch_tokens += u64::from(on);
             r.ratio_outside += u64::from(on & out);
             r.ratio_extreme += u64::from(on & ext);
-            near |= on & close;
+            near += u64::from(on & close);
         }
     }
-    if MISMATCH && near {
+    r.spans = tool_spans(mask);
+    if MISMATCH && near > 0 {
         // some ratio is within rounding of a bound: count this row's again through `exp`
         (r.ratio_outside, r.ratio_extreme) = (0, 0);
         for t in 0..n {
@@ -231,7 +240,6 @@ fn row_tokens_with<const KL: bool, const MISMATCH: bool>(
             }
         }
     }
-    r.spans = spans.spans;
     r
 }
 
@@ -322,10 +330,24 @@ fn is_padding_label(uid: &GroupKey) -> bool {
 mod tests {
     use super::*;
 
-    /// The one-pass row sums equal the checks written one pass each (as they were before
-    /// the loop was fused), bit for bit, with NaN, ±inf, masked rewards and tool spans.
+    /// Tool spans as the state machine `scan` first counted them.
+    fn spans_one_by_one(mask: &[f32]) -> u64 {
+        let (mut spans, mut in_run) = (0, false);
+        for &m in mask {
+            if m == 0.0 {
+                in_run = true;
+            } else {
+                spans += u64::from(in_run);
+                in_run = false;
+            }
+        }
+        spans
+    }
+
+    /// The row sums equal the checks written one loop each, as they were first written, bit
+    /// for bit, with NaN, ±inf, masked rewards, tool spans and ratios at the bounds.
     #[test]
-    fn one_pass_equals_a_pass_per_check() {
+    fn row_sums_equal_a_loop_per_check() {
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             state ^= state << 13;
@@ -373,7 +395,7 @@ mod tests {
                     .zip(&scores)
                     .filter(|&(&m, &r)| m == 0.0 && r != 0.0 && !r.is_nan())
                     .count() as u64,
-                spans: super::super::spans::tool_spans(&mask),
+                spans: spans_one_by_one(&mask),
                 ..Default::default()
             };
             let no_kl = RowTokens { ..want };

@@ -1,33 +1,14 @@
 //! Tool spans in a response mask: where the policy's tokens (mask 1) are interrupted by tool
 //! or observation tokens (mask 0) of a multi-turn rollout.
 
-/// Counts tool spans token by token, for a loop that does other work per token: maximal
-/// runs of mask-0 tokens followed later by a mask-1 token. A trailing run is not a span
-/// (padding, or a tool reply the policy never answered: [`ends_in_tool_token`] reports that).
-#[derive(Debug, Default)]
-pub struct SpanCounter {
-    in_run: bool,
-    /// Spans so far.
-    pub spans: u64,
-}
-
-impl SpanCounter {
-    /// The next token: `on` when its mask is 1. No branch (masks are random 0s and 1s).
-    #[inline]
-    pub fn push(&mut self, on: bool) {
-        self.spans += u64::from(on & self.in_run);
-        self.in_run = !on;
-    }
-}
-
-/// The number of tool spans in one row's mask.
-#[cfg(test)]
+/// The number of tool spans in one row's mask: maximal runs of mask-0 tokens followed later
+/// by a mask-1 token. A trailing run is not a span (padding, or a tool reply the policy
+/// never answered: [`ends_in_tool_token`] reports that). Each span ends where a 0 is followed
+/// by a 1, so these are counted (pairwise, which the compiler vectorises).
 pub fn tool_spans(mask: &[f32]) -> u64 {
-    let mut counter = SpanCounter::default();
-    for &m in mask {
-        counter.push(m != 0.0);
-    }
-    counter.spans
+    mask.windows(2)
+        .map(|w| u64::from((w[0] == 0.0) & (w[1] != 0.0)))
+        .sum()
 }
 
 /// Whether a row with at least one policy token ends in a tool token (ragged layout, where
