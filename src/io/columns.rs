@@ -184,10 +184,14 @@ pub fn check_finite_scalars(values: &[f32], col: &ColumnRef<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Group labels: strings (utf8, large_utf8, utf8_view, dictionary of strings) or integers.
+/// Group labels: strings (utf8, large_utf8, utf8_view, dictionary of strings) or integers
+/// (or a dictionary of integers).
 pub fn group_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>> {
     const EXPECTED: &str = "strings or integers";
-    if let Some(row) = first_null(array.as_ref()) {
+    // logical nulls: a dictionary's row is null where its key is, or the value it points to
+    if let Some(nulls) = array.logical_nulls()
+        && let Some(row) = (0..array.len()).find(|&i| nulls.is_null(i))
+    {
         return Err(col.error(row, "null label"));
     }
     let dt = array.data_type();
@@ -196,16 +200,10 @@ pub fn group_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>
     }
     let strings =
         convert::string_values(array.as_ref()).ok_or_else(|| col.type_error(dt, EXPECTED))?;
-    strings
+    Ok(strings
         .into_iter()
-        .enumerate()
-        // a dictionary's null value (its key is not null)
-        .map(|(row, s)| {
-            Ok(GroupKey::Str(
-                s.ok_or_else(|| col.error(row, "null label"))?.into(),
-            ))
-        })
-        .collect()
+        .map(|s| GroupKey::Str(s.unwrap_or_default().into()))
+        .collect())
 }
 
 /// Group labels from a list-of-integers column (`prompt_ids`): rows are in one group when
@@ -374,6 +372,17 @@ mod tests {
         let dict: ArrayRef = Arc::new(DictionaryArray::new(keys, Arc::new(values)));
         let e = group_keys(&dict, &COL).unwrap_err();
         assert_eq!(e.message(), "in.parquet: column `c` row 11: null label");
+        // a dictionary of integers groups as its integers, and its null values are refused
+        let ints = arrow_array::Int64Array::from(vec![Some(5), None]);
+        let keys = arrow_array::Int8Array::from(vec![0, 0, 1]);
+        let dict: ArrayRef = Arc::new(DictionaryArray::new(keys, Arc::new(ints)));
+        let e = group_keys(&dict, &COL).unwrap_err();
+        assert_eq!(e.message(), "in.parquet: column `c` row 12: null label");
+        let dict = dict.slice(0, 2);
+        assert_eq!(
+            group_keys(&dict, &COL).unwrap(),
+            [GroupKey::Int(5), GroupKey::Int(5)]
+        );
     }
 
     #[test]

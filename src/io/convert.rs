@@ -143,8 +143,8 @@ pub fn f64_values(array: &dyn Array) -> Option<Vec<f64>> {
     ), _ => None)
 }
 
-/// The values of an integer array as i128 (every integer type fits), nulls as 0; `None` for
-/// another type.
+/// The values of an integer array (or a dictionary of integers) as i128 (every integer type
+/// fits), nulls as 0; `None` for another type.
 pub fn integer_values(array: &dyn Array) -> Option<Vec<i128>> {
     macro_rules! ints {
         ($t:ty) => {
@@ -165,6 +165,15 @@ pub fn integer_values(array: &dyn Array) -> Option<Vec<i128>> {
         DataType::UInt16 => ints!(UInt16Type),
         DataType::UInt32 => ints!(UInt32Type),
         DataType::UInt64 => ints!(UInt64Type),
+        DataType::Dictionary(_, _) => {
+            // a null key's row is 0, as a null's is above (the callers refuse nulls first)
+            let dict = array.as_any_dictionary();
+            let values = integer_values(dict.values().as_ref())?;
+            dict.normalized_keys()
+                .into_iter()
+                .map(|k| values.get(k).copied().unwrap_or(0))
+                .collect()
+        }
         _ => return None,
     })
 }
@@ -292,6 +301,20 @@ mod tests {
         // u64::MAX does not fit i64; as i128 it is itself
         let big = UInt64Array::from(vec![u64::MAX]);
         assert_eq!(integer_values(&big).unwrap(), vec![u64::MAX as i128]);
+        // a dictionary of integers reads through its keys
+        let keys = Int8Array::from(vec![1, 0, 1]);
+        let dict = DictionaryArray::new(keys, Arc::new(UInt64Array::from(vec![7, u64::MAX])));
+        assert_eq!(
+            integer_values(&dict).unwrap(),
+            vec![u64::MAX as i128, 7, u64::MAX as i128]
+        );
+        assert!(
+            integer_values(&DictionaryArray::new(
+                Int8Array::from(vec![0]),
+                Arc::new(StringArray::from(vec!["a"]))
+            ))
+            .is_none()
+        );
     }
 
     #[test]
