@@ -1,6 +1,7 @@
 //! The output record batch of one row group: the input columns, then the computed columns
-//! as `list<float32>` sharing the input rows' offsets, with the child field name and
-//! nullability of the input's `response_mask` (`InputColumns::float_list_field`).
+//! as `list<float32>` with the input rows' offsets, with the child field name and
+//! nullability of the input's `response_mask` (`InputColumns::float_list_field`); a rejected
+//! mask goes back in the input mask's own type (`io/convert.rs` builds each list).
 
 use arrow_array::RecordBatch;
 use arrow_buffer::ScalarBuffer;

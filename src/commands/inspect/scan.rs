@@ -116,7 +116,7 @@ pub fn scan(
 }
 
 /// What one row's tokens add up to, from [`row_tokens`].
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 struct RowTokens {
     /// Mask-1 tokens.
     valid: u64,
@@ -139,10 +139,9 @@ struct RowTokens {
     ratio_extreme: u64,
 }
 
-/// One row's token checks in one pass over its tokens, `kl` = (old, ref) and `mismatch` =
-/// (old, rollout) when the file has them. One pass rather than one per check: each f64 sum
-/// runs in token order (so the bits are those of separate passes), and in one loop the sums
-/// no longer wait on each other's latency.
+/// One row's token checks, `kl` = (old, ref) and `mismatch` = (old, rollout) when the file
+/// has them: the f64 sums in one loop (each in token order, so the bits are those of a loop
+/// per check; together they no longer wait on each other's latency), the counts in another.
 fn row_tokens(
     mask: &[f32],
     scores: &[f32],
