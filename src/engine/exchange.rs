@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, RecordBatch,
-    StringArray, UInt64Array,
+    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Float32Array, Float64Array, Int64Array,
+    PrimitiveArray, RecordBatch, StringArray, UInt64Array,
 };
-use arrow_array::{ArrowPrimitiveType, PrimitiveArray};
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{Field, Schema};

@@ -188,10 +188,7 @@ pub fn check_finite_scalars(values: &[f32], col: &ColumnRef<'_>) -> Result<()> {
 /// (or a dictionary of integers).
 pub fn group_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKey>> {
     const EXPECTED: &str = "strings or integers";
-    // logical nulls: a dictionary's row is null where its key is, or the value it points to
-    if let Some(nulls) = array.logical_nulls()
-        && let Some(row) = (0..array.len()).find(|&i| nulls.is_null(i))
-    {
+    if let Some(row) = first_null(array.as_ref()) {
         return Err(col.error(row, "null label"));
     }
     let dt = array.data_type();
@@ -268,11 +265,11 @@ pub fn float_scalars(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<f32>> 
     Ok(values.into_iter().map(|v| v as f32).collect())
 }
 
+/// The first null row, logically: a dictionary's row is null where its key is, or the value
+/// its key points to.
 fn first_null(array: &dyn Array) -> Option<usize> {
-    if array.null_count() == 0 {
-        return None;
-    }
-    (0..array.len()).find(|&i| array.is_null(i))
+    let nulls = array.logical_nulls().filter(|n| n.null_count() > 0)?;
+    (0..array.len()).find(|&i| nulls.is_null(i))
 }
 
 #[cfg(test)]

@@ -236,7 +236,6 @@ pub fn list_of(
             None,
         )?),
         (_, Some(size)) => {
-            let rows = offsets.len().saturating_sub(1);
             let uniform = offsets.windows(2).all(|w| w[1] - w[0] == size as usize)
                 && offsets.first() == Some(&0);
             if !uniform {
@@ -244,9 +243,12 @@ pub fn list_of(
                     "rows are not all {size} long"
                 )));
             }
-            let list = FixedSizeListArray::try_new(field.clone(), size, items, None)?;
-            debug_assert_eq!(list.len(), rows);
-            Arc::new(list)
+            Arc::new(FixedSizeListArray::try_new(
+                field.clone(),
+                size,
+                items,
+                None,
+            )?)
         }
         _ => unreachable!("matched above"),
     })

@@ -363,11 +363,10 @@ mod tests {
     use std::path::Path;
     use std::sync::Arc;
 
-    use arrow_array::ArrayRef;
-    use arrow_array::RecordBatch;
     use arrow_array::builder::{
         Float32Builder, Float64Builder, Int8Builder, Int64Builder, LargeListBuilder, ListBuilder,
     };
+    use arrow_array::{ArrayRef, RecordBatch};
     use arrow_schema::{DataType, Field};
     use parquet::arrow::ArrowWriter;
     use parquet::basic::{Compression, Encoding, ZstdLevel};

@@ -186,21 +186,22 @@ fn row_tokens_with<const KL: bool, const MISMATCH: bool>(
         score: -0.0,
         ..Default::default()
     };
-    // The f64 sums, each in token order, in one loop: without a branch or a call per token
-    // (masks are random 0s and 1s, and a call would keep the sums in memory), a token that
-    // does not count adds 0.0, which leaves a sum as it is.
+    // The f64 sums, each in token order, in one loop without a call (a call would keep the
+    // sums in memory): a token that does not count adds 0.0, which leaves a sum as it is.
     for t in 0..n {
         let on = mask[t] != 0.0;
         r.score += scores[t] as f64;
         if KL {
             let (a, b) = (kl_old[t], reference[t]);
-            let k1 = or_zero(on & a.is_finite() & b.is_finite(), a as f64 - b as f64);
+            let on = on & a.is_finite() & b.is_finite();
+            let k1 = if on { a as f64 - b as f64 } else { 0.0 };
             r.k1 += k1;
             r.abs_k1 += k1.abs();
         }
         if MISMATCH {
             let (a, b) = (old[t], rollout[t]);
-            let d = or_zero(on & a.is_finite() & b.is_finite(), a as f64 - b as f64);
+            let on = on & a.is_finite() & b.is_finite();
+            let d = if on { a as f64 - b as f64 } else { 0.0 };
             r.mismatch += d.abs();
         }
     }
@@ -240,12 +241,6 @@ fn row_tokens_with<const KL: bool, const MISMATCH: bool>(
         }
     }
     r
-}
-
-/// `x` when `on`, else +0.0, without a branch (`x` may be NaN or ±inf when not `on`).
-#[inline]
-fn or_zero(on: bool, x: f64) -> f64 {
-    f64::from_bits(x.to_bits() & 0u64.wrapping_sub(u64::from(on)))
 }
 
 /// An empty tally with the columns of `group` in a fixed order: scores, the token columns,
