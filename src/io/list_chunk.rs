@@ -167,7 +167,8 @@ fn bit_width(max: u32) -> u8 {
     (32 - max.leading_zeros()) as u8
 }
 
-/// A physical value type: its width and how it is read from little-endian bytes.
+/// A physical value type: its width and how it is read from little-endian bytes. Only plain
+/// numbers implement it (every bit pattern is a value): `extend_plain` copies bytes into them.
 trait Physical: Copy + Default + Send + 'static {
     const SIZE: usize;
     fn from_le(bytes: &[u8]) -> Self;
@@ -457,6 +458,25 @@ fn extend_plain<T: Physical>(
     let bytes = data
         .get(..count * T::SIZE)
         .ok_or_else(|| malformed("page shorter than its values"))?;
+    #[cfg(target_endian = "little")]
+    {
+        // PLAIN is the values' little-endian bytes: one copy (the per-value loop did not
+        // become one)
+        out.reserve(count);
+        let spare = out.spare_capacity_mut();
+        // SAFETY: `spare` holds at least `count` values, `bytes` is `count` values' bytes,
+        // and every bit pattern is a valid `T` (f32, f64, i32 or i64); the two do not
+        // overlap (`out` owns its buffer). The values are set before the length covers them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                spare.as_mut_ptr().cast::<u8>(),
+                bytes.len(),
+            );
+            out.set_len(out.len() + count);
+        }
+    }
+    #[cfg(not(target_endian = "little"))]
     out.extend(bytes.chunks_exact(T::SIZE).map(T::from_le));
     Ok(())
 }

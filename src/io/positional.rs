@@ -97,18 +97,59 @@ impl ChunkReader for PositionalFile {
                 self.len
             )));
         }
-        let mut buf = vec![0u8; length];
-        let mut reader = PositionalReader {
-            file: self.file.clone(),
-            pos: start,
-        };
-        reader.read_exact(&mut buf).map_err(|e| {
+        let buf = read_exact_at(&self.file, start, length).map_err(|e| {
             parquet::errors::ParquetError::EOF(format!(
                 "cannot read {length} bytes at offset {start}: {e}"
             ))
         })?;
         Ok(buf.into())
     }
+}
+
+/// `length` bytes at `offset`. On Linux into memory that is not zeroed first: a column chunk
+/// is tens of MiB, and zeroing it was a pass over it before the read's own.
+fn read_exact_at(file: &File, offset: u64, length: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf: Vec<u8> = Vec::with_capacity(length);
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        while buf.len() < length {
+            let done = buf.len();
+            let at = libc::off_t::try_from(offset + done as u64)
+                .map_err(|_| std::io::Error::other("offset out of range"))?;
+            // SAFETY: the kernel writes at most `length - done` bytes into `buf`'s spare
+            // capacity (it holds `length - done`); the length then grows by what it wrote.
+            let n = unsafe {
+                libc::pread(
+                    file.as_raw_fd(),
+                    buf.as_mut_ptr().add(done).cast(),
+                    length - done,
+                    at,
+                )
+            };
+            match n {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n if n < 0 => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+                // SAFETY: the `n` bytes after `done` were just written
+                n => unsafe { buf.set_len(done + n as usize) },
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        buf.resize(length, 0);
+        PositionalReader {
+            file: Arc::new(file.try_clone()?),
+            pos: offset,
+        }
+        .read_exact(&mut buf)?;
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]
@@ -132,5 +173,22 @@ mod tests {
         let mut rest = Vec::new();
         f.get_read(7).unwrap().read_to_end(&mut rest).unwrap();
         assert_eq!(rest, b"789");
+    }
+
+    #[test]
+    fn a_file_cut_short_after_opening_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let f = PositionalFile::new(File::open(&path).unwrap()).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(5)
+            .unwrap();
+        assert_eq!(&f.get_bytes(1, 4).unwrap()[..], b"1234");
+        let e = f.get_bytes(2, 8).unwrap_err().to_string();
+        assert!(e.contains("cannot read 8 bytes at offset 2"), "{e}");
     }
 }

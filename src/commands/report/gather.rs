@@ -361,23 +361,11 @@ fn outputs_of(
 
 /// The advantages of the valid tokens (mask after rejection).
 fn valid_advantages(o: &GroupOutputs) -> Sketch {
-    Sketch::of(
-        o.outputs
-            .advantages
-            .iter()
-            .zip(o.mask.iter())
-            .filter(|&(_, &m)| m == 1.0)
-            .map(|(&a, _)| a),
-    )
+    Sketch::of_valid(&o.outputs.advantages, &o.mask)
 }
 
 /// The IS weights of the valid tokens, when there are any.
 fn valid_is_weights(o: &GroupOutputs) -> Option<Sketch> {
     let w = o.outputs.rollout_is_weights.as_ref()?;
-    Some(Sketch::of(
-        w.iter()
-            .zip(o.mask.iter())
-            .filter(|&(_, &m)| m == 1.0)
-            .map(|(&a, _)| a),
-    ))
+    Some(Sketch::of_valid(w, &o.mask))
 }

@@ -13,14 +13,46 @@ pub struct Sketch {
 }
 
 impl Sketch {
-    /// The sketch of `values` (NaN and ±inf left out).
-    pub fn of(values: impl IntoIterator<Item = f32>) -> Self {
+    /// The sketch of the `values` whose `mask` is 1 (NaN and ±inf left out).
+    pub fn of_valid(values: &[f32], mask: &[f32]) -> Self {
+        let n = values.len().min(mask.len());
+        let (values, mask) = (&values[..n], &mask[..n]);
         let mut dense = vec![0u64; 1 << 16];
-        for v in values {
-            if v.is_finite() {
-                dense[(v.to_bits() >> 16) as usize] += 1;
+        // A run of one bucket is counted before it is stored: GRPO's advantages repeat a
+        // row's value over its tokens, and adding one to the same count at each token waits
+        // on the previous add. Eight valid copies of one value join the run at once.
+        let (mut key, mut run) = (0usize, 0u64);
+        let mut add = |v: f32, times: u64, dense: &mut [u64]| {
+            let k = (v.to_bits() >> 16) as usize;
+            if k != key {
+                dense[key] += run;
+                (key, run) = (k, 0);
+            }
+            run += times;
+        };
+        const BLOCK: usize = 8;
+        let (v8, m8) = (values.chunks_exact(BLOCK), mask.chunks_exact(BLOCK));
+        let (v_rest, m_rest) = (v8.remainder(), m8.remainder());
+        for (v, m) in v8.zip(m8) {
+            let first = v[0].to_bits();
+            let same = v.iter().fold(true, |all, x| all & (x.to_bits() == first));
+            let valid = m.iter().fold(true, |all, &x| all & (x == 1.0));
+            if same & valid & v[0].is_finite() {
+                add(v[0], BLOCK as u64, &mut dense);
+            } else {
+                for (&x, &y) in v.iter().zip(m) {
+                    if y == 1.0 && x.is_finite() {
+                        add(x, 1, &mut dense);
+                    }
+                }
             }
         }
+        for (&x, &y) in v_rest.iter().zip(m_rest) {
+            if y == 1.0 && x.is_finite() {
+                add(x, 1, &mut dense);
+            }
+        }
+        dense[key] += run;
         Sketch {
             counts: dense
                 .into_iter()
@@ -103,11 +135,37 @@ fn midpoint(key: u16) -> f64 {
 mod tests {
     use super::*;
 
+    /// The sketch of every value.
+    fn all<const N: usize>(values: [f32; N]) -> Sketch {
+        Sketch::of_valid(&values, &[1.0; N])
+    }
+
+    #[test]
+    fn only_valid_values_count_in_blocks_and_alone() {
+        // three blocks of eight and three left over: eight valid 2.0 (one run); a masked
+        // 2.0; a 3.0 among 2.0; then a masked 2.0, +inf and 3.0
+        let mut values = vec![2.0f32; 27];
+        let mut mask = vec![1.0f32; 27];
+        mask[9] = 0.0;
+        values[20] = 3.0;
+        mask[24] = 0.0;
+        values[25] = f32::INFINITY;
+        values[26] = 3.0;
+        let s = Sketch::of_valid(&values, &mask);
+        // 27 - 2 masked - 1 infinite, of which two 3.0
+        assert_eq!(s.total(), 24);
+        assert_eq!(s.histogram(1.5, 3.5, 2), vec![22, 2]);
+        // a mask shorter than the values bounds them
+        assert_eq!(Sketch::of_valid(&values, &mask[..8]).total(), 8);
+        // a block of one non-finite value counts nothing
+        assert_eq!(Sketch::of_valid(&[f32::NAN; 8], &[1.0; 8]).total(), 0);
+    }
+
     #[test]
     fn counts_merge_and_land_in_their_bins() {
         // 1.0, 1.0, -0.5, 0.0, NaN (left out) | 0.25, 1.0, +inf (left out)
-        let mut a = Sketch::of([1.0, 1.0, -0.5, 0.0, f32::NAN]);
-        let b = Sketch::of([0.25, 1.0, f32::INFINITY]);
+        let mut a = all([1.0, 1.0, -0.5, 0.0, f32::NAN]);
+        let b = all([0.25, 1.0, f32::INFINITY]);
         assert_eq!(a.total(), 4);
         a.merge(&b);
         assert_eq!(a.total(), 6);
@@ -120,6 +178,16 @@ mod tests {
     }
 
     #[test]
+    fn runs_count_every_value() {
+        // a run broken by NaN and by another value, and ±0 (bucket 0 and 0x8000)
+        let a = all([2.0, f32::NAN, 2.0, 3.0, 2.0, 2.0, 0.0, -0.0, 0.0]);
+        assert_eq!(a.total(), 8);
+        // [-0.5, 1.5) [1.5, 3.5): the zeros, then four 2.0 and one 3.0
+        assert_eq!(a.histogram(-0.5, 3.5, 2), vec![3, 5]);
+        assert_eq!(a.histogram(1.5, 3.5, 2), vec![7, 1]);
+    }
+
+    #[test]
     fn a_midpoint_is_within_its_bucket() {
         // 3.0 = 0x4040_0000: its bucket holds [3.0, 3.015625)
         let m = midpoint((3.0f32.to_bits() >> 16) as u16);
@@ -129,7 +197,7 @@ mod tests {
 
     #[test]
     fn merge_order_does_not_matter() {
-        let (x, y) = (Sketch::of([1.0, 2.0, 3.0]), Sketch::of([2.0, -7.5]));
+        let (x, y) = (all([1.0, 2.0, 3.0]), all([2.0, -7.5]));
         let mut a = x.clone();
         a.merge(&y);
         let mut b = y.clone();
