@@ -156,12 +156,18 @@ fn read_exact_at(file: &File, offset: u64, length: usize) -> std::io::Result<Vec
 mod tests {
     use super::*;
 
-    #[test]
-    fn reads_past_the_end_are_refused_without_allocating() {
+    /// A ten-byte file, opened.
+    fn ten_bytes() -> (tempfile::TempDir, std::path::PathBuf, PositionalFile) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         let f = PositionalFile::new(File::open(&path).unwrap()).unwrap();
+        (dir, path, f)
+    }
+
+    #[test]
+    fn reads_past_the_end_are_refused_without_allocating() {
+        let (_dir, _, f) = ten_bytes();
         assert_eq!(&f.get_bytes(2, 8).unwrap()[..], b"23456789");
         assert_eq!(f.get_bytes(10, 0).unwrap().len(), 0);
         // 2^40 bytes would abort the process if it were allocated.
@@ -177,10 +183,7 @@ mod tests {
 
     #[test]
     fn a_file_cut_short_after_opening_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, b"0123456789").unwrap();
-        let f = PositionalFile::new(File::open(&path).unwrap()).unwrap();
+        let (_dir, path, f) = ten_bytes();
         std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
