@@ -4,7 +4,7 @@ estimators, measured in rounds that alternate the commands, so that a shared mac
 falls on all of them alike. Prints each command's median and the median of the per-round
 report/compare ratios.
 
-    python3 bench/report_ratio.py [--rounds 15] [--advcalc A [--advcalc B]] [--uncompressed]
+    <venv>/bin/python bench/report_ratio.py [--rounds 15] [--advcalc A [--advcalc B]] [--uncompressed]
         [DUMP]
 
 DUMP defaults to bench/data/dump_8192.parquet (bench/run.py makes it). With two --advcalc
