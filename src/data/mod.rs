@@ -7,6 +7,6 @@ mod token_outputs;
 mod token_role;
 
 pub use group_key::GroupKey;
-pub use row_group::{PositiveLogProbs, RowGroup, TokenColumn};
+pub use row_group::{PositiveLogProbs, RowGroup, TokenColumn, token_position};
 pub use token_outputs::TokenOutputs;
 pub use token_role::TokenRole;

@@ -27,6 +27,13 @@ impl TokenColumn {
     }
 }
 
+/// Where flat token index `token` is, given the rows' `offsets`: its row and its index in
+/// that row (for messages that name both).
+pub fn token_position(offsets: &[usize], token: usize) -> (usize, usize) {
+    let row = offsets.partition_point(|&o| o <= token) - 1;
+    (row, token - offsets[row])
+}
+
 /// The rows of one row group, as plain slices.
 #[derive(Debug, Clone)]
 pub struct RowGroup {
@@ -95,5 +102,20 @@ impl RowGroup {
     /// The step of row `i` (None without a step column).
     pub fn step_of(&self, i: usize) -> Option<i64> {
         self.step.as_ref().map(|s| s[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_placed_in_its_row_past_empty_rows() {
+        // rows of 3, 0 and 2 tokens
+        let offsets = [0, 3, 3, 5];
+        assert_eq!(token_position(&offsets, 0), (0, 0));
+        assert_eq!(token_position(&offsets, 2), (0, 2));
+        assert_eq!(token_position(&offsets, 3), (2, 0));
+        assert_eq!(token_position(&offsets, 4), (2, 1));
     }
 }

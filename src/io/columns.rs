@@ -5,7 +5,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 
-use crate::data::{GroupKey, TokenColumn};
+use crate::data::{GroupKey, TokenColumn, token_position};
 use crate::error::{Error, Result};
 use crate::io::convert;
 
@@ -87,21 +87,20 @@ pub fn token_column(array: &ArrayRef, kind: TokenKind, col: &ColumnRef<'_>) -> R
     let offsets: Vec<usize> = offsets.iter().map(|&o| o - start).collect();
     if child.null_count() > 0 {
         let token = first_null(child.as_ref()).unwrap_or(0);
-        let row = offsets.partition_point(|&o| o <= token) - 1;
-        return Err(col.error(row, format!("null value at token {}", token - offsets[row])));
+        let (row, at) = token_position(&offsets, token);
+        return Err(col.error(row, format!("null value at token {at}")));
     }
     let values = convert::f32_values(child.as_ref())
         .ok_or_else(|| col.type_error(array.data_type(), kind.expected()))?;
     if kind == TokenKind::Mask
         && let Some(token) = first_where(&values, |v| (v != 0.0) & (v != 1.0))
     {
-        let row = offsets.partition_point(|&o| o <= token) - 1;
+        let (row, at) = token_position(&offsets, token);
         return Err(col.error(
             row,
             format!(
-                "mask value {} at token {} (masks hold 0 or 1)",
-                values[token],
-                token - offsets[row]
+                "mask value {} at token {at} (masks hold 0 or 1)",
+                values[token]
             ),
         ));
     }
@@ -157,13 +156,12 @@ fn first_where(values: &[f32], bad: impl Fn(f32) -> bool + Copy) -> Option<usize
 /// Refuse NaN and ±inf, naming the row and token (verl would carry them into every sum).
 pub fn check_finite_tokens(values: &[f32], offsets: &[usize], col: &ColumnRef<'_>) -> Result<()> {
     if let Some(token) = first_where(values, |v| !v.is_finite()) {
-        let row = offsets.partition_point(|&o| o <= token) - 1;
+        let (row, at) = token_position(offsets, token);
         return Err(col.error(
             row,
             format!(
-                "{} at token {} (pass --allow-nonfinite to let non-finite values through, as verl would)",
-                values[token],
-                token - offsets[row]
+                "{} at token {at} (pass --allow-nonfinite to let non-finite values through, as verl would)",
+                values[token]
             ),
         ));
     }

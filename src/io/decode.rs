@@ -3,7 +3,7 @@
 use arrow_array::RecordBatch;
 use arrow_buffer::ScalarBuffer;
 
-use crate::data::{PositiveLogProbs, RowGroup, TokenColumn};
+use crate::data::{PositiveLogProbs, RowGroup, TokenColumn, token_position};
 use crate::error::{Error, Result};
 use crate::io::columns::{self, ColumnRef, TokenKind};
 use crate::io::schema::{InputColumns, ScoreSource};
@@ -191,11 +191,11 @@ fn positives(
 ) -> Option<PositiveLogProbs> {
     let count = values.values.iter().filter(|&&v| v > 0.0).count();
     let token = values.values.iter().position(|&v| v > 0.0)?;
-    let row = values.offsets.partition_point(|&o| o <= token) - 1;
+    let (row, token) = token_position(&values.offsets, token);
     Some(PositiveLogProbs {
         count,
         column,
         row: first_row + row,
-        token: token - values.offsets[row],
+        token,
     })
 }
