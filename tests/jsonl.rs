@@ -670,3 +670,111 @@ fn usage_errors_exit_2() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// The V1 corpus (`fixtures/verl/jsonl_v1/`): dumps written by verl 0.9.1's own
+/// `_log_rollout_data` (V1 and legacy trainers) and the advantages verl's own
+/// `_compute_advantage` gave on the same batch. Each run of each case, as `advcalc run ARGS
+/// CASE_DIR OUT`, must give verl's per-row advantage (the corpus tolerance).
+#[test]
+fn verl_v1_dumps_give_verls_advantages() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/jsonl_v1");
+    let mut runs = 0;
+    for case in common::case_dirs(&root) {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let Ok(text) = std::fs::read_to_string(case.join("expected.json")) else {
+            continue; // not a case directory
+        };
+        let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for r in expected["runs"].as_array().unwrap() {
+            let args: Vec<&str> = r["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            let want: Vec<f64> = r["advantages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            let tmp = tempfile::tempdir().unwrap();
+            let out = tmp.path().join("out.parquet");
+            let mut all = vec!["run", "-q"];
+            all.extend(&args);
+            all.extend([".", out.to_str().unwrap()]);
+            let o = run(&case, &all);
+            assert!(o.status.success(), "{name} {args:?}: {}", stderr(&o));
+            let got = f32_column(&read_parquet(&out), "advantage");
+            assert_close(&format!("{name} {args:?}"), &got, &want, 2e-5, 2e-4);
+            runs += 1;
+        }
+    }
+    // 7 cases, 14 runs: a corpus that lost its files fails here rather than passing empty
+    assert_eq!(runs, 14, "runs of the V1 corpus");
+}
+
+/// `inspect` says which grouping it used, and a V1 dump's groups are the key's uid parts:
+/// the prompt drawn twice is two groups of four, not one of eight.
+#[test]
+fn inspect_names_the_grouping_of_each_writer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/jsonl_v1");
+    let inspect = |case: &str| -> serde_json::Value {
+        let o = run(&root.join(case), &["inspect", "--json", "."]);
+        assert!(o.status.success(), "{case}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let v1 = inspect("prompt_drawn_twice");
+    let notes = v1["notes"].to_string();
+    assert!(
+        notes.contains("grouped by the uid part of their `uid` key"),
+        "{notes}"
+    );
+    let groups = &v1["steps"][0]["groups"];
+    assert_eq!(groups["count"], 3, "{groups}");
+    assert_eq!(
+        groups["size_histogram"],
+        serde_json::json!({"4": 3}),
+        "{groups}"
+    );
+    let legacy = inspect("legacy_writer");
+    let notes = legacy["notes"].to_string();
+    assert!(notes.contains("grouped by their `input` text"), "{notes}");
+}
+
+/// A V1 key that verl could not have written (no integer session and index), or lines with
+/// and without a `uid`, are refused naming the line, as any other fault.
+#[test]
+fn a_uid_that_is_not_a_v1_key_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let line = |uid: &str| {
+        format!(
+            "{{\"input\": \"q\", \"output\": \"a\", \"gts\": null, \"score\": 1.0, \"step\": 1, \"uid\": {uid}}}"
+        )
+    };
+    for (second, message) in [
+        (
+            line("\"u1_x_0\""),
+            "error: 1.jsonl line 2: `uid` is \"u1_x_0\", not verl V1's key `{uid}_{session_id}_{index}`",
+        ),
+        (
+            line("7"),
+            "error: 1.jsonl line 2: `uid` is 7, not a string (verl V1 writes `{uid}_{session_id}_{index}`)",
+        ),
+        (
+            "{\"input\": \"q\", \"output\": \"a\", \"gts\": null, \"score\": 1.0, \"step\": 1}"
+                .to_string(),
+            "error: 1.jsonl line 2: no `uid` (verl V1's key), while the lines before have one",
+        ),
+    ] {
+        write(
+            tmp.path(),
+            "1.jsonl",
+            &format!("{}\n{second}\n", line("\"u1_0_0\"")),
+        );
+        let o = run(tmp.path(), &["inspect", "1.jsonl"]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().next().unwrap(), message);
+    }
+}

@@ -5,10 +5,18 @@
 //! such file or a directory of them (read in step order of their names: `2.jsonl` before
 //! `10.jsonl`).
 //!
+//! Two writers: the legacy trainer's (`RayPPOTrainer`, `trainer.use_v1: false`) writes no
+//! uid, so rows of one prompt are the rows with the same `input` text; verl 0.9.1's default
+//! V1 trainer (`trainer/ppo/v1/trainer_base.py` `_log_rollout_data`) adds
+//! `"uid": "{uid}_{session_id}_{index}"` to every line ([`Writer`]). With it, the group is the
+//! key's uid part (a prompt drawn twice in a step is two groups), and `{uid}_{session_id}` is
+//! a multi-output session whose last `index` GRPO scores (verl's `v1/utils.py`).
+//!
 //! A dump holds one score per row and no tokens, so it is **sequence-level** data. The passes
-//! read it through a spooled Parquet file holding only what they need: `uid` (the `input`
-//! text: rows of one prompt share it), a one-token `response_mask` of `[1]`, the `score` and
-//! the `step`; the spool's schema metadata carries [`SEQUENCE_LEVEL_KEY`], so that a
+//! read it through a spooled Parquet file holding only what they need: `uid` (the key's uid
+//! part, or the `input` text), with the V1 writer `session_id` and `output_index`, a one-token
+//! `response_mask` of `[1]`, the `score` and the `step`; the spool's schema metadata carries
+//! [`SEQUENCE_LEVEL_KEY`] (its value names the writer), so that a
 //! configuration that needs real tokens (a token-level estimator, KL in the reward, rollout
 //! correction) is refused when the columns are resolved (`io::schema`), never run on the
 //! synthesized rows. `run` writes the dump's own fields back out with one `advantage` per
@@ -16,7 +24,8 @@
 //!
 //! Every fault names the file and the line (counted from 1): a line that is not a JSON
 //! object, no `input` or `score`, a score that is not a number, a `step` that is not an
-//! integer or disagrees with the file name, an empty file, a directory mixing JSONL with
+//! integer or disagrees with the file name, a `uid` that is not a V1 key, lines with and
+//! without `uid` (or `step`) in one input, an empty file, a directory mixing JSONL with
 //! Parquet or Arrow files. Blank lines are skipped (verl ends every file with a newline, and
 //! an empty batch writes a lone one).
 
@@ -43,6 +52,53 @@ use crate::io::json_line::{self, JsonValue};
 /// Schema metadata key of sequence-level input: one synthesized token per row carrying the
 /// row's score. Deliberately outside the `advcalc.` provenance keys.
 pub const SEQUENCE_LEVEL_KEY: &str = "advcalc:sequence_level";
+
+/// Which of verl's two writers made a dump, as [`SEQUENCE_LEVEL_KEY`]'s value records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// `RayPPOTrainer._dump_generations` (`trainer.use_v1: false`): no uid; groups are rows
+    /// with the same `input` text.
+    Legacy,
+    /// The V1 trainer's `_log_rollout_data`: every line has `"uid": "{uid}_{session_id}_{index}"`.
+    V1,
+}
+
+impl Writer {
+    /// The value of [`SEQUENCE_LEVEL_KEY`] in the spool's metadata.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Writer::Legacy => "verl JSONL",
+            Writer::V1 => "verl JSONL V1",
+        }
+    }
+
+    /// The writer a spool's [`SEQUENCE_LEVEL_KEY`] value names.
+    pub fn of_tag(tag: &str) -> Option<Writer> {
+        [Writer::Legacy, Writer::V1]
+            .into_iter()
+            .find(|w| w.tag() == tag)
+    }
+
+    /// How the rows are grouped, for `inspect`'s note.
+    pub fn grouping(self) -> &'static str {
+        match self {
+            Writer::Legacy => {
+                "rows are grouped by their `input` text (verl's legacy writer: the lines have no `uid`)"
+            }
+            Writer::V1 => {
+                "rows are grouped by the uid part of their `uid` key `{uid}_{session_id}_{index}` (verl V1's writer), and `grpo` scores each `{uid}_{session_id}` session by its last `index`"
+            }
+        }
+    }
+}
+
+/// The V1 writer's key `{uid}_{session_id}_{index}`, split as verl splits it
+/// (`key.rsplit("_", 2)`, so a uid may contain `_`); `None` when it is not of that form.
+pub fn split_v1_key(key: &str) -> Option<(&str, i64, i64)> {
+    let (rest, index) = key.rsplit_once('_')?;
+    let (uid, session) = rest.rsplit_once('_')?;
+    Some((uid, session.parse().ok()?, index.parse().ok()?))
+}
 
 /// Rows per spooled row group and per output batch.
 const BATCH_ROWS: usize = 1024;
@@ -201,7 +257,10 @@ fn file_step(path: &Path) -> Option<i64> {
 /// One line, checked: its fields, and what the passes need of it.
 struct Row<'a> {
     fields: Vec<json_line::Field<'a>>,
-    input: String,
+    /// The group label: the V1 key's uid part, else the `input` text.
+    group: String,
+    /// The V1 key's `(session_id, index)`; `None` for the legacy writer.
+    session: Option<(i64, i64)>,
     score: f64,
     step: Option<i64>,
 }
@@ -277,12 +336,55 @@ fn check_row<'a>(
             )));
         }
     };
+    let (group, session) = match find("uid").map(|f| (&f.value, f.raw)) {
+        None => (input, None),
+        Some((JsonValue::Str(key), raw)) => match split_v1_key(key) {
+            Some((uid, session, index)) => (uid.to_string(), Some((session, index))),
+            None => {
+                return Err(Error::data(format!(
+                    "{at}: `uid` is {}, not verl V1's key `{{uid}}_{{session_id}}_{{index}}`",
+                    shown(raw)
+                ))
+                .with_hint(
+                    "verl's V1 trainer writes `uid` as `{uid}_{session_id}_{index}` with integer session and index; remove the field to group rows by their `input` text",
+                ));
+            }
+        },
+        Some((_, raw)) => {
+            return Err(Error::data(format!(
+                "{at}: `uid` is {}, not a string (verl V1 writes `{{uid}}_{{session_id}}_{{index}}`)",
+                shown(raw)
+            )));
+        }
+    };
     Ok(Row {
         fields,
-        input,
+        group,
+        session,
         score,
         step,
     })
+}
+
+/// Whether the lines so far have a field (`None`: no line yet); a line that breaks the rule
+/// is an error naming it, since one input mixing two writers (or steps and none) has no
+/// single meaning.
+fn all_or_none(seen: &mut Option<bool>, has: bool, at: &str, what: &str) -> Result<()> {
+    match *seen {
+        None => *seen = Some(has),
+        Some(true) if !has => {
+            return Err(Error::data(format!(
+                "{at}: no {what}, while the lines before have one"
+            )));
+        }
+        Some(false) if has => {
+            return Err(Error::data(format!(
+                "{at}: a {what}, while the lines before have none"
+            )));
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Call `each` with every non-blank line of `files` (in order) and where it is
@@ -292,7 +394,7 @@ fn for_each_row(
     allow_nonfinite: bool,
     mut each: impl FnMut(Row<'_>, &str) -> Result<()>,
 ) -> Result<()> {
-    let mut has_step: Option<bool> = None;
+    let (mut has_step, mut has_uid): (Option<bool>, Option<bool>) = (None, None);
     for path in files {
         let file = path.display().to_string();
         let handle = File::open(path)
@@ -320,20 +422,13 @@ fn for_each_row(
                 continue;
             }
             let row = check_row(text, &at, step, allow_nonfinite)?;
-            match has_step {
-                None => has_step = Some(row.step.is_some()),
-                Some(true) if row.step.is_none() => {
-                    return Err(Error::data(format!(
-                        "{at}: no `step`, while the lines before have one"
-                    )));
-                }
-                Some(false) if row.step.is_some() => {
-                    return Err(Error::data(format!(
-                        "{at}: a `step`, while the lines before have none"
-                    )));
-                }
-                _ => {}
-            }
+            all_or_none(&mut has_step, row.step.is_some(), &at, "`step`")?;
+            all_or_none(
+                &mut has_uid,
+                row.session.is_some(),
+                &at,
+                "`uid` (verl V1's key)",
+            )?;
             rows += 1;
             each(row, &at)?;
         }
@@ -349,25 +444,40 @@ fn for_each_row(
 #[derive(Default)]
 struct SpoolBatch {
     uid: Vec<String>,
+    /// `session_id` and `output_index` (the V1 writer only).
+    session: Vec<i64>,
+    index: Vec<i64>,
     score: Vec<f64>,
     step: Vec<i64>,
 }
 
 impl SpoolBatch {
-    fn schema(with_step: bool) -> SchemaRef {
-        let mut fields = vec![
-            Field::new("uid", DataType::Utf8, false),
-            Field::new(
-                "response_mask",
-                DataType::List(Arc::new(Field::new("item", DataType::Int8, true))),
-                false,
-            ),
-            Field::new("score", DataType::Float64, false),
-        ];
+    fn push(&mut self, row: Row<'_>) {
+        self.uid.push(row.group);
+        if let Some((session, index)) = row.session {
+            self.session.push(session);
+            self.index.push(index);
+        }
+        self.score.push(row.score);
+        self.step.extend(row.step);
+    }
+
+    fn schema(with_step: bool, writer: Writer) -> SchemaRef {
+        let mut fields = vec![Field::new("uid", DataType::Utf8, false)];
+        if writer == Writer::V1 {
+            fields.push(Field::new("session_id", DataType::Int64, false));
+            fields.push(Field::new("output_index", DataType::Int64, false));
+        }
+        fields.push(Field::new(
+            "response_mask",
+            DataType::List(Arc::new(Field::new("item", DataType::Int8, true))),
+            false,
+        ));
+        fields.push(Field::new("score", DataType::Float64, false));
         if with_step {
             fields.push(Field::new("step", DataType::Int64, false));
         }
-        let metadata = HashMap::from([(SEQUENCE_LEVEL_KEY.to_string(), "verl JSONL".to_string())]);
+        let metadata = HashMap::from([(SEQUENCE_LEVEL_KEY.to_string(), writer.tag().to_string())]);
         Arc::new(Schema::new_with_metadata(fields, metadata))
     }
 
@@ -379,12 +489,19 @@ impl SpoolBatch {
             Arc::new(Int8Array::from(vec![1i8; rows])),
             None,
         );
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(std::mem::take(&mut self.uid))),
-            Arc::new(mask),
-            Arc::new(Float64Array::from(std::mem::take(&mut self.score))),
-        ];
-        if schema.fields().len() == 4 {
+        let mut columns: Vec<ArrayRef> =
+            vec![Arc::new(StringArray::from(std::mem::take(&mut self.uid)))];
+        if schema.column_with_name("session_id").is_some() {
+            columns.push(Arc::new(Int64Array::from(std::mem::take(
+                &mut self.session,
+            ))));
+            columns.push(Arc::new(Int64Array::from(std::mem::take(&mut self.index))));
+        }
+        columns.push(Arc::new(mask));
+        columns.push(Arc::new(Float64Array::from(std::mem::take(
+            &mut self.score,
+        ))));
+        if schema.column_with_name("step").is_some() {
             columns.push(Arc::new(Int64Array::from(std::mem::take(&mut self.step))));
         }
         RecordBatch::try_new(schema.clone(), columns)
@@ -410,16 +527,17 @@ pub fn spool(
     let mut rows = 0usize;
     let mut flush = |batch: &mut SpoolBatch,
                      writer: &mut Option<(ArrowWriter<BufWriter<File>>, SchemaRef)>,
-                     with_step: bool|
+                     with_step: bool,
+                     kind: Writer|
      -> Result<()> {
         if writer.is_none() {
-            let schema = SpoolBatch::schema(with_step);
+            let schema = SpoolBatch::schema(with_step, kind);
             let props = WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::default()))
                 .set_max_row_group_row_count(Some(BATCH_ROWS))
                 .set_key_value_metadata(Some(vec![KeyValue::new(
                     SEQUENCE_LEVEL_KEY.to_string(),
-                    "verl JSONL".to_string(),
+                    kind.tag().to_string(),
                 )]))
                 .build();
             let sink = sink.take().expect("one writer");
@@ -432,7 +550,8 @@ pub fn spool(
         w.write(&record)
             .map_err(|e| fail("cannot spool").with_source(e))
     };
-    let mut with_step = false;
+    // every line alike (for_each_row checks it): the first line decides
+    let (mut with_step, mut kind) = (false, Writer::Legacy);
     for_each_row(&files, allow_nonfinite, |row, _| {
         for f in &row.fields {
             let kind = FieldKind::of(&f.value);
@@ -442,17 +561,18 @@ pub fn spool(
             }
         }
         with_step = row.step.is_some();
-        batch.uid.push(row.input);
-        batch.score.push(row.score);
-        batch.step.extend(row.step);
+        if row.session.is_some() {
+            kind = Writer::V1;
+        }
+        batch.push(row);
         rows += 1;
         if batch.uid.len() == BATCH_ROWS {
-            flush(&mut batch, &mut writer, with_step)?;
+            flush(&mut batch, &mut writer, with_step, kind)?;
         }
         Ok(())
     })?;
     if !batch.uid.is_empty() {
-        flush(&mut batch, &mut writer, with_step)?;
+        flush(&mut batch, &mut writer, with_step, kind)?;
     }
     let (w, _) = writer.expect("at least one row: empty files are refused");
     w.close().map_err(|e| fail("cannot spool").with_source(e))?;
