@@ -5,8 +5,10 @@ use serde_json::{Value, json};
 
 use super::buckets::BUCKETS;
 use super::summary::{PairSummary, VariantSummary};
-use crate::commands::inspect::findings::fragile_warnings;
+use crate::commands::inspect::Warning;
+use crate::commands::inspect::findings::fragile_findings;
 use crate::commands::inspect::fragile::{Fragile, fragile_json, fragile_rows};
+use crate::estimators::conventions::Convention;
 
 /// The whole comparison.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,11 +30,24 @@ pub struct Comparison {
     /// variants' numbers there are advcalc's exact ones, not any trainer's. `None` without
     /// a `uid` column.
     pub fragile: Option<Fragile>,
+    /// The conventions the variants run under: a fragile-group finding is a warning when it
+    /// concerns one of them, else a note.
+    pub conventions: Vec<Convention>,
 }
 
 impl Comparison {
     /// The comparison as JSON (documented in README and `docs/pipelines.md`).
     pub fn to_json(&self) -> Value {
+        let fragile = self
+            .fragile
+            .as_ref()
+            .map(|f| fragile_findings(f, &self.conventions))
+            .unwrap_or_default();
+        let listed = |ws: &[Warning]| -> Vec<Value> {
+            ws.iter()
+                .map(|w| json!({ "code": w.code, "message": w.message }))
+                .collect()
+        };
         let variants = self
             .variants
             .iter()
@@ -89,9 +104,8 @@ impl Comparison {
             "variants": variants,
             "pairs": pairs,
             "fragile_groups": self.fragile.as_ref().map_or(Value::Null, fragile_json),
-            "warnings": self.fragile.iter().flat_map(fragile_warnings)
-                .map(|w| json!({ "code": w.code, "message": w.message }))
-                .collect::<Vec<_>>(),
+            "warnings": listed(&fragile.0),
+            "notes": listed(&fragile.1),
         })
     }
 
@@ -168,8 +182,12 @@ impl Comparison {
             for (k, v) in rows {
                 out += &format!("{k:<width$}  {v}\n");
             }
-            for w in fragile_warnings(f) {
+            let (warnings, notes) = fragile_findings(f, &self.conventions);
+            for w in warnings {
                 out += &format!("warning[{}]: {}\n", w.code, w.message);
+            }
+            for n in notes {
+                out += &format!("note[{}]: {}\n", n.code, n.message);
             }
         }
         out

@@ -167,6 +167,10 @@ pub(crate) fn summarise(
         variants: summaries,
         pairs: pair_summaries(variants, &rows, &pairs),
         fragile: fragile_of(&prepared, &score),
+        conventions: variants
+            .iter()
+            .map(|v| v.config.algorithm.ext.convention)
+            .collect(),
     }
 }
 

@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::data::TokenRole;
 use crate::engine::pipeline::Pipeline;
 use crate::error::Result;
+use crate::estimators::conventions::Convention;
 use crate::io::schema::{InputColumns, ScoreSource};
 use crate::shaping::kl::KlController;
 use crate::shaping::scores::Layout;
@@ -20,6 +21,9 @@ pub struct Checks {
     pub groups: bool,
     /// `actor_rollout_ref.rollout.n`.
     pub rollout_n: Option<i64>,
+    /// The trainer the run is for (`--convention`): fragile-group findings that concern
+    /// only other trainers are notes, not warnings.
+    pub convention: Convention,
     /// verl's `old_log_probs` for the KL check: `rollout_log_probs` in bypass mode.
     pub kl_old: Option<TokenRole>,
     /// The file has verl's `old_log_probs` and `ref_log_prob`.
@@ -42,14 +46,17 @@ impl Checks {
         let mut pipeline = Pipeline::new(&config.algorithm);
         let present = |role| columns.token(role).is_some();
         let mut notes = Vec::new();
-        if columns
+        if let Some(tag) = columns
             .schema
             .metadata()
-            .contains_key(crate::io::jsonl::SEQUENCE_LEVEL_KEY)
+            .get(crate::io::jsonl::SEQUENCE_LEVEL_KEY)
         {
-            notes.push(
-                "IN is a verl JSONL dump (one score per row, no tokens): rows are grouped by their `input` text; each row counts as one valid token, so the mask, tool-span, KL and mismatch checks do not apply".to_string(),
-            );
+            let grouping = crate::io::jsonl::Writer::of_tag(tag)
+                .unwrap_or(crate::io::jsonl::Writer::Legacy)
+                .grouping();
+            notes.push(format!(
+                "IN is a verl JSONL dump (one score per row, no tokens): {grouping}; each row counts as one valid token, so the mask, tool-span, KL and mismatch checks do not apply"
+            ));
         }
         if columns.uid.is_none() {
             notes.push("the file has no `uid` column: group checks are skipped".to_string());
@@ -110,6 +117,7 @@ impl Checks {
             },
             groups: columns.uid.is_some(),
             rollout_n: config.rollout_n,
+            convention: config.algorithm.ext.convention,
             kl_old: kl.then_some(kl_old),
             kl,
             mismatch,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::estimators::conventions::Convention;
 use crate::estimators::groups::Grouping;
 use crate::shaping::scores::Layout;
 
@@ -131,12 +132,15 @@ pub fn step_report(step: Option<i64>, t: StepTally, checks: &Checks) -> StepRepo
         });
     }
     r.columns = t.columns;
-    r.warnings = warnings(&r);
+    r.warnings = warnings(&r, checks.convention);
+    if let Some(f) = &r.fragile {
+        r.notes = fragile_findings(f, &[checks.convention]).1;
+    }
     r
 }
 
 /// The warnings a step's findings raise, in report order.
-pub fn warnings(r: &StepReport) -> Vec<Warning> {
+pub fn warnings(r: &StepReport, convention: Convention) -> Vec<Warning> {
     let mut w = Vec::new();
     let mut warn = |code: &'static str, message: String| w.push(Warning { code, message });
 
@@ -213,8 +217,10 @@ pub fn warnings(r: &StepReport) -> Vec<Warning> {
             );
         }
     }
-    for x in r.fragile.iter().flat_map(fragile_warnings) {
-        warn(x.code, x.message);
+    if let Some(f) = &r.fragile {
+        for x in fragile_findings(f, &[convention]).0 {
+            warn(x.code, x.message);
+        }
     }
     if let Some(d) = r
         .score_sum
@@ -339,10 +345,12 @@ pub fn warnings(r: &StepReport) -> Vec<Warning> {
     w
 }
 
-/// The warnings of a step's numerically fragile groups (also `compare`'s notes): which
-/// trainers' arithmetic departs from the exact answer there, and by about how much.
-pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
-    let mut w = Vec::new();
+/// The findings of a step's numerically fragile groups (also `compare`'s): which trainers'
+/// arithmetic departs from the exact answer there, and by about how much. A finding is a
+/// warning when it concerns the trainer of the run (`conventions`: `--convention`, verl by
+/// default), and a note when only other trainers' arithmetic departs: `(warnings, notes)`.
+pub fn fragile_findings(f: &Fragile, conventions: &[Convention]) -> (Vec<Warning>, Vec<Warning>) {
+    let (mut warnings, mut notes) = (Vec::new(), Vec::new());
     let who = |pick: &dyn Fn(&super::fragile::Departure) -> Option<String>| -> String {
         f.departures
             .iter()
@@ -350,6 +358,16 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let concerned = |departs: &dyn Fn(&super::fragile::Departure) -> bool| {
+        f.departures
+            .iter()
+            .any(|d| d.rule.concerns(conventions) && departs(d))
+    };
+    let run = conventions
+        .iter()
+        .map(|c| c.name())
+        .collect::<Vec<_>>()
+        .join(", ");
     if f.equal_inexact_groups > 0 {
         let departs = who(&|d| {
             d.equal_scores.map(|(_, hi)| {
@@ -363,7 +381,7 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
             })
         });
         let exact = who(&|d| d.equal_scores.is_none().then(|| "0".to_string()));
-        w.push(Warning {
+        let finding = Warning {
             code: "equal_inexact_scores",
             message: format!(
                 "{} ({} rows) of equal scores that float32 cannot average exactly (e.g. {}): the exact advantage is 0, as advcalc writes, but a trainer's float32 mean lands an ulp or two off while the std is 0 or a residue as small, so it trains on noise, the same sign on every row of the group: {departs} per row; {exact}. Round rewards to multiples of a power of two (e.g. 1/1024), or drop zero-variance groups before training",
@@ -371,15 +389,23 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
                 f.equal_inexact_rows,
                 f.equal_inexact_example.map(num).unwrap_or_default(),
             ),
-        });
+        };
+        if concerned(&|d| d.equal_scores.is_some()) {
+            warnings.push(finding);
+        } else {
+            notes.push(not_this_run(finding, &run));
+        }
     }
     if f.tight_spread_groups > 0 {
+        let over = |d: &super::fragile::Departure| {
+            d.tight_spread.is_some_and(|t| t > TIGHT_SPREAD_DEPARTURE)
+        };
         let departs = who(&|d| {
             d.tight_spread
                 .filter(|&t| t > TIGHT_SPREAD_DEPARTURE)
                 .map(|t| format!("up to {}", departure(t)))
         });
-        w.push(Warning {
+        let finding = Warning {
             code: "tight_spread_groups",
             message: format!(
                 "{} ({} rows) with scores so close (within the group, or among a row's leave-one-out siblings for NeMo-RL) that a trainer's ε or float32 arithmetic changes their normalised advantages by more than {}: {departs} off the exact answer; trainers disagree on these rows. Rescale the rewards, or use a mean-only estimator (drgrpo) for such groups",
@@ -387,9 +413,26 @@ pub fn fragile_warnings(f: &Fragile) -> Vec<Warning> {
                 f.tight_spread_rows,
                 pct(TIGHT_SPREAD_DEPARTURE),
             ),
-        });
+        };
+        if concerned(&over) {
+            warnings.push(finding);
+        } else {
+            notes.push(not_this_run(finding, &run));
+        }
     }
-    w
+    (warnings, notes)
+}
+
+/// A fragile-group finding that concerns only other trainers than the run's: a note that
+/// says so first.
+fn not_this_run(finding: Warning, run: &str) -> Warning {
+    Warning {
+        code: finding.code,
+        message: format!(
+            "not this run's trainer ({run}: its arithmetic stays within the threshold here), other trainers': {}",
+            finding.message
+        ),
+    }
 }
 
 /// Warnings on the configured estimator's advantages of one step (`inspect -e`).

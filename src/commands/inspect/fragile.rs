@@ -27,6 +27,7 @@
 use serde_json::{Value, json};
 
 use super::report::{num, pct};
+use crate::estimators::conventions::Convention;
 use crate::estimators::groups::Grouping;
 use crate::estimators::rloo_loo_std::{NemoOptions, one_pass_f32, rloo_loo_std};
 
@@ -53,6 +54,16 @@ pub struct Rule {
     pub one_pass: bool,
     /// The trainer clips the advantage afterwards (OpenRLHF's `reward.clip_range`).
     pub clip: Option<f64>,
+    /// The `--convention`s whose runs this rule's arithmetic concerns: a finding on the
+    /// rule is a warning for them, a note for the others.
+    pub conventions: &'static [Convention],
+}
+
+impl Rule {
+    /// Whether a run under one of `conventions` uses this rule.
+    pub fn concerns(&self, conventions: &[Convention]) -> bool {
+        self.conventions.iter().any(|c| conventions.contains(c))
+    }
 }
 
 /// The group-normalising rules of docs/conventions.md C2.
@@ -63,6 +74,7 @@ pub const RULES: [Rule; 5] = [
         float32: true,
         one_pass: false,
         clip: None,
+        conventions: &[Convention::Verl, Convention::Skyrl],
     },
     Rule {
         trainer: "TRL grpo",
@@ -70,6 +82,7 @@ pub const RULES: [Rule; 5] = [
         float32: true,
         one_pass: false,
         clip: None,
+        conventions: &[Convention::Trl],
     },
     Rule {
         trainer: "OpenRLHF group_norm",
@@ -77,6 +90,7 @@ pub const RULES: [Rule; 5] = [
         float32: true,
         one_pass: false,
         clip: Some(10.0),
+        conventions: &[Convention::Openrlhf],
     },
     Rule {
         trainer: "NeMo-RL grpo (rloo_loo_std)",
@@ -84,6 +98,7 @@ pub const RULES: [Rule; 5] = [
         float32: true,
         one_pass: true,
         clip: None,
+        conventions: &[Convention::NemoRl],
     },
     Rule {
         trainer: "open-instruct standard",
@@ -91,6 +106,7 @@ pub const RULES: [Rule; 5] = [
         float32: false,
         one_pass: false,
         clip: None,
+        conventions: &[Convention::OpenInstruct],
     },
 ];
 

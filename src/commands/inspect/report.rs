@@ -80,6 +80,9 @@ pub struct StepReport {
     pub advantages: Option<Value>,
     /// The step's warnings, in report order.
     pub warnings: Vec<Warning>,
+    /// Findings that concern other trainers than the run's (`--convention`), with the code
+    /// they would warn under; they do not count as warnings (`--deny-warnings`).
+    pub notes: Vec<Warning>,
 }
 
 /// Tool spans per row: rows with 0, 1, 2, 3 or more spans, the mean and the maximum.
@@ -393,14 +396,14 @@ impl StepReport {
                 .into(),
         );
         put("advantages", self.advantages.clone().unwrap_or(Value::Null));
-        put(
-            "warnings",
-            self.warnings
-                .iter()
+        let listed = |ws: &[Warning]| -> Value {
+            ws.iter()
                 .map(|w| json!({ "code": w.code, "message": w.message }))
                 .collect::<Vec<_>>()
-                .into(),
-        );
+                .into()
+        };
+        put("warnings", listed(&self.warnings));
+        put("notes", listed(&self.notes));
         Value::Object(m)
     }
 
@@ -642,6 +645,9 @@ impl StepReport {
         for w in &self.warnings {
             out += &format!("warning: {}: {}\n", w.code, w.message);
         }
+        for n in &self.notes {
+            out += &format!("note: {}: {}\n", n.code, n.message);
+        }
         out
     }
 }
@@ -688,7 +694,10 @@ pub fn pct(f: f64) -> String {
 /// A number for a human: up to 4 decimals without trailing zeros, scientific when tiny or
 /// huge.
 pub fn num(x: f64) -> String {
-    if x == 0.0 || x.is_nan() || x.is_infinite() {
+    if x == 0.0 {
+        return "0".into(); // -0.0 too: a sign on zero tells a reader nothing
+    }
+    if x.is_nan() || x.is_infinite() {
         return format!("{x}");
     }
     let a = x.abs();
@@ -711,6 +720,7 @@ mod tests {
     #[test]
     fn numbers_for_humans() {
         assert_eq!(num(0.0), "0");
+        assert_eq!(num(-0.0), "0");
         assert_eq!(num(1.0), "1");
         assert_eq!(num(-2.5), "-2.5");
         assert_eq!(num(1.0 / 3.0), "0.3333");
