@@ -130,3 +130,46 @@ fn help_documents_the_command() {
     let out = advcalc(&["--help"], std::path::Path::new("."));
     assert!(text(&out.stdout).contains("advcalc config"));
 }
+
+#[test]
+fn a_trainer_file_with_a_defaults_list_gets_a_note_naming_the_generated_file() {
+    // verl's own ppo_trainer.yaml: an `algorithm:` section beside a Hydra defaults list that
+    // composes in rollout_correction and the rollout section, which advcalc does not follow
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/verl");
+    let out = advcalc(&["config", "-c", "ppo_trainer.yaml"], &root);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let note = err
+        .lines()
+        .find(|l| l.starts_with("note: ppo_trainer.yaml has a Hydra `defaults:` list"))
+        .unwrap_or_else(|| panic!("no note: {err}"));
+    assert!(
+        note.contains("algorithm@algorithm.rollout_correction: rollout_correction"),
+        "{note}"
+    );
+    assert!(
+        note.ends_with("pass _generated_ppo_trainer.yaml (beside it)"),
+        "{note}"
+    );
+    // the generated file itself composes nothing: no note
+    let out = advcalc(&["config", "-c", "_generated_ppo_trainer.yaml"], &root);
+    assert!(
+        !text(&out.stderr).contains("defaults:"),
+        "{}",
+        text(&out.stderr)
+    );
+    // without the generated file beside it, the note says where verl keeps it
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root.join("ppo_trainer.yaml"),
+        dir.path().join("ppo_trainer.yaml"),
+    )
+    .unwrap();
+    let out = advcalc(&["config", "-c", "ppo_trainer.yaml"], dir.path());
+    assert!(
+        text(&out.stderr)
+            .contains("verl's `_generated_ppo_trainer.yaml` (in verl/trainer/config/)"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -83,6 +83,44 @@ fn default_names(defaults: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The note for a trainer config that has an `algorithm:` section and a `defaults:` list
+/// (verl's own `ppo_trainer.yaml`): advcalc reads the file alone, so what the list composes
+/// in (`algorithm.rollout_correction`, `actor_rollout_ref.rollout`) is verl's defaults here,
+/// whatever the composed run used. Names the `_generated_` file to pass instead: verl ships
+/// one beside each composition (`_generated_ppo_trainer.yaml`).
+pub(crate) fn defaults_note(name: &str, defaults: &Value) -> String {
+    let path = std::path::Path::new(name);
+    let stem = path.file_stem().map_or_else(
+        || "ppo_trainer".into(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let generated = path.with_file_name(format!("_generated_{stem}.yaml"));
+    let pass = if generated.is_file() {
+        format!("pass {} (beside it)", generated.display())
+    } else {
+        format!(
+            "pass the composed config: verl's `_generated_{stem}.yaml` (in verl/trainer/config/) or the run's .hydra/config.yaml"
+        )
+    };
+    // the entries that compose what advcalc reads (`group@package: file`)
+    let composed: Vec<String> = default_names(defaults)
+        .into_iter()
+        .filter(|d| {
+            let package = d.split_once('@').map_or("", |(_, p)| p);
+            let package = package.split(':').next().unwrap_or("").trim();
+            package.starts_with("algorithm") || package == "actor_rollout_ref.rollout"
+        })
+        .collect();
+    let which = if composed.is_empty() {
+        String::new()
+    } else {
+        format!(" (among them {})", composed.join("; "))
+    };
+    format!(
+        "{name} has a Hydra `defaults:` list{which} that advcalc does not follow: what it composes in (algorithm.rollout_correction, actor_rollout_ref.rollout.n) takes verl's defaults here, not the composed run's values; {pass}"
+    )
+}
+
 /// The error for a composition: what the file is, and which file to pass.
 pub(crate) fn composition_error(name: &str, defaults: &[String]) -> Error {
     let listed = if defaults.is_empty() {

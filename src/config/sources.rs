@@ -271,7 +271,12 @@ fn file_root(doc: Value, name: &str, notes: &mut Vec<String>) -> Result<Map> {
         _ => return Err(Error::usage(format!("{name}: expected a YAML mapping"))),
     };
     match hydra::shape(&top) {
-        Shape::Trainer => Ok(top),
+        Shape::Trainer => {
+            if let Some(defaults) = top.get("defaults") {
+                notes.push(hydra::defaults_note(name, defaults));
+            }
+            Ok(top)
+        }
         Shape::TrainerWithoutAlgorithm => {
             notes.push(format!(
                 "{name} has no algorithm: section: verl's defaults apply to every algorithm setting"
