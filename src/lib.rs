@@ -22,6 +22,7 @@ pub mod config;
 mod engine;
 pub mod error;
 pub mod interrupt;
+mod nearest;
 
 // Not API: the kernels and plain types, public only for the benchmarks (`benches/`), the
 // property tests and the fuzz targets.

@@ -376,7 +376,24 @@ fn cases() -> Vec<Case> {
             &["-e", "ppo"],
             2,
             &["unknown estimator `ppo`", "(from -e)"],
-        ),
+        )
+        .hint("`gae`"),
+        case(
+            "misspelt estimator",
+            batch(base()),
+            &["-e", "gpro"],
+            2,
+            &["unknown estimator `gpro`", "(from -e)"],
+        )
+        .hint("did you mean `grpo`?"),
+        case(
+            "several estimators to run",
+            batch(base()),
+            &["-e", "grpo,rloo"],
+            2,
+            &["unknown estimator `grpo,rloo`"],
+        )
+        .hint("`advcalc compare -e grpo,rloo IN`"),
         case(
             "bad --set",
             batch(base()),
@@ -688,4 +705,57 @@ fn decoder_panic_is_a_data_error() {
             tmp.path(),
         );
     }
+}
+
+#[test]
+fn an_input_without_rows_is_named_before_rollout_correction() {
+    // verl's rollout correction raises on a batch without a valid token; with no rows at all,
+    // the input itself is what is wrong, and the message says so first (file and stream).
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = batch(base()).slice(0, 0);
+    write_parquet(&tmp.path().join("in.parquet"), &empty, 2);
+    let set = "algorithm.rollout_correction.rollout_is=token";
+    let out = run_in(
+        tmp.path(),
+        &[
+            "run",
+            "-e",
+            "grpo",
+            "--set",
+            set,
+            "in.parquet",
+            "out.parquet",
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("error: in.parquet: the input has no rows"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("out.parquet").exists());
+
+    let mut stream = Vec::new();
+    {
+        let mut w =
+            arrow::ipc::writer::StreamWriter::try_new(&mut stream, &empty.schema()).unwrap();
+        w.write(&empty).unwrap();
+        w.finish().unwrap();
+    }
+    let mut child = advcalc()
+        .args(["run", "-e", "grpo", "--set", set, "-", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(&stream).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("error: <stdin>: the input has no rows"),
+        "{err}"
+    );
 }

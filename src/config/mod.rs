@@ -170,8 +170,13 @@ impl Config {
 /// Read and check the whole algorithm section.
 fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoConfig> {
     let estimator_name = s.string("adv_estimator", "gae")?;
-    let adv_estimator = Estimator::from_name(&estimator_name)
-        .map_err(|e| Error::usage(format!("{}{}", e.message(), s.note("adv_estimator"))))?;
+    let adv_estimator = Estimator::from_name(&estimator_name).map_err(|e| {
+        let error = Error::usage(format!("{}{}", e.message(), s.note("adv_estimator")));
+        match e.hint() {
+            Some(hint) => error.with_hint(hint),
+            None => error,
+        }
+    })?;
     let gamma = s.finite("gamma", 1.0)?;
     let lam = s.finite("lam", 1.0)?;
     let norm_adv_by_std_in_grpo = s.bool("norm_adv_by_std_in_grpo", true)?;
@@ -470,6 +475,17 @@ mod tests {
         }
         let e = Estimator::from_name("reinforcee").unwrap_err();
         assert!(e.message().contains("turn_gae"), "{}", e.message());
+        assert_eq!(e.hint(), Some("did you mean `reinforce`?"));
+        // the flag's note is added, the hint kept
+        let e = load_yaml("adv_estimator: gpro\n", &[]).unwrap_err();
+        assert_eq!(e.hint(), Some("did you mean `grpo`?"));
+        let e = load_yaml("adv_estimator: grpo,rloo\n", &[]).unwrap_err();
+        assert!(
+            e.hint()
+                .unwrap()
+                .contains("`advcalc compare -e grpo,rloo IN`"),
+            "{e:?}"
+        );
     }
 
     /// The error of loading `yaml` with `sets`: its message must hold every needle.

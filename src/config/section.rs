@@ -6,6 +6,7 @@ use super::value::{Map, Value};
 
 use super::sources::Origins;
 use crate::error::{Error, Result};
+use crate::nearest::nearest;
 
 /// A value its key does not accept: what is wrong and, maybe, what to do. [`Section::reject`]
 /// adds the key and where its value came from.
@@ -259,49 +260,13 @@ impl<'o> Section<'o> {
             "unknown key `algorithm.{path}`{}: verl 0.9.1 has no such setting",
             self.origins.note(&path)
         ));
-        Err(match closest(&key, &self.asked) {
+        Err(match nearest(&key, self.asked.iter().map(String::as_str)) {
             Some(known) => {
                 error.with_hint(format!("did you mean `algorithm.{}`?", self.path(known)))
             }
             None => error,
         })
     }
-}
-
-/// The asked key nearest to `key`: at most two edits, fewer than half the letters; on a tie,
-/// the longest common start.
-fn closest<'a>(key: &str, asked: &'a [String]) -> Option<&'a str> {
-    asked
-        .iter()
-        .map(|a| (edit_distance(key, a), a))
-        .filter(|&(d, a)| d <= 2 && d * 2 < a.chars().count().max(key.chars().count()))
-        .min_by_key(|&(d, a)| {
-            let common = key
-                .chars()
-                .zip(a.chars())
-                .take_while(|(x, y)| x == y)
-                .count();
-            (d, std::cmp::Reverse(common))
-        })
-        .map(|(_, a)| a.as_str())
-}
-
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let next = (prev + usize::from(ca != cb))
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
-            prev = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 fn dotted(prefix: &str) -> String {
@@ -322,19 +287,5 @@ pub(crate) fn describe(v: &Value) -> String {
         Value::Str(s) => format!("\"{s}\""),
         Value::Seq(_) => "a list".into(),
         Value::Map(_) => "a mapping".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn typos_get_the_nearest_key() {
-        let asked: Vec<String> = ["lam", "gamma", "kl_penalty"].map(String::from).to_vec();
-        assert_eq!(closest("lamda", &asked), Some("lam"));
-        assert_eq!(closest("kl_penality", &asked), Some("kl_penalty"));
-        assert_eq!(closest("xyz", &asked), None);
-        assert_eq!(edit_distance("gamma", "gama"), 1);
     }
 }

@@ -253,6 +253,13 @@ impl<'a> Job<'a> {
         }
         let batches = training_batches(stats.step.as_deref(), rows);
         if self.pipeline.correction_runs(self.has_rollout()).is_some() {
+            if rows == 0 {
+                // say what is wrong with the input before what verl would raise on it
+                return Err(Error::data(format!(
+                    "{}: the input has no rows, and rollout correction needs at least one valid token in the batch",
+                    self.file
+                )));
+            }
             for (step, batch) in &batches {
                 if batch.iter().all(|&r| stats.orig_valid[r] == 0.0) {
                     let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();

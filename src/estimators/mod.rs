@@ -234,11 +234,23 @@ impl Estimator {
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
-                Error::usage(format!(
+                let error = Error::usage(format!(
                     "unknown estimator `{name}` (verl 0.9.1 knows: {}; advcalc adds: {})",
                     names(true),
                     names(false)
-                ))
+                ));
+                if name.contains(',') {
+                    return error.with_hint(format!(
+                        "one estimator at a time here; `advcalc compare -e {name} IN` puts several side by side"
+                    ));
+                }
+                if name.eq_ignore_ascii_case("ppo") {
+                    return error.with_hint("verl's PPO computes its advantages with `gae`");
+                }
+                match crate::nearest::nearest(name, Self::ALL.iter().map(|e| e.name())) {
+                    Some(known) => error.with_hint(format!("did you mean `{known}`?")),
+                    None => error,
+                }
             })
     }
 
