@@ -737,6 +737,11 @@ fn inspect_names_the_grouping_of_each_writer() {
         serde_json::json!({"4": 3}),
         "{groups}"
     );
+    // verl's padding rows (`pad<hex>_{i}_0`, score 0) are padding, as in a token-level dump
+    let padded = inspect("padding_rows");
+    let step = &padded["steps"][0];
+    assert_eq!(step["v1_padding_rows"], 4, "{step}");
+    assert_eq!(step["groups"]["count"], 2, "{step}");
     let legacy = inspect("legacy_writer");
     let notes = legacy["notes"].to_string();
     assert!(notes.contains("grouped by their `input` text"), "{notes}");

@@ -15,9 +15,9 @@
 //! A dump holds one score per row and no tokens, so it is **sequence-level** data. The passes
 //! read it through a spooled Parquet file holding only what they need: `uid` (the key's uid
 //! part, or the `input` text), with the V1 writer `session_id` and `output_index`, a one-token
-//! `response_mask` of `[1]`, the `score` and the `step`; the spool's schema metadata carries
-//! [`SEQUENCE_LEVEL_KEY`] (its value names the writer), so that a
-//! configuration that needs real tokens (a token-level estimator, KL in the reward, rollout
+//! `response_mask` of `[1]` (`[0]` for V1 padding rows, as verl trains them), the `score` and
+//! the `step`; the spool's schema metadata carries [`SEQUENCE_LEVEL_KEY`] (its value names the
+//! writer), so that a configuration that needs real tokens (a token-level estimator, KL in the reward, rollout
 //! correction) is refused when the columns are resolved (`io::schema`), never run on the
 //! synthesized rows. `run` writes the dump's own fields back out with one `advantage` per
 //! row (`io::sequence_output`), reading the files again through [`field_batches`].
@@ -98,6 +98,20 @@ pub fn split_v1_key(key: &str) -> Option<(&str, i64, i64)> {
     let (rest, index) = key.rsplit_once('_')?;
     let (uid, session) = rest.rsplit_once('_')?;
     Some((uid, session.parse().ok()?, index.parse().ok()?))
+}
+
+/// Whether a V1 row is one of verl's synthetic padding rows (`padding_utils.py`
+/// `upsample_batch_to_divisible_size`: uid `pad` + a uuid4's 32 hex digits, index 0, score 0),
+/// which verl trains with a response mask of `[0]`: the spool gives them that mask, so every
+/// estimator gives them 0, as verl does, and `inspect` counts them as padding.
+fn is_v1_padding(uid: &str, index: i64, score: f64) -> bool {
+    uid.strip_prefix("pad").is_some_and(|hex| {
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    }) && index == 0
+        && score == 0.0
 }
 
 /// Rows per spooled row group and per output batch.
@@ -261,6 +275,8 @@ struct Row<'a> {
     group: String,
     /// The V1 key's `(session_id, index)`; `None` for the legacy writer.
     session: Option<(i64, i64)>,
+    /// A V1 synthetic padding row ([`is_v1_padding`]): spooled with a mask of `[0]`.
+    padding: bool,
     score: f64,
     step: Option<i64>,
 }
@@ -357,10 +373,12 @@ fn check_row<'a>(
             )));
         }
     };
+    let padding = session.is_some_and(|(_, index)| is_v1_padding(&group, index, score));
     Ok(Row {
         fields,
         group,
         session,
+        padding,
         score,
         step,
     })
@@ -447,12 +465,15 @@ struct SpoolBatch {
     /// `session_id` and `output_index` (the V1 writer only).
     session: Vec<i64>,
     index: Vec<i64>,
+    /// Each row's one mask value: 1, or 0 for V1 padding rows.
+    mask: Vec<i8>,
     score: Vec<f64>,
     step: Vec<i64>,
 }
 
 impl SpoolBatch {
     fn push(&mut self, row: Row<'_>) {
+        self.mask.push(if row.padding { 0 } else { 1 });
         self.uid.push(row.group);
         if let Some((session, index)) = row.session {
             self.session.push(session);
@@ -486,7 +507,7 @@ impl SpoolBatch {
         let mask = ListArray::new(
             Arc::new(Field::new("item", DataType::Int8, true)),
             OffsetBuffer::from_lengths(std::iter::repeat_n(1, rows)),
-            Arc::new(Int8Array::from(vec![1i8; rows])),
+            Arc::new(Int8Array::from(std::mem::take(&mut self.mask))),
             None,
         );
         let mut columns: Vec<ArrayRef> =
@@ -838,6 +859,30 @@ mod tests {
             invalid.ends_with("3.jsonl line 1: not valid UTF-8"),
             "{invalid}"
         );
+    }
+
+    #[test]
+    fn v1_keys_split_as_verl_splits_them() {
+        // `key.rsplit("_", 2)`: the uid keeps its own underscores
+        assert_eq!(
+            split_v1_key("gsm8k_train_12_3_0"),
+            Some(("gsm8k_train_12", 3, 0))
+        );
+        assert_eq!(split_v1_key("u1_0_1"), Some(("u1", 0, 1)));
+        assert_eq!(split_v1_key("_0_1"), Some(("", 0, 1)));
+        assert_eq!(split_v1_key("u1_0"), None);
+        assert_eq!(split_v1_key("u1_a_0"), None);
+        assert_eq!(split_v1_key("u1_0_x"), None);
+        let pad = "pad0123456789abcdef0123456789abcdef";
+        assert!(is_v1_padding(pad, 0, 0.0));
+        assert!(!is_v1_padding(pad, 1, 0.0));
+        assert!(!is_v1_padding(pad, 0, 1.0));
+        assert!(!is_v1_padding("pad_alpha", 0, 0.0));
+        assert!(!is_v1_padding(
+            &pad.to_uppercase().replace("PAD", "pad"),
+            0,
+            0.0
+        ));
     }
 
     #[test]
