@@ -635,7 +635,8 @@ fn figure_text_is_at_least_12_px_in_the_page_s_column() {
 }
 
 /// A line chart's y axis and points, read from its SVG: the y tick labels (right-aligned
-/// texts) with their pixel rows, the points (circles) as (x px, y px, value in the labels'
+/// texts that are numbers, with or without %; a reference line's label is not) with their
+/// pixel rows, the points (circles) as (x px, y px, value in the labels'
 /// unit), and the horizontal lines (y px, value, x from, x to).
 struct Chart {
     ticks: Vec<(f64, String)>,
@@ -655,6 +656,7 @@ fn chart(svg: roxmltree::Node<'_, '_>) -> Chart {
                 && n.attribute("transform").is_none()
         })
         .map(|n| (px(n, "y"), n.text().unwrap().trim().to_string()))
+        .filter(|(_, t)| t.trim_end_matches('%').parse::<f64>().is_ok())
         .collect();
     assert!(ticks.len() >= 2, "{ticks:?}");
     let percent = ticks.iter().all(|(_, t)| t.ends_with('%'));
@@ -913,8 +915,25 @@ fn strips_prefer_rows_with_tool_spans_or_rejected_tokens_and_say_why() {
             .filter_map(|t| t.text())
             .collect()
     };
+    let heading = |row: usize| -> String {
+        let h = doc
+            .descendants()
+            .find(|n| n.attribute("data-row") == Some(&row.to_string()))
+            .unwrap();
+        h.descendants()
+            .filter(|t| t.is_text())
+            .filter_map(|t| t.text())
+            .collect()
+    };
+    assert_eq!(heading(2), "Row 2 — incorrect, 2 tool spans");
+    assert_eq!(heading(4), "Row 4 — correct");
     assert!(
-        why(2).contains("1 tool span") || why(2).contains("tool spans"),
+        heading(100).starts_with("Row 100 — incorrect, 10 rejected tokens"),
+        "{}",
+        heading(100)
+    );
+    assert!(
+        why(2).contains("tool spans (2 of the 256 rows)"),
         "{}",
         why(2)
     );

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::commands::compare::BUCKETS;
 use crate::error::Result;
-use crate::shaping::correction::Correction;
+use crate::shaping::correction::IsLevel;
 
 use super::difficulty;
 use super::gather::{Facts, VariantFacts};
@@ -319,7 +319,7 @@ pub fn advantage_steps(v: &VariantFacts) -> Value {
 
 /// 2. Per step: score, no-signal groups, KL, IS weights, rejection, advantage std.
 fn steps(f: &Facts) -> Result<Section> {
-    let caption = "How the batch drifts over training steps: falling no-signal share and a steady KL and IS weight are healthy; a jump in any of them marks the step to inspect.".to_string();
+    let caption = "How the batch drifts over training steps: falling no-signal share and a steady KL and IS weight are healthy; a jump in any of them marks the step to inspect. Shares are in percent, as in the tables; an IS weight max on the dashed threshold line means truncation is active.".to_string();
     let has_steps = f.inspect.steps.iter().any(|s| s.step.is_some());
     if !has_steps {
         return Ok(Section {
@@ -358,6 +358,7 @@ fn steps(f: &Facts) -> Result<Section> {
         x_range: None,
         integer_x: true,
         percent,
+        from_zero: true,
         references: &[],
     };
     let mut charts: Vec<String> = vec![
@@ -404,11 +405,23 @@ fn steps(f: &Facts) -> Result<Section> {
                 points: pts("rollout_corr/rollout_is_max"),
             },
         ];
-        let threshold = f.variants[v]
+        let spec = f.variants[v]
             .correction
             .as_ref()
-            .and_then(upper)
+            .and_then(|c| c.is.as_ref())
             .expect("an IS variant");
+        let threshold = spec.upper;
+        let meaning = match (spec.lower, spec.level) {
+            (Some(_), _) => {
+                "IcePop sets weights outside its bounds to 0 rather than truncating them, so a max near the line means weights are close to being dropped"
+            }
+            (None, IsLevel::Token) => {
+                "verl logs the max after truncation, so a max on the line means truncation is active (larger weights were cut to it)"
+            }
+            (None, IsLevel::Sequence) => {
+                "verl logs the sequence weights' max before truncation, so a max on or above the line means truncation is active"
+            }
+        };
         let references = [Reference {
             y: threshold,
             label: format!("threshold {}", sig(threshold)),
@@ -417,6 +430,8 @@ fn steps(f: &Facts) -> Result<Section> {
             plots::lines(
                 &Axes {
                     references: &references,
+                    // weights sit near 1: from 0 the mean and the max would merge
+                    from_zero: false,
                     ..axes("IS weight: mean and max", false)
                 },
                 &is_lines,
@@ -424,8 +439,9 @@ fn steps(f: &Facts) -> Result<Section> {
             )?,
             &is_lines,
             &format!(
-                "{} &#160; <p class=\"figcap\" data-threshold=\"{threshold}\">The dashed line is <code>rollout_is_threshold</code> ({}): verl logs the max after truncation, so a max on the line means truncation is active (weights above the threshold were cut to it).</p>",
+                " &#160; {}<p class=\"figcap\" data-threshold=\"{threshold}\">Dashed: <code>rollout_is_threshold</code>{} = {}. {meaning}.</p>",
                 dashed_swatch("threshold"),
+                if spec.lower.is_some() { "'s upper bound" } else { "" },
                 sig(threshold)
             ),
         ));
@@ -696,6 +712,7 @@ fn difficulty_bias(f: &Facts) -> Result<Section> {
                 x_range: Some((-0.03, 1.03)),
                 integer_x: false,
                 percent: false,
+                from_zero: true,
                 references: &[],
             },
             &lines,
@@ -783,73 +800,55 @@ fn why(s: &Strip, f: &Facts) -> String {
             format!("({uid}{right} of {n} rows correct)")
         })
     });
-    let has = |feature: Feature| match feature {
-        Feature::ToolSpans => count(s.shape.tool_spans, "tool span"),
-        Feature::Rejected => count(s.shape.rejected, "rejected token"),
-    };
-    let what = |n: usize, feature: Feature| {
-        format!(
-            "{n} of the {rows} rows have {}",
-            match feature {
-                Feature::ToolSpans => "tool spans",
-                Feature::Rejected => "rejected tokens",
-            }
-        )
-    };
-    let shown: Vec<String> = [Feature::ToolSpans, Feature::Rejected]
-        .into_iter()
-        .filter(|&x| s.shape.has(x))
-        .map(has)
-        .collect();
-    let kind = if s.correct { "correct" } else { "incorrect" };
+    let share = |n: usize| format!("{n} of the {rows} rows");
     match s.reason {
-        Reason::Asked => "Asked for with <code>--rows</code>.".into(),
+        Reason::Asked => "Why this row: asked for with <code>--rows</code>.".into(),
         Reason::Pair(_) => {
-            let pool = match &group {
-                Some(g) => format!("the {kind} row of its group {g}, "),
+            let partner = f
+                .strips
+                .iter()
+                .find(|o| matches!(o.reason, Reason::Pair(_)) && o.row != s.row)
+                .map(|o| format!("with row {}, ", o.row))
+                .unwrap_or_default();
+            let which = match &group {
+                Some(g) => format!("{partner}the correct and the incorrect row of a group {g}"),
                 None if f.groups.is_none() => format!(
-                    "the {kind} row of the dump (it has no <code>uid</code> column, so rows have no group) "
+                    "{partner}a correct and an incorrect row of the dump (it has no <code>uid</code> column: rows have no group)"
                 ),
                 None => format!(
-                    "the {kind} row of the dump (no group has both correct and incorrect rows) "
+                    "{partner}a correct and an incorrect row of the dump (no group has both)"
                 ),
+            };
+            let order = if group.is_some() {
+                "then the group whose pass rate is nearest 50%, then the first"
+            } else {
+                "then the first"
             };
             if tools + rejected == 0 {
                 format!(
-                    "Why this row: {pool}drawn as a pair with the {} row{}. No row of this dump has a tool span or a rejected token, so an outcome-level estimator gives every token of a row the same advantage: one colour per strip.",
-                    if s.correct { "incorrect" } else { "correct" },
-                    if group.is_some() {
-                        " of the same group, the group whose pass rate is nearest 50% (the first on a tie)"
-                    } else {
-                        ""
-                    }
+                    "Why this row: {which}, the group whose pass rate is nearest 50% (the first on a tie). No row of this dump has a tool span or a rejected token, so an outcome-level estimator gives all of a row's tokens one advantage: one colour per strip."
                 )
             } else {
                 format!(
-                    "Why this row: {pool}chosen with its pair to show the most: rows with tool spans or rejected tokens first ({}{}), then the group whose pass rate is nearest 50%. This row has {}.",
-                    what(tools, Feature::ToolSpans),
-                    if rejected > 0 {
-                        format!(", {}", what(rejected, Feature::Rejected))
-                    } else {
-                        String::new()
-                    },
-                    if shown.is_empty() {
-                        "neither (nor has any other row of its kind in its group)".to_string()
-                    } else {
-                        shown.join(" and ")
-                    }
+                    "Why this row: {which}, chosen to show the most: rows with tool spans ({}) or rejected tokens ({}) first, {order}.",
+                    share(tools),
+                    share(rejected),
                 )
             }
         }
         Reason::Shows(feature) => {
-            let n = with(feature);
+            let (what, n) = match feature {
+                Feature::ToolSpans => ("tool spans", tools),
+                Feature::Rejected => ("rejected tokens", rejected),
+            };
             format!(
-                "Why this row: it has {}, which no row above has; {} (this one {}).",
-                has(feature),
-                what(n, feature),
+                "Why this row: it has {what}, which the rows above do not; {} have them{}.",
+                share(n),
                 match &group {
-                    Some(g) => format!("in a group {g} nearest 50% correct, the first such row"),
-                    None => "the first in the dump".into(),
+                    Some(g) => format!(
+                        "; of those, rows with both tool spans and rejected tokens come first, then the group nearest 50% correct: here {g}"
+                    ),
+                    None => ", and this is the first".into(),
                 }
             )
         }
@@ -918,11 +917,6 @@ fn token_strips(f: &Facts) -> Result<Section> {
     })
 }
 
-/// The upper IS threshold of a correction.
-fn upper(c: &Correction) -> Option<f64> {
-    c.is.as_ref().map(|s| s.upper)
-}
-
 /// 6. Rollout correction: the IS-weight distribution and what each rejection option removed.
 fn correction(f: &Facts) -> Result<Section> {
     let caption = "With rollout correction configured: how the IS weights spread around 1 (mass far above 1 means the rollout engine and the trainer disagree) and how many tokens and rows each rejection option took out of the update.".to_string();
@@ -976,7 +970,16 @@ fn correction(f: &Facts) -> Result<Section> {
             }
         );
         if let (Some(w), Some(spec)) = (&facts.is_weights, &c.is) {
-            let (lo, hi) = (0.0, upper(c).unwrap_or(2.0).max(1.0) * 1.12);
+            // from below the smallest weight verl logs (before batch normalisation) and 1,
+            // to past the threshold: the bulk near 1 and the line both in view
+            let smallest = steps
+                .iter()
+                .filter_map(|&s| metric(m, s, "rollout_corr/rollout_is_min"))
+                .fold(1.0f64, f64::min)
+                .max(0.0);
+            let top = spec.upper.max(1.0);
+            let pad = (top - smallest) * 0.08;
+            let (lo, hi) = ((smallest - pad).max(0.0), top + pad);
             let n = w.total().max(1) as f64;
             body += &figure(plots::histograms(
                 "IS weight (per valid token, as applied)",

@@ -124,6 +124,8 @@ pub struct Axes<'a> {
     pub integer_x: bool,
     /// The values are fractions, labelled as percentages (as the page's tables show them).
     pub percent: bool,
+    /// The y axis starts at 0 (or ends there, for negative values).
+    pub from_zero: bool,
     /// Horizontal lines drawn under the series; the y range includes them.
     pub references: &'a [Reference],
 }
@@ -140,13 +142,17 @@ pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<Strin
             false,
         )
     });
-    let (y0, y1) = range(
+    let (y0, mut y1) = range(
         series
             .iter()
             .flat_map(|s| s.points.iter().filter_map(|p| p.1))
             .chain(axes.references.iter().map(|r| r.y)),
-        true,
+        axes.from_zero,
     );
+    if !axes.references.is_empty() {
+        // room above the top line for its label
+        y1 += (y1 - y0) * 0.12;
+    }
     let integer_x = axes.integer_x;
     // whole steps: no more ticks than steps (plotters would add fractional ones)
     let x_labels = if integer_x {
@@ -193,27 +199,6 @@ pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<Strin
             .axis_desc_style(font(SMALL))
             .draw()
             .map_err(drawing)?;
-        for r in axes.references {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    vec![(x0, r.y), (x1, r.y)],
-                    7,
-                    5,
-                    ShapeStyle::from(&REFERENCE).stroke_width(2),
-                ))
-                .map_err(drawing)?;
-            if !r.label.is_empty() {
-                chart
-                    .draw_series(std::iter::once(Text::new(
-                        r.label.clone(),
-                        ((x0 + x1) / 2.0, r.y),
-                        font(SMALL)
-                            .color(&REFERENCE)
-                            .pos(Pos::new(HPos::Center, VPos::Bottom)),
-                    )))
-                    .map_err(drawing)?;
-            }
-        }
         for s in series {
             let style = ShapeStyle::from(&s.colour).stroke_width(2);
             let mut segment: Vec<(f64, f64)> = Vec::new();
@@ -233,6 +218,28 @@ pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<Strin
                 chart
                     .draw_series(seg.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                     .map_err(drawing)?;
+            }
+        }
+        // over the series: a line that a series lies on (a saturated maximum) stays visible
+        for r in axes.references {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(x0, r.y), (x1, r.y)],
+                    7,
+                    5,
+                    ShapeStyle::from(&REFERENCE).stroke_width(2),
+                ))
+                .map_err(drawing)?;
+            if !r.label.is_empty() {
+                let (x, y) = chart.backend_coord(&(x1, r.y));
+                root.draw(&Text::new(
+                    r.label.clone(),
+                    (x - 4, y - 5),
+                    font(SMALL)
+                        .color(&REFERENCE)
+                        .pos(Pos::new(HPos::Right, VPos::Bottom)),
+                ))
+                .map_err(drawing)?;
             }
         }
         Ok(())
@@ -267,11 +274,14 @@ pub fn histograms(
         .fold(0.0f64, f64::max)
         .max(1e-9)
         * 1.08;
-    let height = 140 * panels.len() as u32 + 30;
+    // every panel's plot the same height: the last one's area adds its x axis
+    let (panel, axis) = (140u32, 46u32);
+    let height = panel * panels.len() as u32 + axis - 14;
     svg((width, height), |root| {
-        let (body, foot) = root.split_vertically(height - 30);
-        let _ = foot;
-        let areas = body.split_evenly((panels.len(), 1));
+        let breaks: Vec<i32> = (1..panels.len())
+            .map(|k| (k as u32 * panel) as i32)
+            .collect();
+        let areas = root.split_by_breakpoints::<i32, i32, [i32; 0], _>([], breaks);
         for (k, (area, p)) in areas.iter().zip(panels).enumerate() {
             let last = k + 1 == panels.len();
             let mut chart = ChartBuilder::on(area)
@@ -519,14 +529,16 @@ pub fn strip(strip: &Strip, labels: &[String], width: u32) -> Result<String> {
             .map_err(drawing)?;
         }
         let end = left as i32 + steps * bar_w;
-        for (x, label) in [
-            (left as i32, super::html::sig(-scale)),
-            (
-                left as i32 + (steps / 2) * bar_w + bar_w / 2,
-                "0".to_string(),
-            ),
-            (end, format!("+{}", super::html::sig(scale))),
-        ] {
+        // its ends' numbers, unless every advantage is 0 (only the middle's then)
+        let mut ends = vec![(
+            left as i32 + (steps / 2) * bar_w + bar_w / 2,
+            "0".to_string(),
+        )];
+        if scale > 0.0 {
+            ends.push((left as i32, super::html::sig(-scale)));
+            ends.push((end, format!("+{}", super::html::sig(scale))));
+        }
+        for (x, label) in ends {
             root.draw(&Text::new(
                 label,
                 (x, y + 15),
