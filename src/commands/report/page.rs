@@ -829,10 +829,14 @@ fn why(s: &Strip, f: &Facts) -> String {
                     "Why this row: {which}, the group whose pass rate is nearest 50% (the first on a tie). No row of this dump has a tool span or a rejected token, so an outcome-level estimator gives all of a row's tokens one advantage: one colour per strip."
                 )
             } else {
+                let kinds: Vec<String> = [("tool spans", tools), ("rejected tokens", rejected)]
+                    .into_iter()
+                    .filter(|&(_, n)| n > 0)
+                    .map(|(what, n)| format!("{what} ({})", share(n)))
+                    .collect();
                 format!(
-                    "Why this row: {which}, chosen to show the most: rows with tool spans ({}) or rejected tokens ({}) first, {order}.",
-                    share(tools),
-                    share(rejected),
+                    "Why this row: {which}, chosen to show the most: rows with {} first, {order}.",
+                    kinds.join(" or ")
                 )
             }
         }
@@ -841,16 +845,22 @@ fn why(s: &Strip, f: &Facts) -> String {
                 Feature::ToolSpans => ("tool spans", tools),
                 Feature::Rejected => ("rejected tokens", rejected),
             };
-            format!(
-                "Why this row: it has {what}, which the rows above do not; {} have them{}.",
-                share(n),
-                match &group {
-                    Some(g) => format!(
-                        "; of those, rows with both tool spans and rejected tokens come first, then the group nearest 50% correct: here {g}"
-                    ),
-                    None => ", and this is the first".into(),
-                }
-            )
+            if n == 1 {
+                format!(
+                    "Why this row: it has {what}, which the rows above do not; no other row has any."
+                )
+            } else {
+                format!(
+                    "Why this row: it has {what}, which the rows above do not; {} have them{}.",
+                    share(n),
+                    match &group {
+                        Some(g) => format!(
+                            "; of those, rows with both tool spans and rejected tokens come first, then the group nearest 50% correct: here {g}"
+                        ),
+                        None => ", and this is the first".into(),
+                    }
+                )
+            }
         }
     }
 }
