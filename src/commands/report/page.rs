@@ -855,7 +855,7 @@ fn why(s: &Strip, f: &Facts) -> String {
                     share(n),
                     match &group {
                         Some(g) => format!(
-                            "; of those, rows with both tool spans and rejected tokens come first, then the group nearest 50% correct: here {g}"
+                            "; of those, rows in a group with both correct and incorrect rows come first, then rows with both kinds, then the group nearest 50% correct: here {g}"
                         ),
                         None => ", and this is the first".into(),
                     }

@@ -13,8 +13,9 @@
 //!    Without a `uid` column (or without a group holding both), the dump's rows are one
 //!    pool;
 //! 2. for tool spans and for rejected tokens, when the dump has rows with them but neither
-//!    row of the pair does: the row with them that shows the most, in a group with both
-//!    correct and incorrect rows first, nearest pass rate 0.5, the first on a tie;
+//!    row of the pair does: one row with them, in a group with both correct and incorrect
+//!    rows first, then the one that shows the most, then nearest pass rate 0.5, then the
+//!    first;
 //! 3. the rows asked for with `--rows`, each once, in that order.
 
 use crate::data::GroupKey;
