@@ -855,9 +855,7 @@ fn few_shapes(dir: &Path) -> PathBuf {
     }
     let old = lists_f32(&batch, "old_log_probs");
     let mut rollout = old.clone();
-    for t in 10..20 {
-        rollout[100][t] -= 3.0;
-    }
+    rollout[100][10..20].iter_mut().for_each(|x| *x -= 3.0);
     let mut columns = batch.columns().to_vec();
     let mask_rows: Vec<Vec<i8>> = masks
         .iter()
