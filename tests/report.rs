@@ -300,15 +300,21 @@ fn the_demo_numbers_equal_inspect_and_compare() {
     assert!(checked > 60, "{checked} numbers");
 }
 
-/// The strips' rows, worked out from the demo's columns here: the group (uid) whose share
-/// of rows with a score above 0 is nearest 1/2 (the first uid in row order on a tie), its
-/// first correct and first incorrect row, then the rows asked for.
+/// The strips' rows, worked out from the demo's columns here: of the groups (uid) with both
+/// correct (score above 0) and incorrect rows, the one whose correct and incorrect row with
+/// tool spans make the most (a row with tool spans counts 1; the demo has no rejection),
+/// the one whose share of correct rows is nearest 1/2 on a tie, the first uid in row order
+/// on a tie; its first such correct and incorrect row; then the rows asked for.
 #[test]
-fn strips_show_one_correct_and_one_incorrect_row_of_the_most_mixed_group_and_the_asked_rows() {
+fn strips_show_a_correct_and_an_incorrect_row_of_one_group_and_the_asked_rows() {
     let batch = read_parquet(&demo());
     let scores: Vec<f64> = lists_f32(&batch, "rm_scores")
         .iter()
         .map(|r| r.iter().map(|&x| x as f64).sum())
+        .collect();
+    let spans: Vec<bool> = lists_f32(&batch, "response_mask")
+        .iter()
+        .map(|m| m.windows(2).any(|w| w[0] == 0.0 && w[1] == 1.0))
         .collect();
     let uid = batch.column_by_name("uid").unwrap();
     let uid = uid.as_string::<i32>();
@@ -321,19 +327,39 @@ fn strips_show_one_correct_and_one_incorrect_row_of_the_most_mixed_group_and_the
         }
         rows.entry(u).or_default().push(i);
     }
-    let distance = |u: &String| {
+    // (shows, distance, correct row, incorrect row) of a group with both kinds of rows
+    let pair = |u: &String| {
         let r = &rows[u];
-        (r.iter().filter(|&&i| scores[i] > 0.0).count() as f64 / r.len() as f64 - 0.5).abs()
+        let pick = |want: bool| {
+            let kind: Vec<usize> = r
+                .iter()
+                .copied()
+                .filter(|&i| (scores[i] > 0.0) == want)
+                .collect();
+            kind.iter()
+                .copied()
+                .find(|&i| spans[i])
+                .or(kind.first().copied())
+        };
+        let (right, wrong) = (pick(true)?, pick(false)?);
+        let rate = r.iter().filter(|&&i| scores[i] > 0.0).count() as f64 / r.len() as f64;
+        Some((
+            u8::from(spans[right]) + u8::from(spans[wrong]),
+            (rate - 0.5).abs(),
+            right,
+            wrong,
+        ))
     };
     let best = order
         .iter()
-        .fold(None::<&String>, |b, u| match b {
-            Some(b) if distance(b) <= distance(u) => Some(b),
-            _ => Some(u),
+        .filter_map(pair)
+        .fold(None, |b: Option<(u8, f64, usize, usize)>, p| match b {
+            Some(b) if b.0 > p.0 || (b.0 == p.0 && b.1 <= p.1) => Some(b),
+            _ => Some(p),
         })
         .unwrap();
-    let right = *rows[best].iter().find(|&&i| scores[i] > 0.0).unwrap();
-    let wrong = *rows[best].iter().find(|&&i| scores[i] <= 0.0).unwrap();
+    let (right, wrong) = (best.2, best.3);
+    let best = uid.value(right).to_string();
 
     let dir = tempfile::tempdir().unwrap();
     let page = report(
@@ -523,4 +549,396 @@ fn errors_exit_1_or_2_and_leave_no_file() {
         "{:?}",
         leftovers(dir.path())
     );
+}
+
+// ---- the page as a browser shows it (issue 26) ----
+
+/// The page's column width: the body's `max-width` in the page's style sheet, in CSS px. On
+/// a screen wider than the column (plus the body's padding) this is the width figures are
+/// laid out in; `.fig svg { max-width: 100% }` scales a wider figure down to it, a narrower
+/// one keeps its own width.
+fn column_width(page: &str) -> f64 {
+    let style = &page[page.find("<style>").unwrap()..page.find("</style>").unwrap()];
+    let body = &style[style.find("body {").expect("a body rule")..];
+    let body = &body[..body.find('}').unwrap()];
+    let at = body.find("max-width:").expect("the body has a max-width") + "max-width:".len();
+    let px = body[at..].trim_start();
+    let px = &px[..px.find("px").expect("in px")];
+    let scale_rule = style.contains(".fig svg { max-width: 100%; height: auto; }");
+    assert!(
+        scale_rule,
+        "the figures' scaling rule changed: update this test"
+    );
+    px.trim().parse().unwrap()
+}
+
+/// Every text of every figure with the size it is rendered at, in CSS px, when the page is
+/// laid out in its column: font-size (SVG user units) × displayed width / viewBox width,
+/// the displayed width being the figure's own, or the column's when it is wider.
+fn rendered_text_sizes(page: &str) -> Vec<(String, f64)> {
+    let column = column_width(page);
+    let doc = parse(page);
+    let mut out = Vec::new();
+    for svg in doc.descendants().filter(|n| n.has_tag_name("svg")) {
+        let width: f64 = svg.attribute("width").unwrap().parse().unwrap();
+        let view: Vec<f64> = svg
+            .attribute("viewBox")
+            .unwrap()
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let scale = width.min(column) / view[2];
+        for t in svg.descendants().filter(|n| n.has_tag_name("text")) {
+            let size: f64 = t
+                .attribute("font-size")
+                .expect("a text without a font-size")
+                .parse()
+                .unwrap();
+            out.push((t.text().unwrap_or("").trim().to_string(), size * scale));
+        }
+    }
+    out
+}
+
+/// The full page: steps, rollout correction, tool spans and rejected tokens in the strips.
+fn full_page(dir: &Path) -> String {
+    let input = stepped(dir);
+    let mut args = vec![
+        "-e",
+        "grpo,rloo,gae",
+        "--rows",
+        "3",
+        input.to_str().unwrap(),
+    ];
+    args.extend(CORRECTION);
+    report(dir, &args)
+}
+
+/// Axis text was about 8 px next to 15 px body text (plotters' 11–12 → 8.9–9.7 units).
+#[test]
+fn figure_text_is_at_least_12_px_in_the_page_s_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = demo();
+    for page in [
+        full_page(dir.path()),
+        report(
+            dir.path(),
+            &["-e", "grpo,rloo,drgrpo", demo.to_str().unwrap()],
+        ),
+    ] {
+        assert_eq!(column_width(&page), 1080.0);
+        let sizes = rendered_text_sizes(&page);
+        assert!(sizes.len() > 50, "{} texts", sizes.len());
+        let small: Vec<&(String, f64)> = sizes.iter().filter(|(_, px)| *px < 12.0).collect();
+        assert!(small.is_empty(), "texts under 12 px: {small:?}");
+    }
+}
+
+/// A line chart's y axis and points, read from its SVG: the y tick labels (right-aligned
+/// texts that are numbers, with or without %; a reference line's label is not) with their
+/// pixel rows, the points (circles) as (x px, y px, value in the labels'
+/// unit), and the horizontal lines (y px, value, x from, x to).
+struct Chart {
+    ticks: Vec<(f64, String)>,
+    points: Vec<(f64, f64, f64)>,
+    horizontal: Vec<(f64, f64, f64, f64)>,
+    percent: bool,
+}
+
+fn chart(svg: roxmltree::Node<'_, '_>) -> Chart {
+    let px =
+        |n: roxmltree::Node<'_, '_>, a: &str| -> f64 { n.attribute(a).unwrap().parse().unwrap() };
+    let ticks: Vec<(f64, String)> = svg
+        .descendants()
+        .filter(|n| {
+            n.has_tag_name("text")
+                && n.attribute("text-anchor") == Some("end")
+                && n.attribute("transform").is_none()
+        })
+        .map(|n| (px(n, "y"), n.text().unwrap().trim().to_string()))
+        .filter(|(_, t)| t.trim_end_matches('%').parse::<f64>().is_ok())
+        .collect();
+    assert!(ticks.len() >= 2, "{ticks:?}");
+    let percent = ticks.iter().all(|(_, t)| t.ends_with('%'));
+    let value = |t: &str| -> f64 { t.trim_end_matches('%').parse().unwrap() };
+    let (a, b) = (&ticks[0], &ticks[ticks.len() - 1]);
+    let (y0, v0, y1, v1) = (a.0, value(&a.1), b.0, value(&b.1));
+    let at = |y: f64| v0 + (y - y0) * (v1 - v0) / (y1 - y0);
+    let mut points: Vec<(f64, f64, f64)> = svg
+        .descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .map(|n| (px(n, "cx"), px(n, "cy"), at(px(n, "cy"))))
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let horizontal = svg
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .filter_map(|n| {
+            let xy: Vec<(f64, f64)> = n
+                .attribute("points")
+                .unwrap()
+                .split_whitespace()
+                .map(|p| {
+                    let (x, y) = p.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect();
+            let y = xy[0].1;
+            (xy.len() >= 2 && xy.iter().all(|p| p.1 == y)).then(|| {
+                let xs = xy.iter().map(|p| p.0);
+                (
+                    y,
+                    at(y),
+                    xs.clone().fold(f64::INFINITY, f64::min),
+                    xs.fold(f64::NEG_INFINITY, f64::max),
+                )
+            })
+        })
+        .collect();
+    Chart {
+        ticks,
+        points,
+        horizontal,
+        percent,
+    }
+}
+
+impl Chart {
+    /// The value one pixel row spans, in the labels' unit.
+    fn pixel(&self) -> f64 {
+        let value = |t: &str| -> f64 { t.trim_end_matches('%').parse().unwrap() };
+        let (a, b) = (&self.ticks[0], &self.ticks[self.ticks.len() - 1]);
+        ((value(&b.1) - value(&a.1)) / (b.0 - a.0)).abs()
+    }
+}
+
+/// The figure of `section` whose title is `title`.
+fn figure_titled<'a, 'input>(
+    doc: &'a roxmltree::Document<'input>,
+    section: &str,
+    title: &str,
+) -> roxmltree::Node<'a, 'input> {
+    doc.descendants()
+        .find(|n| n.attribute("data-section") == Some(section))
+        .unwrap()
+        .descendants()
+        .filter(|n| n.has_tag_name("svg"))
+        .find(|svg| {
+            svg.descendants()
+                .any(|t| t.has_tag_name("text") && t.text().map(str::trim) == Some(title))
+        })
+        .unwrap_or_else(|| panic!("no figure titled {title}"))
+}
+
+/// A table column of `section`'s first table, by header: the cells' text per row.
+fn column(doc: &roxmltree::Document<'_>, section: &str, header: &str) -> Vec<String> {
+    let table = doc
+        .descendants()
+        .find(|n| n.attribute("data-section") == Some(section))
+        .unwrap()
+        .descendants()
+        .find(|n| n.has_tag_name("table"))
+        .unwrap();
+    let text = |n: roxmltree::Node<'_, '_>| -> String {
+        n.descendants()
+            .filter(|t| t.is_text())
+            .filter_map(|t| t.text())
+            .collect()
+    };
+    let rows: Vec<roxmltree::Node<'_, '_>> =
+        table.children().filter(|n| n.has_tag_name("tr")).collect();
+    let k = rows[0]
+        .children()
+        .filter(|n| n.has_tag_name("th"))
+        .position(|th| text(th) == header)
+        .unwrap_or_else(|| panic!("no column {header}"));
+    rows[1..]
+        .iter()
+        .map(|r| {
+            text(
+                r.children()
+                    .filter(|n| n.has_tag_name("td"))
+                    .nth(k)
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The per-step charts used fractions (0.2) where the table beside them says 21.88%.
+#[test]
+fn per_step_charts_use_the_tables_units_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = full_page(dir.path());
+    let doc = parse(&page);
+    for (title, header) in [
+        ("groups with no signal", "groups with no signal"),
+        ("tokens rejected", "tokens rejected"),
+        ("mean score", "mean score"),
+        ("KL: mean k1 per token", "mean k1 per token"),
+    ] {
+        let c = chart(figure_titled(&doc, "steps", title));
+        let cells = column(&doc, "steps", header);
+        let in_percent = cells.iter().all(|c| c.ends_with('%'));
+        assert_eq!(
+            c.percent, in_percent,
+            "{title}: the axis says {:?}, the table {cells:?}",
+            c.ticks
+        );
+        assert_eq!(c.points.len(), cells.len(), "{title}");
+        for ((_, _, drawn), cell) in c.points.iter().zip(&cells) {
+            let stated: f64 = cell.trim_end_matches('%').parse().unwrap();
+            assert!(
+                (drawn - stated).abs() <= 1.5 * c.pixel(),
+                "{title}: a point drawn at {drawn} where the table says {cell} (axis {:?})",
+                c.ticks
+            );
+        }
+    }
+}
+
+/// verl's `rollout_is_max` is the truncated weight: it saturates at the threshold, which
+/// the chart draws, and the caption says what a max on the line means.
+#[test]
+fn the_is_weight_chart_draws_the_truncation_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = full_page(dir.path());
+    let doc = parse(&page);
+    let svg = figure_titled(&doc, "steps", "IS weight: mean and max");
+    let c = chart(svg);
+    // the configured rollout_is_threshold (CORRECTION): 2.0, above every weight here, so no
+    // series lies on it
+    let at_threshold: Vec<_> = c
+        .horizontal
+        .iter()
+        .filter(|h| (h.1 - 2.0).abs() <= 1.5 * c.pixel())
+        .collect();
+    assert!(
+        !at_threshold.is_empty(),
+        "no line at 2.0: {:?}",
+        c.horizontal
+    );
+    let from = at_threshold
+        .iter()
+        .map(|h| h.2)
+        .fold(f64::INFINITY, f64::min);
+    let to = at_threshold
+        .iter()
+        .map(|h| h.3)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (first, last) = (c.points[0].0, c.points[c.points.len() - 1].0);
+    assert!(from <= first && to >= last, "the line spans {from}..{to}");
+    let text: String = svg
+        .parent()
+        .unwrap()
+        .descendants()
+        .filter(|t| t.is_text())
+        .filter_map(|t| t.text())
+        .collect();
+    assert!(
+        text.contains("rollout_is_threshold") && text.contains("truncation is active"),
+        "{text}"
+    );
+}
+
+/// The demo with tool spans on two rows only (every other mask all 1) and rejected tokens
+/// on one (rollout log-probs equal the old ones elsewhere; `token_k1` keeps ratios in
+/// [0.5, 2]).
+fn few_shapes(dir: &Path) -> PathBuf {
+    let batch = read_parquet(&demo());
+    let schema = batch.schema();
+    let mut masks = lists_f32(&batch, "response_mask");
+    for (r, m) in masks.iter_mut().enumerate() {
+        if r != 2 && r != 80 {
+            m.iter_mut().for_each(|x| *x = 1.0);
+        }
+    }
+    let old = lists_f32(&batch, "old_log_probs");
+    let mut rollout = old.clone();
+    rollout[100][10..20].iter_mut().for_each(|x| *x -= 3.0);
+    let mut columns = batch.columns().to_vec();
+    let mask_rows: Vec<Vec<i8>> = masks
+        .iter()
+        .map(|m| m.iter().map(|&x| x as i8).collect())
+        .collect();
+    for (name, column) in [
+        ("response_mask", common::i8_lists(&mask_rows)),
+        ("rollout_log_probs", common::f32_lists(&rollout)),
+    ] {
+        let i = schema.index_of(name).unwrap();
+        columns[i] = arrow::compute::cast(&column, schema.field(i).data_type()).unwrap();
+    }
+    let path = dir.join("few.parquet");
+    write_parquet(&path, &RecordBatch::try_new(schema, columns).unwrap(), 64);
+    path
+}
+
+/// Strips of rows without tool spans under an outcome-level estimator are one colour: the
+/// rows with tool spans or rejected tokens are drawn first, and the page says why each row.
+#[test]
+fn strips_prefer_rows_with_tool_spans_or_rejected_tokens_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = few_shapes(dir.path());
+    let page = report(
+        dir.path(),
+        &[
+            "-e",
+            "grpo,rloo",
+            "--set",
+            "algorithm.rollout_correction.rollout_rs=token_k1",
+            "--set",
+            "algorithm.rollout_correction.rollout_rs_threshold=\"0.5_2.0\"",
+            input.to_str().unwrap(),
+        ],
+    );
+    // Row 2 (prompt-0000, 3 of 8 correct, incorrect) has tool spans, row 80 (prompt-0016,
+    // 6 of 8, correct) too, row 100 (prompt-0024, 1 of 8, incorrect) rejected tokens: each
+    // of these groups' pairs shows one, prompt-0000 is nearest 1/2, so its pair (its first
+    // correct row 4, and row 2); then row 100 for the rejected tokens neither has.
+    assert_eq!(strip_rows(&page), vec![4, 2, 100]);
+    let doc = parse(&page);
+    let why = |row: usize| -> String {
+        let h = doc
+            .descendants()
+            .find(|n| n.attribute("data-row") == Some(&row.to_string()))
+            .unwrap();
+        let p = h
+            .next_siblings()
+            .skip(1)
+            .find(|n| n.is_element())
+            .filter(|n| n.attribute("class") == Some("why-row"))
+            .unwrap_or_else(|| panic!("no reason beside row {row}"));
+        p.descendants()
+            .filter(|t| t.is_text())
+            .filter_map(|t| t.text())
+            .collect()
+    };
+    let heading = |row: usize| -> String {
+        let h = doc
+            .descendants()
+            .find(|n| n.attribute("data-row") == Some(&row.to_string()))
+            .unwrap();
+        h.descendants()
+            .filter(|t| t.is_text())
+            .filter_map(|t| t.text())
+            .collect()
+    };
+    assert_eq!(heading(2), "Row 2 — incorrect, 2 tool spans");
+    assert_eq!(heading(4), "Row 4 — correct");
+    assert!(
+        heading(100).starts_with("Row 100 — incorrect, 10 rejected tokens"),
+        "{}",
+        heading(100)
+    );
+    assert!(
+        why(2).contains("tool spans (2 of the 256 rows)"),
+        "{}",
+        why(2)
+    );
+    assert!(
+        why(4).contains("prompt-0000") && why(4).contains("3 of 8"),
+        "{}",
+        why(4)
+    );
+    assert!(why(100).contains("rejected token"), "{}", why(100));
 }

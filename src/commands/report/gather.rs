@@ -1,10 +1,10 @@
 //! The passes behind the page: `compare`'s statistics pass for every variant (each row group
 //! read once), then one output pass in which each row group is read once with the union of
 //! the variants' and the inspect checks' columns, and reduced to `inspect`'s tallies,
-//! `compare`'s per-row sums and the report's own histograms. The token strips need the
-//! tokens of a few rows, chosen by the rows' scores: when a variant has them from pass 1 (no
-//! KL in its reward) the output pass keeps those rows' tokens; otherwise the row groups
-//! holding them (one per drawn row at most) are read once more after the output pass.
+//! `compare`'s per-row sums, the report's own histograms and each row's shape (its tool spans
+//! and rejected tokens). The token strips' rows are chosen from the rows' scores, groups and
+//! shapes (`strips::choose`), so after the output pass: the row groups holding them (one per
+//! drawn row at most) are read once more.
 
 use rayon::prelude::*;
 use serde_json::Value;
@@ -27,7 +27,7 @@ use crate::shaping::correction::Correction;
 use super::ReportOptions;
 use super::groups::PassRates;
 use super::sketch::Sketch;
-use super::strips::{self, Strip};
+use super::strips::{self, Shape, Strip};
 
 /// Everything the page shows, computed once.
 pub struct Facts {
@@ -51,6 +51,8 @@ pub struct Facts {
     /// Per variant, per row: (Σ |advantage|, valid tokens).
     pub row_abs: Vec<Vec<(f64, u64)>>,
     pub strips: Vec<Strip>,
+    /// Per row: its tool spans and rejected tokens.
+    pub shapes: Vec<Shape>,
 }
 
 /// One variant's facts beyond the comparison.
@@ -77,8 +79,8 @@ struct UnitPart {
     sums: Sums,
     advantages: Vec<Sketch>,
     is_weights: Vec<Option<Sketch>>,
-    /// The strips of the rows chosen after pass 1 that this unit holds.
-    strips: Vec<Strip>,
+    /// Each row's tool spans and rejected tokens.
+    shapes: Vec<Shape>,
 }
 
 /// Run the passes and keep what the page needs.
@@ -132,24 +134,8 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let units = input.units();
     let progress = Progress::new(rows as u64, opts.read.progress);
     let pool = thread_pool(opts.read.threads)?;
-    let (prepared, parts, early) = pool.install(|| {
+    let (prepared, parts) = pool.install(|| {
         let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
-        // The strips' rows need each row's raw score: a variant without KL in the reward
-        // has it from pass 1 (Σ token_level_rewards = Σ scores), so the rows are drawn in
-        // the output pass; otherwise they are read once more after it.
-        let early = jobs.iter().position(|j| j.pipeline.kl.is_none()).map(|v| {
-            let correct: Vec<bool> = prepared[v]
-                .stats
-                .score
-                .iter()
-                .map(|&s| s > opts.read.correct_above)
-                .collect();
-            let groups = PassRates::new(&prepared, &correct);
-            (
-                strips::choose(groups.as_ref(), &correct, &opts.rows),
-                correct,
-            )
-        });
         progress.pass("report");
         let parts = (0..units.len())
             .into_par_iter()
@@ -158,28 +144,18 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
                 let tallies = inspection.scan_unit(input, u, &batch)?;
                 let outputs = outputs_of(&jobs, &prepared, input, u, &batch)?;
                 progress.inc(batch.num_rows());
-                let rows = units[u].start..units[u].start + batch.num_rows();
-                let strips = early
-                    .iter()
-                    .flat_map(|(chosen, correct)| {
-                        chosen.iter().filter(|&&(row, _)| rows.contains(&row)).map(
-                            |&(row, reason)| {
-                                let i = row - rows.start;
-                                strips::extract(&outputs, i, row, reason, correct[row])
-                            },
-                        )
-                    })
-                    .collect();
                 Ok(UnitPart {
                     tallies,
                     sums: Sums::of_row_group(&outputs),
                     advantages: outputs.iter().map(valid_advantages).collect(),
                     is_weights: outputs.iter().map(valid_is_weights).collect(),
-                    strips,
+                    shapes: (0..batch.num_rows())
+                        .map(|i| Shape::of(&outputs, i))
+                        .collect(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok::<_, Error>((prepared, parts, early))
+        Ok::<_, Error>((prepared, parts))
     })?;
     progress.finish();
 
@@ -188,9 +164,9 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let mut tallies = Vec::with_capacity(parts.len());
     let mut adv = vec![Sketch::default(); n];
     let mut is: Vec<Option<Sketch>> = vec![None; n];
-    let mut drawn: Vec<Strip> = Vec::new();
+    let mut shapes: Vec<Shape> = Vec::with_capacity(rows);
     for p in parts {
-        drawn.extend(p.strips);
+        shapes.extend(p.shapes);
         tallies.push(p.tallies);
         sums.append(p.sums);
         for (all, s) in adv.iter_mut().zip(&p.advantages) {
@@ -224,30 +200,17 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         })
         .collect();
 
-    // the page's strips: drawn in the output pass when chosen after pass 1 (the same rows
-    // as chosen now, checked), else the few row groups holding them, each read once more
-    let chosen = strips::choose(groups.as_ref(), &correct, &opts.rows);
-    let strips = match early {
-        Some((early, _)) if early == chosen => chosen
-            .iter()
-            .map(|&(row, _)| {
-                let k = drawn
-                    .iter()
-                    .position(|s| s.row == row)
-                    .expect("drawn in pass 2");
-                drawn[k].clone()
-            })
-            .collect(),
-        _ => reread(
-            &chosen,
-            &correct,
-            &jobs,
-            &prepared,
-            input,
-            &projection,
-            &pool,
-        )?,
-    };
+    // the page's strips: the few row groups holding the chosen rows, each read once more
+    let chosen = strips::choose(groups.as_ref(), &correct, &shapes, &opts.rows);
+    let strips = reread(
+        &chosen,
+        &correct,
+        &jobs,
+        &prepared,
+        input,
+        &projection,
+        &pool,
+    )?;
 
     let mut report = inspection.finish(input, tallies);
     let first_name = first.algorithm.adv_estimator.name();
@@ -306,6 +269,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         groups,
         row_abs,
         strips,
+        shapes,
     })
 }
 

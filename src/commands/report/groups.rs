@@ -27,17 +27,6 @@ impl PassRates {
             .collect();
         PassRates { members, rate }
     }
-
-    /// The most mixed group: pass rate nearest 0.5, the first such group on a tie.
-    pub fn most_mixed(&self) -> Option<usize> {
-        let mut best: Option<usize> = None;
-        for (g, &r) in self.rate.iter().enumerate() {
-            if best.is_none_or(|b| (r - 0.5).abs() < (self.rate[b] - 0.5).abs()) {
-                best = Some(g);
-            }
-        }
-        best
-    }
 }
 
 #[cfg(test)]
@@ -45,12 +34,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_most_mixed_group_is_nearest_one_half_and_the_first_on_a_tie() {
+    fn a_pass_rate_is_the_share_of_the_group_s_rows_that_are_correct() {
         // rows 0..8; groups {0,1,2,3} 1/4, {4,5} 1/2, {6,7} 1/2
         let correct = [true, false, false, false, true, false, false, true];
         let p = PassRates::of(vec![vec![0, 1, 2, 3], vec![4, 5], vec![6, 7]], &correct);
         assert_eq!(p.rate, vec![0.25, 0.5, 0.5]);
-        assert_eq!(p.most_mixed(), Some(1));
-        assert_eq!(PassRates::of(vec![], &correct).most_mixed(), None);
     }
 }

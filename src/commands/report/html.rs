@@ -104,6 +104,9 @@ th, td { border-bottom: 1px solid #e6e6e6; padding: 3px 10px; text-align: right;
 th { background: #f4f4f4; font-weight: 600; }
 td.l, th.l { text-align: left; white-space: nowrap; }
 .legend { font-size: 13px; color: #333; margin: 2px 0 0 56px; }
+.figcap { font-size: 13px; color: #444; margin: 4px 0 0; max-width: 290px; }
+.dash { display: inline-block; width: 20px; height: 0; border-top: 2px dashed; vertical-align: 4px; margin-right: 4px; }
+.why-row { font-size: 14px; color: #333; margin: 0 0 4px; }
 .n { font-variant-numeric: tabular-nums; }
 ul.warnings { list-style: none; padding: 0; }
 ul.warnings li { border-left: 4px solid #d55e00; background: #fff6f0; padding: 6px 10px; margin: 6px 0; font-size: 14px; }

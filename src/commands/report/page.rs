@@ -6,13 +6,13 @@ use serde_json::{Value, json};
 
 use crate::commands::compare::BUCKETS;
 use crate::error::Result;
-use crate::shaping::correction::Correction;
+use crate::shaping::correction::IsLevel;
 
 use super::difficulty;
 use super::gather::{Facts, VariantFacts};
 use super::html::{CSS, Style, escape, num, sig, token};
-use super::plots::{self, Line, Panel, colour, css};
-use super::strips::{Reason, Strip};
+use super::plots::{self, Axes, Line, Panel, Reference, colour, css};
+use super::strips::{Feature, Reason, Strip};
 
 /// `data-src` of numbers from `inspect -e FIRST --json` (the first variant's configuration).
 pub const INSPECT: &str = "inspect";
@@ -31,7 +31,12 @@ pub fn metrics_of(label: &str) -> String {
 
 /// Bins of the advantage and IS-weight histograms.
 const BINS: usize = 60;
-const WIDTH: u32 = 1000;
+/// The width of the full-width figures, in SVG user units = CSS pixels: at most the page's
+/// column (the body's `max-width` in `html::CSS`, 1080 px), so on a screen wide enough for
+/// the column a figure is shown at its own size and its text at the sizes `plots` draws it.
+pub const WIDTH: u32 = 1000;
+/// The per-step small multiples: three to a row of the column (with the grid's gaps).
+const STEP_CHART: (u32, u32) = (352, 250);
 
 /// One section: present with its body, or absent with the reason.
 struct Section {
@@ -129,8 +134,8 @@ fn figure(svg: String) -> String {
     format!("<div class=\"fig\">{svg}</div>\n")
 }
 
-/// A figure with its lines' legend under it (swatch and label per line).
-fn figure_with_legend(svg: String, lines: &[Line]) -> String {
+/// A figure with its lines' legend under it (swatch and label per line), then `more` (HTML).
+fn figure_with_legend(svg: String, lines: &[Line], more: &str) -> String {
     let keys: Vec<String> = lines
         .iter()
         .map(|l| {
@@ -142,8 +147,17 @@ fn figure_with_legend(svg: String, lines: &[Line]) -> String {
         })
         .collect();
     format!(
-        "<div class=\"fig\">{svg}<div class=\"legend\">{}</div></div>\n",
+        "<div class=\"fig\">{svg}<div class=\"legend\">{}{more}</div></div>\n",
         keys.join(" &#160; ")
+    )
+}
+
+/// A legend key for a dashed reference line.
+fn dashed_swatch(label: &str) -> String {
+    format!(
+        "<span class=\"dash\" style=\"border-color:{}\"></span>{}",
+        css(plots::REFERENCE),
+        escape(label)
     )
 }
 
@@ -305,7 +319,7 @@ pub fn advantage_steps(v: &VariantFacts) -> Value {
 
 /// 2. Per step: score, no-signal groups, KL, IS weights, rejection, advantage std.
 fn steps(f: &Facts) -> Result<Section> {
-    let caption = "How the batch drifts over training steps: falling no-signal share and a steady KL and IS weight are healthy; a jump in any of them marks the step to inspect.".to_string();
+    let caption = "How the batch drifts over training steps: falling no-signal share and a steady KL and IS weight are healthy; a jump in any of them marks the step to inspect. Shares are in percent, as in the tables; an IS weight max on the dashed threshold line means truncation is active.".to_string();
     let has_steps = f.inspect.steps.iter().any(|s| s.step.is_some());
     if !has_steps {
         return Ok(Section {
@@ -336,23 +350,25 @@ fn steps(f: &Facts) -> Result<Section> {
             points: pts,
         }]
     };
-    let size = (330, 230);
+    let size = STEP_CHART;
+    let axes = |title: &'static str, percent: bool| Axes {
+        title,
+        x_desc: "step",
+        y_desc: "",
+        x_range: None,
+        integer_x: true,
+        percent,
+        from_zero: true,
+        references: &[],
+    };
     let mut charts: Vec<String> = vec![
         plots::lines(
-            "mean score",
-            "step",
-            "",
-            None,
-            true,
+            &axes("mean score", false),
             &one("score", series(&|i| format!("/steps/{i}/score_sum/mean"))),
             size,
         )?,
         plots::lines(
-            "groups with no signal",
-            "step",
-            "",
-            None,
-            true,
+            &axes("groups with no signal", true),
             &one(
                 "no signal",
                 series(&|i| format!("/steps/{i}/groups/no_signal_fraction")),
@@ -360,11 +376,7 @@ fn steps(f: &Facts) -> Result<Section> {
             size,
         )?,
         plots::lines(
-            "KL: mean k1 per token",
-            "step",
-            "",
-            None,
-            true,
+            &axes("KL: mean k1 per token", false),
             &one("k1", series(&|i| format!("/steps/{i}/kl/mean_k1"))),
             size,
         )?,
@@ -393,25 +405,49 @@ fn steps(f: &Facts) -> Result<Section> {
                 points: pts("rollout_corr/rollout_is_max"),
             },
         ];
+        let spec = f.variants[v]
+            .correction
+            .as_ref()
+            .and_then(|c| c.is.as_ref())
+            .expect("an IS variant");
+        let threshold = spec.upper;
+        let meaning = match (spec.lower, spec.level) {
+            (Some(_), _) => {
+                "IcePop sets weights outside its bounds to 0 rather than truncating them, so a max near the line means weights are close to being dropped"
+            }
+            (None, IsLevel::Token) => {
+                "verl logs the max after truncation, so a max on the line means truncation is active (larger weights were cut to it)"
+            }
+            (None, IsLevel::Sequence) => {
+                "verl logs the sequence weights' max before truncation, so a max on or above the line means truncation is active"
+            }
+        };
+        let references = [Reference {
+            y: threshold,
+            label: format!("threshold {}", sig(threshold)),
+        }];
         charts.push(figure_with_legend(
             plots::lines(
-                "IS weight: mean and max",
-                "step",
-                "",
-                None,
-                true,
+                &Axes {
+                    references: &references,
+                    // weights sit near 1: from 0 the mean and the max would merge
+                    from_zero: false,
+                    ..axes("IS weight: mean and max", false)
+                },
                 &is_lines,
                 size,
             )?,
             &is_lines,
+            &format!(
+                " &#160; {}<p class=\"figcap\" data-threshold=\"{threshold}\">Dashed: <code>rollout_is_threshold</code>{} = {}. {meaning}.</p>",
+                dashed_swatch("threshold"),
+                if spec.lower.is_some() { "'s upper bound" } else { "" },
+                sig(threshold)
+            ),
         ));
     }
     charts.push(figure(plots::lines(
-        "tokens rejected",
-        "step",
-        "",
-        None,
-        true,
+        &axes("tokens rejected", true),
         &one(
             "rejected",
             series(&|i| format!("/steps/{i}/rejection/rejected_token_fraction")),
@@ -436,8 +472,9 @@ fn steps(f: &Facts) -> Result<Section> {
         })
         .collect();
     charts.push(figure_with_legend(
-        plots::lines("advantage std", "step", "", None, true, &std_lines, size)?,
+        plots::lines(&axes("advantage std", false), &std_lines, size)?,
         &std_lines,
+        "",
     ));
     let mut body = String::from("<div class=\"grid\">\n");
     for c in charts {
@@ -668,15 +705,21 @@ fn difficulty_bias(f: &Facts) -> Result<Section> {
         .collect();
     let mut body = figure_with_legend(
         plots::lines(
-            "mean |advantage| by group pass rate",
-            "group pass rate (share of the group's rows that are correct)",
-            "mean |advantage| per token",
-            Some((-0.03, 1.03)),
-            false,
+            &Axes {
+                title: "mean |advantage| by group pass rate",
+                x_desc: "group pass rate (share of the group's rows that are correct)",
+                y_desc: "mean |advantage| per token",
+                x_range: Some((-0.03, 1.03)),
+                integer_x: false,
+                percent: false,
+                from_zero: true,
+                references: &[],
+            },
             &lines,
-            (WIDTH, 380),
+            (WIDTH, 400),
         )?,
         &lines,
+        "",
     );
     if !exact {
         body += &format!(
@@ -721,28 +764,110 @@ fn difficulty_bias(f: &Facts) -> Result<Section> {
     })
 }
 
-fn reason(s: &Strip, f: &Facts) -> String {
-    let group = match (&f.groups, s.reason) {
-        (Some(g), Reason::MixedCorrect | Reason::MixedIncorrect) => g
-            .most_mixed()
-            .map(|m| {
-                let n = g.members[m].len();
-                let right = g.members[m].iter().filter(|&&r| f.correct[r]).count();
-                format!(" of the most mixed group ({right} of {n} correct)")
-            })
-            .unwrap_or_default(),
-        _ => String::new(),
-    };
+/// "1 tool span", "3 rejected tokens".
+fn count(n: u32, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// A strip's heading: the row, whether it is correct, what it shows besides its advantages.
+fn heading(s: &Strip) -> String {
+    let mut parts = vec![if s.correct { "correct" } else { "incorrect" }.to_string()];
+    if s.shape.tool_spans > 0 {
+        parts.push(count(s.shape.tool_spans, "tool span"));
+    }
+    if s.shape.rejected > 0 {
+        parts.push(count(s.shape.rejected, "rejected token"));
+    }
+    format!("Row {} — {}", s.row, parts.join(", "))
+}
+
+/// Why a strip's row was drawn (`strips::choose`'s rule, as it applied to this row).
+fn why(s: &Strip, f: &Facts) -> String {
+    let rows = f.correct.len();
+    let with = |feature: Feature| f.shapes.iter().filter(|x| x.has(feature)).count();
+    let (tools, rejected) = (with(Feature::ToolSpans), with(Feature::Rejected));
+    // the row's group, with its pass rate, when it has both correct and incorrect rows
+    let group = f.groups.as_ref().and_then(|g| {
+        let k = g.members.iter().position(|m| m.contains(&s.row))?;
+        let n = g.members[k].len();
+        let right = g.members[k].iter().filter(|&&r| f.correct[r]).count();
+        (right > 0 && right < n).then(|| {
+            let uid = s
+                .uid
+                .as_ref()
+                .map(|u| format!("<code>{}</code>, ", escape(u)))
+                .unwrap_or_default();
+            format!("({uid}{right} of {n} rows correct)")
+        })
+    });
+    let share = |n: usize| format!("{n} of the {rows} rows");
     match s.reason {
-        Reason::MixedCorrect => format!("a correct row{group}"),
-        Reason::MixedIncorrect => format!("an incorrect row{group}"),
-        Reason::Asked => "asked for with --rows".into(),
+        Reason::Asked => "Why this row: asked for with <code>--rows</code>.".into(),
+        Reason::Pair(_) => {
+            let partner = f
+                .strips
+                .iter()
+                .find(|o| matches!(o.reason, Reason::Pair(_)) && o.row != s.row)
+                .map(|o| format!("with row {}, ", o.row))
+                .unwrap_or_default();
+            let which = match &group {
+                Some(g) => format!("{partner}the correct and the incorrect row of a group {g}"),
+                None if f.groups.is_none() => format!(
+                    "{partner}a correct and an incorrect row of the dump (it has no <code>uid</code> column: rows have no group)"
+                ),
+                None => format!(
+                    "{partner}a correct and an incorrect row of the dump (no group has both)"
+                ),
+            };
+            let order = if group.is_some() {
+                "then the group whose pass rate is nearest 50%, then the first"
+            } else {
+                "then the first"
+            };
+            if tools + rejected == 0 {
+                format!(
+                    "Why this row: {which}, the group whose pass rate is nearest 50% (the first on a tie). No row of this dump has a tool span or a rejected token, so an outcome-level estimator gives all of a row's tokens one advantage: one colour per strip."
+                )
+            } else {
+                let kinds: Vec<String> = [("tool spans", tools), ("rejected tokens", rejected)]
+                    .into_iter()
+                    .filter(|&(_, n)| n > 0)
+                    .map(|(what, n)| format!("{what} ({})", share(n)))
+                    .collect();
+                format!(
+                    "Why this row: {which}, chosen to show the most: rows with {} first, {order}.",
+                    kinds.join(" or ")
+                )
+            }
+        }
+        Reason::Shows(feature) => {
+            let (what, n) = match feature {
+                Feature::ToolSpans => ("tool spans", tools),
+                Feature::Rejected => ("rejected tokens", rejected),
+            };
+            if n == 1 {
+                format!(
+                    "Why this row: it has {what}, which the rows above do not; no other row has any."
+                )
+            } else {
+                format!(
+                    "Why this row: it has {what}, which the rows above do not; {} have them{}.",
+                    share(n),
+                    match &group {
+                        Some(g) => format!(
+                            "; of those, rows in a group with both correct and incorrect rows come first, then rows with both kinds, then the group nearest 50% correct: here {g}"
+                        ),
+                        None => ", and this is the first".into(),
+                    }
+                )
+            }
+        }
     }
 }
 
 /// 5. Token strips.
 fn token_strips(f: &Facts) -> Result<Section> {
-    let caption = "Each cell is one token of the response, coloured by its advantage (blue: made more likely, red: less likely, white: 0), one strip per variant for the same row; grey cells are tool tokens the policy did not write, and the triangle marks where the reward sits.".to_string();
+    let caption = "Each cell is one token of the response, coloured by its advantage (blue: made more likely, red: less likely, white: 0), one strip per variant for the same row; light grey cells are tool tokens the policy did not write, dark grey cells tokens that rejection removed, and the triangle marks where the reward sits. Rows with tool spans or rejected tokens are drawn first: without them an outcome-level estimator paints a row in one colour.".to_string();
     if f.sequence_level {
         return Ok(Section {
             id: "strips",
@@ -765,11 +890,18 @@ fn token_strips(f: &Facts) -> Result<Section> {
     let mut body = String::new();
     for s in &f.strips {
         let tools = s.mask.iter().filter(|&&m| m == 0.0).count();
+        let reason = match s.reason {
+            Reason::Pair(true) => "pair-correct",
+            Reason::Pair(false) => "pair-incorrect",
+            Reason::Shows(Feature::ToolSpans) => "tool-spans",
+            Reason::Shows(Feature::Rejected) => "rejected",
+            Reason::Asked => "asked",
+        };
         body += &format!(
-            "<h3 data-row=\"{}\">Row {} — {}</h3>\n<p class=\"meta\">{}{}score {} ({}) · {} tokens, {} of them tool tokens · {}</p>\n",
+            "<h3 data-row=\"{}\" data-reason=\"{reason}\">{}</h3>\n<p class=\"why-row\">{}</p>\n<p class=\"meta\">{}{}score {} ({}) · {} tokens, {} of them tool tokens · {}</p>\n",
             s.row,
-            s.row,
-            reason(s, f),
+            heading(s),
+            why(s, f),
             s.uid
                 .as_ref()
                 .map(|u| format!("uid <code>{}</code> · ", escape(u)))
@@ -786,18 +918,13 @@ fn token_strips(f: &Facts) -> Result<Section> {
         );
         body += &figure(plots::strip(s, &labels, WIDTH)?);
     }
-    body += "<p class=\"meta\">Rows are chosen without looking at the advantages: one correct and one incorrect row of the group whose pass rate is nearest 0.5 (the first such group), then the rows named with <code>--rows</code>.</p>\n";
+    body += "<p class=\"meta\">Rows are chosen without looking at the advantages (docs/report.md): a correct and an incorrect row of one group, the rows with tool spans or rejected tokens first, the group whose pass rate is nearest 50% on a tie; then, if the dump has rows with tool spans (or rejected tokens) and neither row of the pair has any, one such row; then the rows named with <code>--rows</code>.</p>\n";
     Ok(Section {
         id: "strips",
         title: "Token strips",
         caption,
         body: Ok(body),
     })
-}
-
-/// The upper IS threshold of a correction.
-fn upper(c: &Correction) -> Option<f64> {
-    c.is.as_ref().map(|s| s.upper)
 }
 
 /// 6. Rollout correction: the IS-weight distribution and what each rejection option removed.
@@ -853,7 +980,16 @@ fn correction(f: &Facts) -> Result<Section> {
             }
         );
         if let (Some(w), Some(spec)) = (&facts.is_weights, &c.is) {
-            let (lo, hi) = (0.0, upper(c).unwrap_or(2.0).max(1.0) * 1.12);
+            // from below the smallest weight verl logs (before batch normalisation) and 1,
+            // to past the threshold: the bulk near 1 and the line both in view
+            let smallest = steps
+                .iter()
+                .filter_map(|&s| metric(m, s, "rollout_corr/rollout_is_min"))
+                .fold(1.0f64, f64::min)
+                .max(0.0);
+            let top = spec.upper.max(1.0);
+            let pad = (top - smallest) * 0.08;
+            let (lo, hi) = ((smallest - pad).max(0.0), top + pad);
             let n = w.total().max(1) as f64;
             body += &figure(plots::histograms(
                 "IS weight (per valid token, as applied)",

@@ -3,6 +3,7 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::{Error, Result};
 
@@ -29,6 +30,26 @@ pub fn css(c: RGBColor) -> String {
 }
 
 const FONT: &str = "sans-serif";
+
+/// plotters' SVG backend writes a font's size divided by 1.24 into `font-size`.
+const SVG_FONT_SCALE: f64 = 1.24;
+
+/// Text sizes, in SVG user units: figures are drawn at the width the page shows them (at most
+/// the page's column, 1080 px; see `page::WIDTH`), so a unit is a CSS pixel and these are the
+/// sizes a reader sees, next to the page's 15–16 px text. Nothing is drawn below `SMALL`.
+pub const SMALL: f64 = 13.0;
+const LABEL: f64 = 14.0;
+const TITLE: f64 = 15.0;
+
+/// The page's font at `px` rendered pixels.
+fn font(px: f64) -> FontDesc<'static> {
+    (FONT, px * SVG_FONT_SCALE).into_font()
+}
+
+/// A fraction as a percentage, as the page's tables write it.
+fn percent(x: f64) -> String {
+    format!("{}%", super::html::sig(x * 100.0))
+}
 
 fn drawing<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> Error {
     Error::data("cannot draw the report's figures")
@@ -86,35 +107,66 @@ fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
     )
 }
 
+/// A horizontal reference line across a line chart (a threshold), dashed, with its label.
+pub struct Reference {
+    pub y: f64,
+    pub label: String,
+}
+
+/// What a line chart shows besides its lines.
+pub struct Axes<'a> {
+    pub title: &'a str,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    /// The x range; `None`: the points' (padded).
+    pub x_range: Option<(f64, f64)>,
+    /// Label whole x values only (steps).
+    pub integer_x: bool,
+    /// The values are fractions, labelled as percentages (as the page's tables show them).
+    pub percent: bool,
+    /// The y axis starts at 0 (or ends there, for negative values).
+    pub from_zero: bool,
+    /// Horizontal lines drawn under the series; the y range includes them.
+    pub references: &'a [Reference],
+}
+
+/// The colour of reference lines and marks.
+pub const REFERENCE: RGBColor = RGBColor(90, 90, 90);
+
 /// Lines over a shared x axis (steps, pass rates); the page writes their legend beside the
-/// figure, where it never hides a line. `integer_x`: label whole x values only (steps).
-pub fn lines(
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    x_range: Option<(f64, f64)>,
-    integer_x: bool,
-    series: &[Line],
-    size: (u32, u32),
-) -> Result<String> {
-    let (x0, x1) = x_range.unwrap_or_else(|| {
+/// figure, where it never hides a line.
+pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<String> {
+    let (x0, x1) = axes.x_range.unwrap_or_else(|| {
         range(
             series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
             false,
         )
     });
-    let (y0, y1) = range(
+    let (y0, mut y1) = range(
         series
             .iter()
-            .flat_map(|s| s.points.iter().filter_map(|p| p.1)),
-        true,
+            .flat_map(|s| s.points.iter().filter_map(|p| p.1))
+            .chain(axes.references.iter().map(|r| r.y)),
+        axes.from_zero,
     );
+    if !axes.references.is_empty() {
+        // room above the top line for its label
+        y1 += (y1 - y0) * 0.12;
+    }
+    let integer_x = axes.integer_x;
+    // whole steps: no more ticks than steps (plotters would add fractional ones)
+    let x_labels = if integer_x {
+        ((x1 - x0).floor() as usize + 1).clamp(2, 8)
+    } else {
+        8
+    };
     svg(size, |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 15))
+            .caption(axes.title, font(TITLE))
             .margin(8)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
+            .margin_right(14)
+            .x_label_area_size(if axes.x_desc.is_empty() { 26 } else { 46 })
+            .y_label_area_size(if axes.y_desc.is_empty() { 58 } else { 80 })
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(drawing)?;
         let whole = |x: &f64| {
@@ -126,18 +178,25 @@ pub fn lines(
                 String::new()
             }
         };
+        let y_label = |y: &f64| {
+            if axes.percent {
+                percent(*y)
+            } else {
+                super::html::sig(*y)
+            }
+        };
         chart
             .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc)
+            .x_desc(axes.x_desc)
+            .y_desc(axes.y_desc)
             .x_label_formatter(&whole)
-            .y_label_formatter(&|y| super::html::sig(*y))
-            .x_labels(8)
-            .y_labels(6)
+            .y_label_formatter(&y_label)
+            .x_labels(x_labels)
+            .y_labels(5)
             .light_line_style(WHITE)
             .bold_line_style(RGBColor(225, 225, 225))
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 12))
+            .label_style(font(SMALL))
+            .axis_desc_style(font(SMALL))
             .draw()
             .map_err(drawing)?;
         for s in series {
@@ -159,6 +218,28 @@ pub fn lines(
                 chart
                     .draw_series(seg.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                     .map_err(drawing)?;
+            }
+        }
+        // over the series: a line that a series lies on (a saturated maximum) stays visible
+        for r in axes.references {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(x0, r.y), (x1, r.y)],
+                    7,
+                    5,
+                    ShapeStyle::from(&REFERENCE).stroke_width(2),
+                ))
+                .map_err(drawing)?;
+            if !r.label.is_empty() {
+                let (x, y) = chart.backend_coord(&(x1, r.y));
+                root.draw(&Text::new(
+                    r.label.clone(),
+                    (x - 4, y - 5),
+                    font(SMALL)
+                        .color(&REFERENCE)
+                        .pos(Pos::new(HPos::Right, VPos::Bottom)),
+                ))
+                .map_err(drawing)?;
             }
         }
         Ok(())
@@ -193,28 +274,32 @@ pub fn histograms(
         .fold(0.0f64, f64::max)
         .max(1e-9)
         * 1.08;
-    let height = 130 * panels.len() as u32 + 40;
+    // every panel's plot the same height: the last one's area adds its x axis
+    let (panel, axis) = (140u32, 46u32);
+    let height = panel * panels.len() as u32 + axis - 14;
     svg((width, height), |root| {
-        let (body, foot) = root.split_vertically(height - 40);
-        let _ = foot;
-        let areas = body.split_evenly((panels.len(), 1));
+        let breaks: Vec<i32> = (1..panels.len())
+            .map(|k| (k as u32 * panel) as i32)
+            .collect();
+        let areas = root.split_by_breakpoints::<i32, i32, [i32; 0], _>([], breaks);
         for (k, (area, p)) in areas.iter().zip(panels).enumerate() {
             let last = k + 1 == panels.len();
             let mut chart = ChartBuilder::on(area)
                 .margin_top(6)
                 .margin_right(14)
-                .x_label_area_size(if last { 36 } else { 14 })
-                .y_label_area_size(56)
+                .x_label_area_size(if last { 46 } else { 14 })
+                .y_label_area_size(80)
                 .build_cartesian_2d(lo..hi, 0.0..ymax)
                 .map_err(drawing)?;
             let mut mesh = chart.configure_mesh();
             mesh.y_desc("share of tokens")
+                .y_label_formatter(&|y| percent(*y))
                 .y_labels(4)
                 .x_labels(10)
                 .light_line_style(WHITE)
                 .bold_line_style(RGBColor(230, 230, 230))
-                .label_style((FONT, 11))
-                .axis_desc_style((FONT, 11));
+                .label_style(font(SMALL))
+                .axis_desc_style(font(SMALL));
             if last {
                 mesh.x_desc(x_desc);
             } else {
@@ -240,7 +325,7 @@ pub fn histograms(
                     chart
                         .draw_series(LineSeries::new(
                             vec![(*x, 0.0), (*x, ymax)],
-                            ShapeStyle::from(&BLACK.mix(0.55)).stroke_width(1),
+                            ShapeStyle::from(&REFERENCE).stroke_width(1),
                         ))
                         .map_err(drawing)?;
                     if k == 0 && !label.is_empty() {
@@ -248,7 +333,7 @@ pub fn histograms(
                             .draw_series(std::iter::once(Text::new(
                                 label.clone(),
                                 (*x, ymax * 0.97),
-                                (FONT, 11).into_font().color(&BLACK.mix(0.7)),
+                                font(SMALL).color(&REFERENCE),
                             )))
                             .map_err(drawing)?;
                     }
@@ -258,10 +343,7 @@ pub fn histograms(
                 .draw_series(std::iter::once(Text::new(
                     p.label.clone(),
                     (lo + (hi - lo) * 0.01, ymax * 0.97),
-                    (FONT, 13)
-                        .into_font()
-                        .style(FontStyle::Bold)
-                        .color(&p.colour),
+                    font(LABEL).style(FontStyle::Bold).color(&p.colour),
                 )))
                 .map_err(drawing)?;
         }
@@ -271,14 +353,14 @@ pub fn histograms(
 
 /// Horizontal bars (label, fraction in [0, 1]) with the value printed after each bar.
 pub fn bars(title: &str, items: &[(String, f64)], width: u32) -> Result<String> {
-    let row = 26u32;
+    let row = 30u32;
     let height = 40 + row * items.len() as u32 + 30;
     let xmax = items.iter().map(|i| i.1).fold(0.0f64, f64::max).max(1e-6) * 1.25;
     svg((width, height), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 14))
+            .caption(title, font(TITLE))
             .margin(8)
-            .x_label_area_size(26)
+            .x_label_area_size(30)
             .y_label_area_size(200)
             .build_cartesian_2d(0.0..xmax, 0.0..items.len() as f64)
             .map_err(drawing)?;
@@ -298,8 +380,8 @@ pub fn bars(title: &str, items: &[(String, f64)], width: u32) -> Result<String> 
                     String::new()
                 }
             })
-            .x_label_formatter(&|x| format!("{}%", super::html::sig(x * 100.0)))
-            .label_style((FONT, 12))
+            .x_label_formatter(&|x| percent(*x))
+            .label_style(font(SMALL))
             .draw()
             .map_err(drawing)?;
         let n = items.len();
@@ -316,9 +398,11 @@ pub fn bars(title: &str, items: &[(String, f64)], width: u32) -> Result<String> 
             .draw_series(items.iter().enumerate().map(|(i, (_, v))| {
                 let y = (n - 1 - i) as f64;
                 Text::new(
-                    format!("{:.2}%", v * 100.0),
-                    (*v + xmax * 0.01, y + 0.7),
-                    (FONT, 12).into_font(),
+                    percent(*v),
+                    (*v + xmax * 0.01, y + 0.5),
+                    font(SMALL)
+                        .color(&BLACK)
+                        .pos(Pos::new(HPos::Left, VPos::Center)),
                 )
             }))
             .map_err(drawing)?;
@@ -373,17 +457,20 @@ pub fn strip(strip: &Strip, labels: &[String], width: u32) -> Result<String> {
     let cell_h = 12.0;
     let lines = n.div_ceil(per_line);
     let block = lines as f64 * (cell_h + 3.0) + 14.0;
-    let height = (block * labels.len() as f64 + 70.0).ceil() as u32;
+    let height = (block * labels.len() as f64 + 58.0).ceil() as u32;
     let scale = strip_scale(strip);
     svg((width, height), |root| {
-        let font = (FONT, 12).into_font();
+        let text = font(SMALL);
         for (v, label) in labels.iter().enumerate() {
             let (adv, mask) = &strip.variants[v];
             let top = 8.0 + v as f64 * block;
             root.draw(&Text::new(
                 label.clone(),
-                (6, (top + 1.0) as i32),
-                font.clone().style(FontStyle::Bold).color(&colour(v)),
+                (6, (top + cell_h / 2.0) as i32),
+                text.clone()
+                    .style(FontStyle::Bold)
+                    .color(&colour(v))
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
             ))
             .map_err(drawing)?;
             for t in 0..strip.mask.len() {
@@ -419,12 +506,19 @@ pub fn strip(strip: &Strip, labels: &[String], width: u32) -> Result<String> {
                 }
             }
         }
-        // the colour bar: −scale … 0 … +scale, then the two shadings
-        let y = (8.0 + labels.len() as f64 * block + 8.0) as i32;
+        // the colour bar: −scale … 0 … +scale, its numbers under it, then the shadings
+        let y = (8.0 + labels.len() as f64 * block + 6.0) as i32;
         let steps = 21;
         let bar_w = 10;
-        root.draw(&Text::new("advantage", (6, y + 1), font.clone()))
-            .map_err(drawing)?;
+        let middle = |x: i32, y: i32| (x, y + 6);
+        root.draw(&Text::new(
+            "advantage",
+            middle(6, y),
+            text.clone()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(drawing)?;
         for k in 0..steps {
             let a = scale * (2.0 * k as f64 / (steps - 1) as f64 - 1.0);
             let x = left as i32 + k * bar_w;
@@ -435,29 +529,52 @@ pub fn strip(strip: &Strip, labels: &[String], width: u32) -> Result<String> {
             .map_err(drawing)?;
         }
         let end = left as i32 + steps * bar_w;
-        for (x, text) in [
-            (left as i32 - 4, super::html::sig(-scale)),
-            (left as i32 + (steps / 2) * bar_w, "0".to_string()),
-            (end - 8, format!("+{}", super::html::sig(scale))),
-        ] {
-            root.draw(&Text::new(text, (x, y + 18), (FONT, 11).into_font()))
-                .map_err(drawing)?;
+        // its ends' numbers, unless every advantage is 0 (only the middle's then)
+        let mut ends = vec![(
+            left as i32 + (steps / 2) * bar_w + bar_w / 2,
+            "0".to_string(),
+        )];
+        if scale > 0.0 {
+            ends.push((left as i32, super::html::sig(-scale)));
+            ends.push((end, format!("+{}", super::html::sig(scale))));
         }
-        let mut x = end + 70;
-        for (fill, text) in [(TOOL, "tool token"), (REJECTED, "rejected token")] {
+        for (x, label) in ends {
+            root.draw(&Text::new(
+                label,
+                (x, y + 15),
+                text.clone()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(drawing)?;
+        }
+        let mut x = end + 60;
+        for (fill, label) in [(TOOL, "tool token"), (REJECTED, "rejected token")] {
             root.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], fill.filled()))
                 .map_err(drawing)?;
-            root.draw(&Text::new(text, (x + 16, y + 1), font.clone()))
-                .map_err(drawing)?;
-            x += 130;
+            root.draw(&Text::new(
+                label,
+                middle(x + 18, y),
+                text.clone()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(drawing)?;
+            x += 150;
         }
         root.draw(&Polygon::new(
             vec![(x + 6, y + 1), (x + 1, y + 10), (x + 11, y + 10)],
             BLACK.filled(),
         ))
         .map_err(drawing)?;
-        root.draw(&Text::new("reward position", (x + 16, y + 1), font.clone()))
-            .map_err(drawing)?;
+        root.draw(&Text::new(
+            "reward position",
+            middle(x + 18, y),
+            text.clone()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(drawing)?;
         Ok(())
     })
 }
