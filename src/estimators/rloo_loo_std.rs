@@ -97,7 +97,7 @@ const TWO_PASS_MAX_ROWS: usize = 256;
 
 /// The exact leave-one-out (or plain) baseline and std of NeMo's formula; see the module.
 /// Per row, the other rows' mean and sample std are taken two-pass in f64 for groups of up to
-/// [`TWO_PASS_MAX_ROWS`] rows; a larger group (a `uid` that is not a prompt, usually) uses
+/// `TWO_PASS_MAX_ROWS` (256) rows; a larger group (a `uid` that is not a prompt, usually) uses
 /// `SS₋ᵢ = SS − (s_i − μ)²·n/(n − 1)` from the group's two-pass `SS`, with σ = 0 exactly when
 /// the other rows are all equal (the `σ > 0` gate must not see a rounding residue).
 pub fn rloo_loo_std(scores: &[f64], grouping: &Grouping, opts: NemoOptions) -> Vec<f64> {
