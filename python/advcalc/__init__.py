@@ -327,6 +327,11 @@ def _source(data: Any, name: str) -> Iterator[str]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _named(report: Any, src: Any, path: str) -> Any:
+    """A report on `src` read from `path`: a spooled stream is named `<stream>` in it."""
+    return report if isinstance(src, (str, os.PathLike)) else _unspool(report, path)
+
+
 def _unspool(value: Any, path: str) -> Any:
     """`value` (text, or the JSON of a report) with the spool file named `<stream>`."""
     if isinstance(value, str):
@@ -430,7 +435,7 @@ def inspect(
     read = _read_args(input_format, layout, threads, False)
     native = _load()
     with _source(src, "src") as path:
-        return _unspool(json.loads(native.inspect(path, cfg, read)), path)
+        return _named(json.loads(native.inspect(path, cfg, read)), src, path)
 
 
 def compare(
@@ -483,7 +488,8 @@ def compare(
             raise UsageError(f"variant `{lab}` is given twice", "name each estimator or config once")
     native = _load()
     with _source(src, "src") as path:
-        return _unspool(json.loads(native.compare(path, resolved, read, float(correct_above))), path)
+        report = json.loads(native.compare(path, resolved, read, float(correct_above)))
+        return _named(report, src, path)
 
 
 def estimators() -> List[Dict[str, Any]]:
