@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import importlib.util
 import inspect as pyinspect
 import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import typing
 import warnings
 from pathlib import Path
@@ -272,7 +274,17 @@ def _third_party_imports(path: Path) -> typing.Set[str]:
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-    return {n for n in names if n not in sys.stdlib_module_names and n not in ("advcalc",)}
+    return {n for n in names if not _stdlib(n) and n != "advcalc"}
+
+
+def _stdlib(name: str) -> bool:
+    if hasattr(sys, "stdlib_module_names"):  # Python 3.10+
+        return name in sys.stdlib_module_names
+    if name in sys.builtin_module_names:
+        return True
+    spec = importlib.util.find_spec(name)
+    origin = (spec.origin or "") if spec is not None else ""
+    return origin.startswith(sysconfig.get_paths()["stdlib"]) and "site-packages" not in origin
 
 
 def test_the_distribution_is_advcalc_rl_with_extras() -> None:
