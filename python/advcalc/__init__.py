@@ -11,14 +11,17 @@ The same engine as the ``advcalc`` command line, from Python::
     table = advcalc.compare("dump.parquet", estimators=["grpo", "rloo"])
 
 Inputs are paths (Parquet, Arrow IPC, verl's JSONL dumps and their directories; see the
-CLI's README) or, for :func:`compute`, any
-object with ``__arrow_c_stream__`` (a pyarrow Table or RecordBatchReader, a polars
-DataFrame, a DuckDB relation). Results are pyarrow Tables (``polars.DataFrame(table)`` for
-polars users). Errors raise :class:`DataError` (bad data, the CLI's exit 1) or
-:class:`UsageError` (bad arguments, exit 2), both :class:`Error`, with the CLI's message and
-hint; data warnings and configuration notes are issued as :class:`DataWarning` and
-:class:`ConfigNote` (``warnings`` module). The GIL is released while the engine works, and
-Ctrl-C stops it promptly with ``KeyboardInterrupt``.
+CLI's README) or any object with ``__arrow_c_stream__`` (a pyarrow Table or
+RecordBatchReader, a polars DataFrame, a DuckDB relation), for every call. :func:`compute`
+returns a pyarrow Table, or a polars DataFrame for a polars DataFrame. Errors raise
+:class:`DataError` (bad data, the CLI's exit 1) or :class:`UsageError` (bad arguments, exit
+2), both :class:`Error`, with the CLI's message and hint, naming the Python arguments where
+the CLI names its flags; data warnings and configuration notes are issued as
+:class:`DataWarning` and :class:`ConfigNote` (``warnings`` module). The GIL is released while
+the engine works, and Ctrl-C stops it promptly with ``KeyboardInterrupt``.
+
+The distribution is ``advcalc-rl`` (``advcalc`` on the package index is an unrelated
+project). The native module is loaded on first use: ``advcalc.verl`` imports without it.
 
 Configuration, as the CLI's: ``config`` is a verl trainer YAML (a path), its ``algorithm:``
 section or the whole trainer config as YAML text, or the same as a dict; ``set`` holds
@@ -29,6 +32,8 @@ estimator and convention.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import math
 import os
@@ -36,14 +41,31 @@ import shutil
 import sys
 import tempfile
 import warnings as _warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+import weakref
+from types import ModuleType
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterator,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    overload,
+)
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _native
-from ._errors import ConfigNote, DataError, DataWarning, Error, UsageError
+from ._errors import ConfigNote, DataError, DataWarning, Error, UsageError, python_names
 from ._files import read_file
+
+if TYPE_CHECKING:
+    import polars
 
 __all__ = [
     "compute",
@@ -59,11 +81,106 @@ __all__ = [
     "__version__",
 ]
 
-__version__: str = _native.__version__
+__version__: str  # the native module's (the crate's) version, read when first asked for
+
+
+def _load() -> ModuleType:
+    """The native module, imported when first needed: `advcalc.verl` (numpy and pyarrow
+    only) imports without it."""
+    try:
+        return importlib.import_module("advcalc._native")
+    except ImportError as e:
+        raise ImportError(
+            "advcalc's native module (advcalc._native) is not installed: install the "
+            "advcalc-rl wheel (docs/python.md); advcalc.verl works without it",
+            name="advcalc._native",
+        ) from e
+
+
+def __getattr__(name: str) -> Any:
+    # module attributes that need the native module: loaded on first access
+    if name == "__version__":
+        return _load().__version__
+    if name == "_native":
+        return _load()
+    raise AttributeError(f"module 'advcalc' has no attribute {name!r}")
+
 
 PathLike = Union[str, "os.PathLike[str]"]
 ConfigLike = Union[PathLike, str, Mapping[str, Any], None]
 Sets = Union[Mapping[str, Any], Sequence[str], None]
+
+
+@overload
+def compute(
+    data: "polars.DataFrame",
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    metrics: Literal[False] = False,
+    *,
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> "polars.DataFrame": ...
+@overload
+def compute(
+    data: "polars.DataFrame",
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    *,
+    metrics: Literal[True],
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Tuple["polars.DataFrame", Any]: ...
+@overload
+def compute(
+    data: Any,
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    metrics: Literal[False] = False,
+    *,
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> pa.Table: ...
+@overload
+def compute(
+    data: Any,
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    *,
+    metrics: Literal[True],
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Tuple[pa.Table, Any]: ...
+@overload
+def compute(
+    data: Any,
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    metrics: bool = False,
+    *,
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Union[pa.Table, Tuple[pa.Table, Any], Any]: ...
 
 
 def compute(
@@ -78,14 +195,15 @@ def compute(
     allow_nonfinite: bool = False,
     threads: Optional[int] = None,
     input_format: Optional[str] = None,
-) -> Union[pa.Table, Tuple[pa.Table, Any]]:
+) -> Any:
     """Compute advantages and returns: the same columns and numbers as ``advcalc run``.
 
     Args:
         data: an object with ``__arrow_c_stream__`` (pyarrow Table or RecordBatchReader,
-            polars DataFrame, DuckDB relation; read once), or a path to a dump (Parquet,
-            Arrow IPC file or stream, a verl JSONL dump or its ``rollout_data_dir``, a
-            dataset: a directory or glob of files, concatenated in the CLI's order).
+            polars DataFrame, DuckDB relation), or a path to a dump (Parquet, Arrow IPC file
+            or stream, a verl JSONL dump or its ``rollout_data_dir``, a dataset: a directory
+            or glob of files, concatenated in the CLI's order). A RecordBatchReader is read
+            once: a second call with it raises :class:`UsageError`.
         estimator: ``algorithm.adv_estimator`` (``advcalc.estimators()`` lists them).
         config: a verl trainer YAML path, YAML text, or a dict (see the module docstring).
         set: overrides, ``{"algorithm.lam": 0.95}`` or ``["algorithm.lam=0.95"]``.
@@ -100,8 +218,9 @@ def compute(
 
     Returns:
         The input's columns with ``token_level_rewards``, ``advantages``, ``returns`` (and
-        ``rollout_is_weights`` with importance weights), as a pyarrow Table; with
-        ``metrics=True``, a pair ``(table, metrics)``.
+        ``rollout_is_weights`` with importance weights): a polars DataFrame for a polars
+        DataFrame (sharing the result's buffers), else a pyarrow Table; with
+        ``metrics=True``, a pair ``(result, metrics)``.
 
     Raises:
         DataError: the input cannot be read or holds a refused value.
@@ -109,31 +228,119 @@ def compute(
     """
     cfg = _config_args(config, set, estimator, convention)
     read = _read_args(input_format, layout, threads, allow_nonfinite)
+    native = _load()
     if hasattr(data, "__arrow_c_stream__"):
-        table, metrics_json, warns, notes = _native.compute_stream(data, cfg, read, metrics)
+        _take_stream(data, "data")
+        table, metrics_json, warns, notes = native.compute_stream(data, cfg, read, metrics)
         found = json.loads(metrics_json) if metrics_json is not None else None
-    elif isinstance(data, (str, os.PathLike)) and (parts := _native.dataset_parts(os.fspath(data))):
+    elif isinstance(data, (str, os.PathLike)) and (parts := native.dataset_parts(os.fspath(data))):
         # a dataset (a directory or a glob of files): the files concatenated in the CLI's
         # dataset order, a file's step from its path as a `step` column
         table = pa.concat_tables([read_file(path, step) for path, _, step, _ in parts])
-        table, metrics_json, warns, notes = _native.compute_stream(
+        table, metrics_json, warns, notes = native.compute_stream(
             table, cfg, read, metrics, os.fspath(data)
         )
         found = json.loads(metrics_json) if metrics_json is not None else None
     elif isinstance(data, (str, os.PathLike)):
-        done = _native.compute_path(os.fspath(data), cfg, read, metrics)
+        done = native.compute_path(os.fspath(data), cfg, read, metrics)
         if done is not None:
             table, metrics_json, warns, notes = done
             found = json.loads(metrics_json) if metrics_json is not None else None
         else:
             table, found, warns, notes = _compute_via_run(os.fspath(data), cfg, read, metrics)
     else:
-        raise UsageError(
-            f"data: expected a path or an object with __arrow_c_stream__, got {type(data).__name__}",
-            "pass a pyarrow Table, a polars DataFrame, a DuckDB relation or a file path",
-        )
+        raise _wrong_type("data", data)
     _say(warns, notes)
-    return (table, found) if metrics else table
+    result = _like_input(table, data)
+    return (result, found) if metrics else result
+
+
+def _like_input(table: pa.Table, data: Any) -> Any:
+    """A polars DataFrame for a polars DataFrame (its columns share the table's buffers:
+    no copy, no rechunk), else the pyarrow Table."""
+    polars = sys.modules.get("polars")
+    if polars is not None and isinstance(data, polars.DataFrame):
+        return polars.from_arrow(table, rechunk=False)
+    return table
+
+
+# Readers already handed to the engine: an Arrow C stream can be read once, and pyarrow
+# exports an exhausted RecordBatchReader again as a stream of no batches.
+_consumed_readers: "weakref.WeakSet[pa.RecordBatchReader]" = weakref.WeakSet()
+
+
+def _take_stream(data: Any, name: str) -> None:
+    """Refuse a RecordBatchReader that an earlier call read (instead of computing on the
+    0 rows it would give now); mark this one as read."""
+    if isinstance(data, pa.RecordBatchReader):
+        if data in _consumed_readers:
+            raise UsageError(
+                f"{name}: this RecordBatchReader was already consumed by an earlier call "
+                "(an Arrow C stream can be read once)",
+                "pass a new reader, or a pyarrow Table (which can be read any number of times)",
+            )
+        _consumed_readers.add(data)
+
+
+def _wrong_type(name: str, value: Any) -> UsageError:
+    return UsageError(
+        f"{name}: expected a path or an object with __arrow_c_stream__, got "
+        f"{type(value).__name__}",
+        "pass a file path, a pyarrow Table or RecordBatchReader, a polars DataFrame or a "
+        "DuckDB relation",
+    )
+
+
+_STREAM = "<stream>"
+
+
+@contextlib.contextmanager
+def _source(data: Any, name: str) -> Iterator[str]:
+    """A path for the engine's path-reading calls (`inspect`, `compare`, `run`): a path as
+    it is, or a stream spooled batch by batch into a temporary Arrow IPC file (removed
+    afterwards; messages name it `<stream>`)."""
+    if isinstance(data, (str, os.PathLike)):
+        yield os.fspath(data)
+        return
+    if not hasattr(data, "__arrow_c_stream__"):
+        raise _wrong_type(name, data)
+    _take_stream(data, name)
+    scratch = tempfile.mkdtemp(prefix="advcalc-stream-")
+    path = os.path.join(scratch, "stream.arrow")
+    try:
+        try:
+            reader = pa.RecordBatchReader.from_stream(data)
+            with pa.OSFile(path, "wb") as sink:
+                with pa.ipc.new_file(sink, reader.schema) as writer:
+                    for batch in reader:
+                        writer.write_batch(batch)
+        except (OSError, pa.ArrowException) as e:
+            raise DataError(f"{_STREAM}: cannot read the Arrow C stream", None, [str(e)]) from None
+        try:
+            yield path
+        except Error as e:
+            e.message, e.hint = _unspool(e.message, path), _unspool(e.hint, path)
+            e.causes = [_unspool(c, path) for c in e.causes]
+            e.args = (e.message,)
+            raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _named(report: Any, src: Any, path: str) -> Any:
+    """A report on `src` read from `path`: a spooled stream is named `<stream>` in it."""
+    return report if isinstance(src, (str, os.PathLike)) else _unspool(report, path)
+
+
+def _unspool(value: Any, path: str) -> Any:
+    """`value` (text, or the JSON of a report) with the spool file named `<stream>`."""
+    if isinstance(value, str):
+        return value.replace(path, _STREAM)
+    if isinstance(value, list):
+        return [_unspool(v, path) for v in value]
+    if isinstance(value, dict):
+        return {k: _unspool(v, path) for k, v in value.items()}
+    return value
 
 
 def _compute_via_run(
@@ -145,7 +352,7 @@ def _compute_via_run(
     try:
         out = os.path.join(scratch, "out.parquet")
         metrics_path = os.path.join(scratch, "metrics.json") if metrics else None
-        summary = _native.run(src, out, cfg, read, "parquet", False, metrics_path, None)
+        summary = _load().run(src, out, cfg, read, "parquet", False, metrics_path, None)
         table = pq.read_table(out)
         found = None
         if metrics_path is not None:
@@ -157,7 +364,7 @@ def _compute_via_run(
 
 
 def run(
-    src: PathLike,
+    src: Any,
     dst: PathLike,
     estimator: Optional[str] = None,
     config: ConfigLike = None,
@@ -175,8 +382,10 @@ def run(
 ) -> Dict[str, Any]:
     """``advcalc run SRC DST``: read a dump, write it with the computed columns.
 
-    DST is written to a temporary file beside it and renamed at the end, so it appears only
-    when complete; an existing DST is an error unless ``force``. ``metrics`` is a path for
+    ``src`` is what :func:`compute` takes: a path, or an object with ``__arrow_c_stream__``
+    (spooled to a temporary Arrow IPC file first, then read as the CLI reads a file). DST is
+    written to a temporary file beside it and renamed at the end, so it appears only when
+    complete; an existing DST is an error unless ``force``. ``metrics`` is a path for
     the metrics JSON. ``memory`` is ``--memory`` in bytes: how much of the row groups pass 1
     decoded may be kept for pass 2 (default 1 GiB); the rest is read again, and the output
     is the same bytes either way. Other arguments as in :func:`compute`.
@@ -192,22 +401,19 @@ def run(
         not isinstance(memory, int) or isinstance(memory, bool) or not 0 <= memory <= sys.maxsize
     ):
         raise UsageError(f"memory={memory!r}: expected a number of bytes (0 or more)")
-    rows, row_groups, batches, warns, notes = _native.run(
-        os.fspath(src),
-        os.fspath(dst),
-        cfg,
-        read,
-        output_format,
-        bool(force),
-        os.fspath(metrics) if metrics is not None else None,
-        memory,
-    )
-    _say(warns, notes)
+    dst = _path("dst", dst)
+    metrics = _path("metrics", metrics) if metrics is not None else None
+    native = _load()
+    with _source(src, "src") as path:
+        rows, row_groups, batches, warns, notes = native.run(
+            path, dst, cfg, read, output_format, bool(force), metrics, memory
+        )
+    warns = _say(warns, notes)
     return {"rows": rows, "row_groups": row_groups, "batches": batches, "warnings": warns}
 
 
 def inspect(
-    src: PathLike,
+    src: Any,
     estimator: Optional[str] = None,
     config: ConfigLike = None,
     set: Sets = None,
@@ -222,14 +428,18 @@ def inspect(
     Per step: masks and tool spans, group sizes, groups with no learning signal, score
     sums, the KL term, train/rollout mismatch, non-finite values and, with an estimator,
     advantage statistics; likely mistakes are listed as warnings in the report (not raised).
+    ``src`` is what :func:`compute` takes (a stream is spooled to a temporary Arrow IPC
+    file, named ``<stream>`` in the report).
     """
     cfg = _config_args(config, set, estimator, convention)
     read = _read_args(input_format, layout, threads, False)
-    return json.loads(_native.inspect(os.fspath(src), cfg, read))
+    native = _load()
+    with _source(src, "src") as path:
+        return _named(json.loads(native.inspect(path, cfg, read)), src, path)
 
 
 def compare(
-    src: PathLike,
+    src: Any,
     estimators: Optional[Sequence[str]] = None,
     configs: Union[Sequence[ConfigLike], Mapping[str, ConfigLike], None] = None,
     set: Sets = None,
@@ -246,7 +456,8 @@ def compare(
     The variants are every (config, estimator) pair, labelled as the CLI labels them: the
     estimator's name; a config file's stem when several configs are given (``stem:name``
     with several estimators too). ``configs`` may also be a dict ``{label: config}``. A row
-    is correct when its score is above ``correct_above``.
+    is correct when its score is above ``correct_above``. ``src`` is what :func:`compute`
+    takes (a stream is spooled to a temporary Arrow IPC file, named ``<stream>``).
     """
     if isinstance(estimators, str):
         estimators = [e for e in estimators.split(",") if e]
@@ -275,13 +486,16 @@ def compare(
     for i, lab in enumerate(seen):
         if lab in seen[:i]:
             raise UsageError(f"variant `{lab}` is given twice", "name each estimator or config once")
-    return json.loads(_native.compare(os.fspath(src), resolved, read, float(correct_above)))
+    native = _load()
+    with _source(src, "src") as path:
+        report = json.loads(native.compare(path, resolved, read, float(correct_above)))
+        return _named(report, src, path)
 
 
 def estimators() -> List[Dict[str, Any]]:
     """Every estimator (``advcalc estimators --json``): name, source, kind, summary, the
     columns it reads and the settings it uses."""
-    return json.loads(_native.estimators())
+    return json.loads(_load().estimators())
 
 
 # --- argument handling: Python values to the native module's plain arguments -------------
@@ -380,11 +594,21 @@ def _variant_label(
 
 def _estimator_name(name: Optional[str], cfg: Dict[str, Any]) -> str:
     # the engine's name for what the configuration selects (a config file, or verl's default)
-    return _native.estimator_name(cfg)
+    return _load().estimator_name(cfg)
 
 
-def _say(warns: List[str], notes: List[str]) -> None:
+def _path(name: str, value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{name}: expected a path, got {type(value).__name__}")
+    return os.fspath(value)
+
+
+def _say(warns: List[str], notes: List[str]) -> List[str]:
+    """Issue the engine's notes and warnings, their CLI flags named as the Python arguments;
+    the warnings as issued."""
+    warns = [python_names(w) for w in warns]
     for note in notes:
-        _warnings.warn(note, ConfigNote, stacklevel=3)
+        _warnings.warn(python_names(note), ConfigNote, stacklevel=3)
     for warning in warns:
         _warnings.warn(warning, DataWarning, stacklevel=3)
+    return warns

@@ -26,8 +26,15 @@ Data execution; the driver sees a few numbers per task.
    kills and retries leaves one whole file.
 
 No token data crosses the network except each unit's own read and write: no shuffle, no
-``groupby().map_groups``. Workers need the package: install the wheel on the cluster's image
-or pass ``runtime_env={"pip": ["advcalc"]}`` / ``{"py_modules": [...]}`` to ``ray.init``.
+``groupby().map_groups``. Workers need the package (the distribution ``advcalc-rl``; the
+name ``advcalc`` on the package index is an unrelated project): install its wheel
+(``scripts/wheel``) on the cluster's image, or have Ray install it in each job's workers from
+a path every node can read::
+
+    ray.init(runtime_env={"pip": ["/shared/wheels/advcalc_rl-0.1.0-cp39-abi3-manylinux_2_28_x86_64.whl"]})
+
+(Ray's pip environment keeps the packages of the image, so pyarrow and Ray are not
+installed again.)
 """
 
 from __future__ import annotations
@@ -141,7 +148,7 @@ def run(
     outputs = [str(out_dir / u.out) for u in units]
     if groups is not None:
         warnings = _run_per_step(units, _cut(groups, n_tasks), name, out_dir, cfg, read)
-        _say(warnings, [])
+        warnings = _say(warnings, [])
         return {
             "rows": row,
             "units": len(units),
@@ -196,7 +203,7 @@ def run(
     finally:
         _remove_temporaries(out_dir, units, run_id)
     warnings = list(plan.warnings)
-    _say(warnings, [])
+    warnings = _say(warnings, [])
     return {
         "rows": row,
         "units": len(units),

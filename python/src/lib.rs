@@ -150,7 +150,7 @@ fn run_engine<T: Send>(
 }
 
 /// An engine error as the matching `advcalc` exception, with the CLI's message, causes and
-/// hint.
+/// hint (their flags renamed to the Python arguments by `advcalc._errors._from_engine`).
 fn to_python(py: Python<'_>, e: &advcalc::Error) -> PyErr {
     let class = match e.kind() {
         ErrorKind::Data => "DataError",
@@ -187,10 +187,11 @@ fn raise(
     hint: Option<String>,
     causes: Vec<String>,
 ) -> PyErr {
+    // the Python layer names the CLI's flags in the text as its own arguments
     let made = py
         .import("advcalc._errors")
-        .and_then(|m| m.getattr(class))
-        .and_then(|c| c.call1((message.clone(), hint, causes)));
+        .and_then(|m| m.getattr("_from_engine"))
+        .and_then(|f| f.call1((class, message.clone(), hint, causes)));
     match made {
         Ok(exception) => PyErr::from_value(exception),
         Err(e) => e,

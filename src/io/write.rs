@@ -771,7 +771,7 @@ pub fn check_destination(dest: &Path, force: bool) -> Result<()> {
     }
     if dest.exists() && !force {
         return Err(Error::usage(format!("{name}: already exists"))
-            .with_hint("pass --force (force=True from Python) to overwrite it"));
+            .with_hint("pass --force to overwrite it"));
     }
     Ok(())
 }
