@@ -703,6 +703,15 @@ impl PyPlan {
     }
 }
 
+/// The `advcalc` command of the wheel (`advcalc/__main__.py`): the CLI's own `main` with
+/// these arguments (the first is the program's name), without the GIL; returns the exit
+/// status. It installs the CLI's SIGINT/SIGTERM handlers, so it is only called as the
+/// process's last work.
+#[pyfunction]
+fn cli(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(move || advcalc::cli::main(args))
+}
+
 /// `advcalc.estimators`: `advcalc estimators --json` (JSON text).
 #[pyfunction]
 fn estimators() -> String {
@@ -726,6 +735,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(estimators, m)?)?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
     m.add_function(wrap_pyfunction!(merge_stats, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_parts, m)?)?;

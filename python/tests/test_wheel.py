@@ -134,3 +134,27 @@ def test_the_wheel_installs_and_runs_without_rust(tmp_path: Path) -> None:
         name = f"step={step}.parquet"
         want = advcalc.compute(work / "dumps" / name, estimator="grpo")
         same_columns(pq.read_table(work / "ray-out" / name), want)
+
+    # the wheel's `advcalc` command: the CLI's own command line, without Rust, on a V1 dump
+    # verl's own writer made; the same output as the Rust binary's
+    cli = str(venv / "bin" / "advcalc")
+    case = REPO / "fixtures" / "verl" / "jsonl_v1" / "prompt_drawn_twice"
+    binary = os.environ.get("ADVCALC_BIN", str(REPO / "target" / "debug" / "advcalc"))
+    for args in (["inspect", "--json", "."], ["inspect", "-e", "grpo", "."]):
+        ours = subprocess.run([cli, *args], env=env, capture_output=True, text=True, cwd=case, timeout=120)
+        theirs = subprocess.run([binary, *args], capture_output=True, text=True, cwd=case, timeout=120)
+        assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+        assert ours.stdout == theirs.stdout and ours.stderr == theirs.stderr
+    assert "grouped by the uid part" in ours.stderr or "grouped by the uid part" in ours.stdout
+    run = subprocess.run([cli, "run", "-q", "-e", "grpo", ".", str(work / "v1.parquet")],
+                         env=env, capture_output=True, text=True, cwd=case, timeout=120)
+    assert run.returncode == 0, run.stderr
+    expected = json.loads((case / "expected.json").read_text())["runs"][0]
+    got = pq.read_table(work / "v1.parquet").column("advantage").to_pylist()
+    assert got == pytest.approx(expected["advantages"], abs=2e-5, rel=2e-4)
+    # usage errors and exit codes as the binary's; python -m advcalc is the same command
+    bad = subprocess.run([python, "-m", "advcalc", "run", "-e", "gpro", ".", "x.parquet"],
+                         env=env, capture_output=True, text=True, cwd=case, timeout=120)
+    assert bad.returncode == 2 and "did you mean `grpo`?" in bad.stderr, bad.stderr
+    version = subprocess.run([cli, "--version"], env=env, capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip() == f"advcalc {advcalc.__version__}"

@@ -1,18 +1,18 @@
-//! Command-line arguments (clap derive). Parsed once in `main` into a validated [`Config`]
-//! and [`RunOptions`]; nothing below looks at argv.
+//! Command-line arguments (clap derive). Parsed once in [`super::main`] into a validated
+//! [`Config`] and [`RunOptions`]; nothing below looks at argv.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use advcalc::commands::compare::{CompareOptions, Variant};
-use advcalc::commands::inspect::InspectOptions;
-use advcalc::commands::report::ReportOptions;
-use advcalc::commands::run::{DatasetOptions, RunOptions};
-use advcalc::config::{Config, ConfigSources};
-use advcalc::error::{Error, Result};
-use advcalc::io::format::Format;
-use advcalc::shaping::scores::Layout;
+use crate::commands::compare::{CompareOptions, Variant};
+use crate::commands::inspect::InspectOptions;
+use crate::commands::report::ReportOptions;
+use crate::commands::run::{DatasetOptions, RunOptions};
+use crate::config::{Config, ConfigSources};
+use crate::error::{Error, Result};
+use crate::io::format::Format;
+use crate::shaping::scores::Layout;
 
 #[derive(Debug, Parser)]
 #[command(
