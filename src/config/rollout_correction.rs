@@ -52,20 +52,67 @@ impl RolloutCorrection {
 pub(crate) const IS_THRESHOLD: f64 = 2.0;
 pub(crate) const LOSS_TYPE: &str = "ppo_clip";
 
-/// verl's rejection options, in its order.
-pub(crate) const RS_OPTIONS: [&str; 11] = [
-    "seq_max_k2",
-    "seq_max_k3",
-    "seq_mean_k1",
-    "seq_mean_k2",
-    "seq_mean_k3",
-    "seq_sum_k1",
-    "seq_sum_k2",
-    "seq_sum_k3",
-    "token_k1",
-    "token_k2",
-    "token_k3",
-];
+/// One of verl's rejection options (`rollout_rs`), parsed once from its name: the
+/// aggregation over the sequence and the log-ratio statistic it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RsKind {
+    SeqMaxK2,
+    SeqMaxK3,
+    SeqMeanK1,
+    SeqMeanK2,
+    SeqMeanK3,
+    SeqSumK1,
+    SeqSumK2,
+    SeqSumK3,
+    TokenK1,
+    TokenK2,
+    TokenK3,
+}
+
+impl RsKind {
+    /// verl's options, in its order.
+    pub(crate) const ALL: [RsKind; 11] = [
+        RsKind::SeqMaxK2,
+        RsKind::SeqMaxK3,
+        RsKind::SeqMeanK1,
+        RsKind::SeqMeanK2,
+        RsKind::SeqMeanK3,
+        RsKind::SeqSumK1,
+        RsKind::SeqSumK2,
+        RsKind::SeqSumK3,
+        RsKind::TokenK1,
+        RsKind::TokenK2,
+        RsKind::TokenK3,
+    ];
+
+    /// verl's name, its aggregation and its statistic.
+    fn parts(self) -> (&'static str, RsAggregate, RsStatistic) {
+        use RsAggregate::{SeqMax, SeqMean, SeqSum, Token};
+        use RsStatistic::{K1, K2, K3};
+        match self {
+            RsKind::SeqMaxK2 => ("seq_max_k2", SeqMax, K2),
+            RsKind::SeqMaxK3 => ("seq_max_k3", SeqMax, K3),
+            RsKind::SeqMeanK1 => ("seq_mean_k1", SeqMean, K1),
+            RsKind::SeqMeanK2 => ("seq_mean_k2", SeqMean, K2),
+            RsKind::SeqMeanK3 => ("seq_mean_k3", SeqMean, K3),
+            RsKind::SeqSumK1 => ("seq_sum_k1", SeqSum, K1),
+            RsKind::SeqSumK2 => ("seq_sum_k2", SeqSum, K2),
+            RsKind::SeqSumK3 => ("seq_sum_k3", SeqSum, K3),
+            RsKind::TokenK1 => ("token_k1", Token, K1),
+            RsKind::TokenK2 => ("token_k2", Token, K2),
+            RsKind::TokenK3 => ("token_k3", Token, K3),
+        }
+    }
+
+    /// verl's name, e.g. `seq_mean_k3`.
+    pub(crate) fn name(self) -> &'static str {
+        self.parts().0
+    }
+
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
 
 /// Read `rollout_correction` from the algorithm section. verl's trainer YAML always carries
 /// the section (rollout_is and rollout_rs null): an absent key means those defaults, an
@@ -219,23 +266,23 @@ fn rs_error(message: impl Into<String>) -> Invalid {
 /// `compute_rollout_rejection_mask`'s option list (duplicates dropped, order kept) and
 /// `_parse_rollout_rs_thresholds`.
 pub(crate) fn rs_options(spec: &str, threshold: &Value) -> Result<Vec<RsOption>, Invalid> {
-    let mut options: Vec<&str> = Vec::new();
+    let mut options: Vec<RsKind> = Vec::new();
     for opt in spec.split(',').map(str::trim).filter(|o| !o.is_empty()) {
-        if !RS_OPTIONS.contains(&opt) {
+        let Some(kind) = RsKind::from_name(opt) else {
             return Err(Invalid::new(
                 "rollout_rs",
                 format!(
                     "Invalid rollout_rs option: {opt}. Must be one of [{}].",
-                    RS_OPTIONS
+                    RsKind::ALL
                         .iter()
-                        .map(|o| format!("'{o}'"))
+                        .map(|o| format!("'{}'", o.name()))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
             ));
-        }
-        if !options.contains(&opt) {
-            options.push(opt);
+        };
+        if !options.contains(&kind) {
+            options.push(kind);
         }
     }
     if options.is_empty() {
@@ -272,75 +319,65 @@ pub(crate) fn rs_options(spec: &str, threshold: &Value) -> Result<Vec<RsOption>,
     options
         .iter()
         .enumerate()
-        .map(|(i, &name)| rs_option(name, if raw.len() == 1 { &raw[0] } else { &raw[i] }))
+        .map(|(i, &kind)| rs_option(kind, if raw.len() == 1 { &raw[0] } else { &raw[i] }))
         .collect()
 }
 
 /// One rejection option with its threshold spec.
-fn rs_option(name: &str, spec: &str) -> Result<RsOption, Invalid> {
+fn rs_option(kind: RsKind, spec: &str) -> Result<RsOption, Invalid> {
+    let (name, aggregate, statistic) = kind.parts();
     let invalid = || {
         rs_error(format!(
             "Invalid numeric threshold '{spec}' for option '{name}'."
         ))
     };
-    let statistic = match &name[name.len() - 2..] {
-        "k1" => RsStatistic::K1,
-        "k2" => RsStatistic::K2,
-        _ => RsStatistic::K3,
-    };
-    let aggregate = if name.starts_with("token") {
-        RsAggregate::Token
-    } else if name.starts_with("seq_sum") {
-        RsAggregate::SeqSum
-    } else if name.starts_with("seq_mean") {
-        RsAggregate::SeqMean
-    } else {
-        RsAggregate::SeqMax
-    };
-    let threshold = if statistic == RsStatistic::K1 {
-        let (lo, hi) = match spec.split_once('_') {
-            Some((lo, hi)) => (
-                py_float(lo).ok_or_else(invalid)?,
-                py_float(hi).ok_or_else(invalid)?,
-            ),
-            None => {
-                let hi = py_float(spec).ok_or_else(|| {
-                    rs_error(format!(
-                        "could not convert string to float: '{spec}' (option '{name}')"
-                    ))
-                })?;
-                if hi == 0.0 {
-                    return Err(rs_error(format!(
-                        "float division by zero (option '{name}', threshold '{spec}')"
-                    )));
+    let threshold = match statistic {
+        RsStatistic::K1 => {
+            let (lo, hi) = match spec.split_once('_') {
+                Some((lo, hi)) => (
+                    py_float(lo).ok_or_else(invalid)?,
+                    py_float(hi).ok_or_else(invalid)?,
+                ),
+                None => {
+                    let hi = py_float(spec).ok_or_else(|| {
+                        rs_error(format!(
+                            "could not convert string to float: '{spec}' (option '{name}')"
+                        ))
+                    })?;
+                    if hi == 0.0 {
+                        return Err(rs_error(format!(
+                            "float division by zero (option '{name}', threshold '{spec}')"
+                        )));
+                    }
+                    (1.0 / hi, hi)
                 }
-                (1.0 / hi, hi)
+            };
+            if lo <= 0.0 || hi <= 0.0 {
+                return Err(rs_error(format!(
+                    "Thresholds for option '{name}' must be positive, got {spec}."
+                )));
             }
-        };
-        if lo <= 0.0 || hi <= 0.0 {
-            return Err(rs_error(format!(
-                "Thresholds for option '{name}' must be positive, got {spec}."
-            )));
+            if lo > hi {
+                return Err(rs_error(format!(
+                    "Thresholds for option '{name}' must be lower <= upper, got {spec}."
+                )));
+            }
+            (Some(lo), hi)
         }
-        if lo > hi {
-            return Err(rs_error(format!(
-                "Thresholds for option '{name}' must be lower <= upper, got {spec}."
-            )));
+        RsStatistic::K2 | RsStatistic::K3 => {
+            if spec.contains('_') {
+                return Err(rs_error(format!(
+                    "rollout_rs_threshold for option '{name}' must provide a single upper bound without '_'. Received '{spec}'."
+                )));
+            }
+            let hi = py_float(spec).ok_or_else(invalid)?;
+            if hi <= 0.0 {
+                return Err(rs_error(format!(
+                    "Threshold for option '{name}' must be positive, got {spec}."
+                )));
+            }
+            (None, hi)
         }
-        (Some(lo), hi)
-    } else {
-        if spec.contains('_') {
-            return Err(rs_error(format!(
-                "rollout_rs_threshold for option '{name}' must provide a single upper bound without '_'. Received '{spec}'."
-            )));
-        }
-        let hi = py_float(spec).ok_or_else(invalid)?;
-        if hi <= 0.0 {
-            return Err(rs_error(format!(
-                "Threshold for option '{name}' must be positive, got {spec}."
-            )));
-        }
-        (None, hi)
     };
     Ok(RsOption::new(name, aggregate, statistic, threshold))
 }
@@ -400,6 +437,29 @@ pub(crate) fn to_values(correction: &Correction) -> [(&'static str, Value); 5] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Each option's aggregation and statistic are the ones its name spells, and the name
+    // parses back to the option.
+    #[test]
+    fn rs_kinds_are_their_names() {
+        for kind in RsKind::ALL {
+            let (name, aggregate, statistic) = kind.parts();
+            let prefix = match aggregate {
+                RsAggregate::Token => "token",
+                RsAggregate::SeqSum => "seq_sum",
+                RsAggregate::SeqMean => "seq_mean",
+                RsAggregate::SeqMax => "seq_max",
+            };
+            let suffix = match statistic {
+                RsStatistic::K1 => "k1",
+                RsStatistic::K2 => "k2",
+                RsStatistic::K3 => "k3",
+            };
+            assert_eq!(name, format!("{prefix}_{suffix}"));
+            assert_eq!(RsKind::from_name(name), Some(kind));
+        }
+        assert_eq!(RsKind::from_name("seq_max_k1"), None);
+    }
 
     fn is_err(threshold: Value) -> String {
         is_spec("token", &threshold, false).unwrap_err().message
