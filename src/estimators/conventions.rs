@@ -4,6 +4,15 @@
 //! estimator name gives that framework's numbers (`docs/conventions.md` C). Not an estimator
 //! name itself; no other estimator depends on the convention.
 //!
+//! Membership is part of an estimator's declaration: a member's [`Info::family`] is
+//! [`Family::Convention`] with its [`Member`], whose `under` says, for every convention in an
+//! exhaustive match, which [`Rule`] it computes there and which keys it reads (or that the
+//! framework has no such estimator). This module holds what the conventions share: the
+//! [`Convention`] itself, the rules' maths ([`family_scalars`], one arm per [`Rule`]) and the
+//! batch and token work of every member ([`family_batch`], [`family_row_stats`],
+//! [`family_token_outputs`]). Adding a convention is a compile error in each member's `under`
+//! until its behaviour there is decided.
+//!
 //! | convention | groups | GRPO std | ε | singleton | source |
 //! | --- | --- | --- | --- | --- | --- |
 //! | verl (default) | `uid` | sample | `σ + 1e-6` | μ = 0, σ = 1 | verl `core_algos.py` |
@@ -21,6 +30,9 @@
 //! (`docs/conventions.md` C6). Outputs are `a · m` under every convention (NeMo broadcasts
 //! over all positions; advcalc choice, C3), except with SkyRL's
 //! `advantage_batch_normalize` ([`super::skyrl_normalize`]), which writes every position.
+//!
+//! [`Info::family`]: super::Info::family
+//! [`Family::Convention`]: super::Family::Convention
 
 use crate::data::GroupKey;
 use crate::error::Error;
@@ -29,7 +41,7 @@ use crate::estimators::moments::Moments;
 use crate::estimators::{Plan, RowStats, Rows, Tokens, TrainingBatch, broadcast_scalars};
 
 use super::Estimator;
-use super::grpo_batch_std::{self, grpo_batch_std};
+use super::grpo_batch_std::{BatchStdRule, grpo_batch_std};
 use super::maxrl::{MaxrlRule, maxrl};
 use super::openrlhf::{Shaping, group_scalar};
 use super::rloo_loo_std::{NemoGroupBy, NemoOptions, rloo_loo_std};
@@ -73,71 +85,173 @@ impl Convention {
 
     /// Whether the framework groups consecutive blocks of `group_size` rows (else by `uid`).
     pub fn consecutive(self) -> bool {
-        matches!(
-            self,
-            Convention::Trl | Convention::Openrlhf | Convention::OpenInstruct
-        )
+        match self {
+            Convention::Trl | Convention::Openrlhf | Convention::OpenInstruct => true,
+            Convention::Verl | Convention::NemoRl | Convention::Skyrl => false,
+        }
     }
+
+    /// The keys the convention's grouping reads, for every member: listed before the
+    /// member's own keys under it.
+    fn grouping_reads(self) -> &'static [&'static str] {
+        if self.consecutive() {
+            &["group_size"]
+        } else {
+            &[]
+        }
+    }
+
+    /// The convention's switches that apply to every member: listed after the member's
+    /// own keys under it.
+    fn switches(self) -> &'static [&'static str] {
+        match self {
+            Convention::NemoRl => &["nemo.group_by"],
+            Convention::Skyrl => &["skyrl.advantage_batch_normalize"],
+            Convention::Verl
+            | Convention::Trl
+            | Convention::Openrlhf
+            | Convention::OpenInstruct => &[],
+        }
+    }
+}
+
+/// Whether a member's group-mean baseline is divided by a std.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// As `norm_adv_by_std_in_grpo` says (`grpo`).
+    ByStdWhenSet,
+    /// Never: the mean baseline alone (`drgrpo`).
+    MeanOnly,
+}
+
+impl Scale {
+    /// Whether the std division applies, given `norm_adv_by_std_in_grpo`.
+    fn divides(self, norm_by_std: bool) -> bool {
+        match self {
+            Scale::ByStdWhenSet => norm_by_std,
+            Scale::MeanOnly => false,
+        }
+    }
+}
+
+/// A framework's NaN-aware group std: its divisor (n, or n − 1) and its ε.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StdRule {
+    /// Divide by n (else by n − 1).
+    pub population: bool,
+    pub epsilon: f64,
+}
+
+/// TRL `GRPOTrainer`: sample std, `σ + 1e-4`.
+pub const TRL_STD: StdRule = StdRule {
+    population: false,
+    epsilon: 1e-4,
+};
+
+/// open-instruct: population std, `σ + 1e-8`.
+pub const OPEN_INSTRUCT_STD: StdRule = StdRule {
+    population: true,
+    epsilon: 1e-8,
+};
+
+/// What a family member computes under one convention; [`family_scalars`] has one arm for
+/// each.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rule {
+    /// verl's `grpo` (singleton μ = 0, σ = 1; `σ + 1e-6`): verl and SkyRL.
+    Grpo(Scale),
+    /// `(s − μ_g)/(σ_g + ε)` (or `s − μ_g`) over the non-NaN scores with the framework's std;
+    /// NaN scores give 0 (TRL, open-instruct).
+    MeanStd(Scale, StdRule),
+    /// OpenRLHF's group mean (`Shaping::Mean`), or its group norm (`Shaping::GroupNorm`)
+    /// when the scale divides; a singleton group is refused.
+    OpenrlhfMean(Scale),
+    /// OpenRLHF's leave-one-out (`Shaping::Rloo`); a singleton group is refused.
+    OpenrlhfRloo,
+    /// NeMo-RL's baseline and std with the `nemo.*` switches; `normalize_rewards` only where
+    /// the scale divides.
+    Nemo(Scale),
+    /// NeMo-RL's leave-one-out baseline without the std.
+    NemoRloo,
+    /// verl's `rloo` (a singleton keeps its raw score).
+    VerlRloo,
+    /// SkyRL's `compute_rloo_outcome_advantage` (a singleton gets 0).
+    SkyrlRloo,
+    /// TRL's `RLOOTrainer`, with `trl.normalize_advantages`.
+    TrlRloo,
+    /// `grpo_batch_std` under the framework's rule.
+    BatchStd(BatchStdRule),
+    /// `maxrl` under the framework's rule.
+    Maxrl(MaxrlRule),
+}
+
+/// A family member's behaviour under one convention: its rule, and the keys it reads there
+/// besides its own under every convention ([`Member::reads`]) and the convention's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Under {
+    pub rule: Rule,
+    pub reads: &'static [&'static str],
+}
+
+impl Under {
+    /// The rule, reading no key of its own under the convention.
+    pub const fn rule(rule: Rule) -> Self {
+        Under { rule, reads: &[] }
+    }
+}
+
+/// A member of the GRPO/RLOO family, declared in its [`super::Info`]
+/// ([`super::Family::Convention`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Member {
+    /// The `algorithm.*` keys it reads under every convention, besides `convention`.
+    pub reads: &'static [&'static str],
+    /// Its behaviour under each convention, an exhaustive match; `None`: the framework has
+    /// no such estimator (C5).
+    pub under: fn(Convention) -> Option<Under>,
 }
 
 /// The estimators whose numbers depend on the convention.
 pub fn in_family(e: Estimator) -> bool {
-    // the family members are the estimators that declare the setting
-    e.info().settings.contains(&"convention")
+    e.member().is_some()
 }
 
-/// Whether the framework defines the estimator (C5); `Err` says why not.
+/// The refusal of an estimator the framework does not define (C5).
+fn undefined(e: Estimator, c: Convention) -> String {
+    format!(
+        "--convention {}: {} has no `{}` estimator (see docs/conventions.md C5)",
+        c.name(),
+        c.name(),
+        e.name()
+    )
+}
+
+/// Whether the framework defines the estimator (C5); `Err` says why not. Every estimator
+/// outside the family is defined under every convention (its numbers do not change).
 pub fn check(e: Estimator, c: Convention) -> Result<(), String> {
-    let refused = match e {
-        Estimator::GrpoBatchStd => !matches!(c, Convention::Verl | Convention::Trl),
-        Estimator::Maxrl => !matches!(c, Convention::Verl | Convention::Skyrl),
-        Estimator::Rloo => c == Convention::OpenInstruct,
-        _ => false,
-    };
-    if refused {
-        Err(format!(
-            "--convention {}: {} has no `{}` estimator (see docs/conventions.md C5)",
-            c.name(),
-            c.name(),
-            e.name()
-        ))
-    } else {
-        Ok(())
+    match e.member().map(|m| (m.under)(c)) {
+        Some(None) => Err(undefined(e, c)),
+        Some(Some(_)) | None => Ok(()),
     }
 }
 
 /// The `algorithm.*` settings family member `e` reads under convention `c`, besides
-/// `convention` itself (what `advcalc estimators` lists); `Err` when `c` has no such
-/// estimator ([`check`]). `None` for an estimator outside the family.
+/// `convention` itself (what `advcalc estimators` lists): the member's own, the convention's
+/// grouping key, the member's under `c`, then the convention's switches; `Err` when `c` has
+/// no such estimator ([`check`]). `None` for an estimator outside the family.
 pub fn settings_under(e: Estimator, c: Convention) -> Option<Result<Vec<&'static str>, String>> {
-    if !in_family(e) {
-        return None;
-    }
-    if let Err(msg) = check(e, c) {
-        return Some(Err(msg));
-    }
-    let mut s: Vec<&'static str> = Vec::new();
-    if e == Estimator::Grpo {
-        s.push("norm_adv_by_std_in_grpo");
-    }
-    if c.consecutive() {
-        s.push("group_size");
-    }
-    match (c, e) {
-        (Convention::Trl, Estimator::Rloo) => s.push("trl.normalize_advantages"),
-        (Convention::NemoRl, Estimator::Grpo) => s.extend([
-            "nemo.use_leave_one_out_baseline",
-            "nemo.normalize_rewards",
-            "nemo.group_by",
-        ]),
-        (Convention::NemoRl, Estimator::Drgrpo) => {
-            s.extend(["nemo.use_leave_one_out_baseline", "nemo.group_by"])
-        }
-        (Convention::NemoRl, _) => s.push("nemo.group_by"),
-        (Convention::Skyrl, _) => s.push("skyrl.advantage_batch_normalize"),
-        _ => {}
-    }
-    Some(Ok(s))
+    let member = e.member()?;
+    Some(match (member.under)(c) {
+        None => Err(undefined(e, c)),
+        Some(under) => Ok(member
+            .reads
+            .iter()
+            .chain(c.grouping_reads())
+            .chain(under.reads)
+            .chain(c.switches())
+            .copied()
+            .collect()),
+    })
 }
 
 /// The convention and the framework switches it reads.
@@ -306,7 +420,7 @@ fn trl_rloo(scores: &[f64], grouping: &Grouping, normalize: bool) -> Vec<f64> {
 
 /// SkyRL `compute_rloo_outcome_advantage`: `(s − μ)·n/(n − 1)`, a singleton gets 0.
 fn skyrl_rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
-    super::grpo::per_row_from_group(scores, grouping, |s, count, sum| {
+    super::groups::per_row_from_group(scores, grouping, |s, count, sum| {
         let n = count as f64;
         if count > 1 {
             (s - sum / n) * n / (n - 1.0)
@@ -336,54 +450,44 @@ pub fn family_scalars(
     has_tokens: &[bool],
     grouping: &Grouping,
 ) -> Result<Vec<f64>, Refusal> {
-    if !in_family(e) {
+    let Some(member) = e.member() else {
         return Err(Refusal::Undefined(format!(
             "{} is not one of the GRPO/RLOO family that --convention changes",
             e.name()
         )));
-    }
-    check(e, opts.convention).map_err(Refusal::Undefined)?;
-    let norm = norm_by_std && e == Estimator::Grpo;
-    let mean_or_norm = if norm {
-        Shaping::GroupNorm
-    } else {
-        Shaping::Mean
     };
-    Ok(match (opts.convention, e) {
-        (_, Estimator::Maxrl) => maxrl(
-            scores,
-            has_tokens,
-            grouping,
-            if opts.convention == Convention::Skyrl {
-                MaxrlRule::Skyrl
-            } else {
-                MaxrlRule::PrimeRl
-            },
-        ),
-        (c, Estimator::GrpoBatchStd) => grpo_batch_std(
+    let Some(under) = (member.under)(opts.convention) else {
+        return Err(Refusal::Undefined(undefined(e, opts.convention)));
+    };
+    Ok(match under.rule {
+        Rule::Grpo(scale) => super::grpo::grpo(scores, grouping, scale.divides(norm_by_std)),
+        Rule::MeanStd(scale, std) => mean_std_scaled(
             scores,
             grouping,
-            if c == Convention::Trl {
-                grpo_batch_std::TRL
-            } else {
-                grpo_batch_std::VERL
-            },
+            scale.divides(norm_by_std),
+            std.population,
+            std.epsilon,
         ),
-        (Convention::Verl, Estimator::Rloo) => super::rloo::rloo(scores, grouping),
-        (Convention::Skyrl, Estimator::Rloo) => skyrl_rloo(scores, grouping),
-        (Convention::Trl, Estimator::Rloo) => {
-            trl_rloo(scores, grouping, opts.trl_normalize_advantages)
+        Rule::OpenrlhfMean(scale) => {
+            let shaping = if scale.divides(norm_by_std) {
+                Shaping::GroupNorm
+            } else {
+                Shaping::Mean
+            };
+            group_scalar(scores, grouping, shaping).map_err(Refusal::Singleton)?
         }
-        (Convention::Verl | Convention::Skyrl, _) => super::grpo::grpo(scores, grouping, norm),
-        (Convention::Trl, _) => mean_std_scaled(scores, grouping, norm, false, 1e-4),
-        (Convention::OpenInstruct, _) => mean_std_scaled(scores, grouping, norm, true, 1e-8),
-        (Convention::Openrlhf, Estimator::Rloo) => {
+        Rule::OpenrlhfRloo => {
             group_scalar(scores, grouping, Shaping::Rloo).map_err(Refusal::Singleton)?
         }
-        (Convention::Openrlhf, _) => {
-            group_scalar(scores, grouping, mean_or_norm).map_err(Refusal::Singleton)?
-        }
-        (Convention::NemoRl, Estimator::Rloo) => rloo_loo_std(
+        Rule::Nemo(scale) => rloo_loo_std(
+            scores,
+            grouping,
+            NemoOptions {
+                normalize_rewards: opts.nemo.normalize_rewards && scale.divides(norm_by_std),
+                ..opts.nemo
+            },
+        ),
+        Rule::NemoRloo => rloo_loo_std(
             scores,
             grouping,
             NemoOptions {
@@ -391,14 +495,11 @@ pub fn family_scalars(
                 normalize_rewards: false,
             },
         ),
-        (Convention::NemoRl, _) => rloo_loo_std(
-            scores,
-            grouping,
-            NemoOptions {
-                normalize_rewards: opts.nemo.normalize_rewards && norm,
-                ..opts.nemo
-            },
-        ),
+        Rule::VerlRloo => super::rloo::rloo(scores, grouping),
+        Rule::SkyrlRloo => skyrl_rloo(scores, grouping),
+        Rule::TrlRloo => trl_rloo(scores, grouping, opts.trl_normalize_advantages),
+        Rule::BatchStd(rule) => grpo_batch_std(scores, grouping, rule),
+        Rule::Maxrl(rule) => maxrl(scores, has_tokens, grouping, rule),
     })
 }
 
@@ -764,6 +865,121 @@ mod tests {
         assert_eq!(g.group_of_row, vec![0, 0, 1, 1]);
         assert!(w.is_some());
         assert!(consecutive_grouping(&keys(&["a", "a", "b"]), None).is_err());
+    }
+
+    // What each member reads under each convention, as `advcalc estimators` lists it (`Err`:
+    // the framework has no such estimator).
+    #[test]
+    fn settings_under_every_convention() {
+        use Convention::*;
+        use Estimator::*;
+        let none: Option<&[&str]> = None;
+        let table: [(Estimator, [Option<&[&str]>; 6]); 5] = [
+            (
+                Grpo,
+                [
+                    Some(&["norm_adv_by_std_in_grpo"]),
+                    Some(&["norm_adv_by_std_in_grpo", "group_size"]),
+                    Some(&["norm_adv_by_std_in_grpo", "group_size"]),
+                    Some(&[
+                        "norm_adv_by_std_in_grpo",
+                        "nemo.use_leave_one_out_baseline",
+                        "nemo.normalize_rewards",
+                        "nemo.group_by",
+                    ]),
+                    Some(&["norm_adv_by_std_in_grpo", "group_size"]),
+                    Some(&["norm_adv_by_std_in_grpo", "skyrl.advantage_batch_normalize"]),
+                ],
+            ),
+            (
+                Rloo,
+                [
+                    Some(&[]),
+                    Some(&["group_size", "trl.normalize_advantages"]),
+                    Some(&["group_size"]),
+                    Some(&["nemo.group_by"]),
+                    none,
+                    Some(&["skyrl.advantage_batch_normalize"]),
+                ],
+            ),
+            (
+                Drgrpo,
+                [
+                    Some(&[]),
+                    Some(&["group_size"]),
+                    Some(&["group_size"]),
+                    Some(&["nemo.use_leave_one_out_baseline", "nemo.group_by"]),
+                    Some(&["group_size"]),
+                    Some(&["skyrl.advantage_batch_normalize"]),
+                ],
+            ),
+            (
+                GrpoBatchStd,
+                [Some(&[]), Some(&["group_size"]), none, none, none, none],
+            ),
+            (
+                Maxrl,
+                [
+                    Some(&[]),
+                    none,
+                    none,
+                    none,
+                    none,
+                    Some(&["skyrl.advantage_batch_normalize"]),
+                ],
+            ),
+        ];
+        assert_eq!(
+            Convention::ALL,
+            [Verl, Trl, Openrlhf, NemoRl, OpenInstruct, Skyrl]
+        );
+        for (e, lists) in table {
+            for (c, expected) in Convention::ALL.into_iter().zip(lists) {
+                let got = settings_under(e, c).unwrap();
+                match expected {
+                    Some(list) => assert_eq!(got.as_deref(), Ok(list), "{} {}", e.name(), c.name()),
+                    None => {
+                        assert!(got.is_err(), "{} {}", e.name(), c.name());
+                        assert!(check(e, c).is_err());
+                    }
+                }
+            }
+        }
+        // the family is exactly these five (the note in config/extensions.rs names them)
+        let family: Vec<Estimator> = Estimator::ALL
+            .into_iter()
+            .filter(|&e| in_family(e))
+            .collect();
+        assert_eq!(family, [Grpo, Rloo, Drgrpo, GrpoBatchStd, Maxrl]);
+        for e in Estimator::ALL.into_iter().filter(|&e| !in_family(e)) {
+            assert_eq!(settings_under(e, Verl), None);
+        }
+    }
+
+    // A member's declared settings are `convention` and what it reads under every convention;
+    // the OpenRLHF family is the estimators from OpenRLHF.
+    #[test]
+    fn declarations_agree() {
+        for e in Estimator::ALL {
+            let info = e.info();
+            match e.member() {
+                Some(m) => {
+                    let mut declared = info.settings.to_vec();
+                    declared.sort();
+                    let mut reads: Vec<&str> =
+                        m.reads.iter().copied().chain(["convention"]).collect();
+                    reads.sort();
+                    assert_eq!(declared, reads, "{}", e.name());
+                }
+                None => assert!(!info.settings.contains(&"convention"), "{}", e.name()),
+            }
+            assert_eq!(
+                e.is_openrlhf(),
+                info.source == super::super::openrlhf::SOURCE,
+                "{}",
+                e.name()
+            );
+        }
     }
 
     #[test]

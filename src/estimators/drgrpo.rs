@@ -12,16 +12,37 @@
 //! (`norm_adv_by_std_in_grpo=False`).
 
 use crate::error::Result;
-use crate::estimators::conventions::{self, Convention};
+use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Under};
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch,
 };
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
 pub fn drgrpo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     super::grpo::grpo(scores, grouping, false)
 }
+
+/// `drgrpo` under each convention (`docs/conventions.md` C5): the framework's "mean only"
+/// mode. Under `verl` its own batch work runs ([`Drgrpo`]: multi-output sessions folded).
+pub const MEMBER: Member = Member {
+    reads: &[],
+    under: |c| {
+        let scale = Scale::MeanOnly;
+        Some(match c {
+            Convention::Verl | Convention::Skyrl => Under::rule(Rule::Grpo(scale)),
+            Convention::Trl => Under::rule(Rule::MeanStd(scale, conventions::TRL_STD)),
+            Convention::OpenInstruct => {
+                Under::rule(Rule::MeanStd(scale, conventions::OPEN_INSTRUCT_STD))
+            }
+            Convention::Openrlhf => Under::rule(Rule::OpenrlhfMean(scale)),
+            Convention::NemoRl => Under {
+                rule: Rule::Nemo(scale),
+                reads: &["nemo.use_leave_one_out_baseline"],
+            },
+        })
+    },
+};
 
 /// `-e drgrpo`: one scalar per row ([`Kind::Outcome`]).
 pub struct Drgrpo;
@@ -35,6 +56,7 @@ impl Estimate for Drgrpo {
         settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Convention(MEMBER),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

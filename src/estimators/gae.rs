@@ -26,7 +26,7 @@ use crate::data::TokenRole;
 use crate::error::Result;
 use crate::estimators::moments::Moments;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// A_raw of one row.
@@ -86,6 +86,7 @@ impl Estimate for Gae {
         settings: &["gamma", "lam", "whiten_advantages"],
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the critic's values (values)"),
+        family: Family::Independent,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

@@ -15,7 +15,8 @@ use super::grpo::grpo;
 use crate::error::Result;
 use crate::estimators::reinforce_plus_plus_baseline::whitened;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    broadcast_scalars,
 };
 
 /// The per-row weighted sum of per-component GRPO advantages, before whitening.
@@ -47,6 +48,7 @@ impl Estimate for Gdpo {
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

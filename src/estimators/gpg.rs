@@ -6,10 +6,11 @@
 
 use crate::estimators::groups::Grouping;
 
-use super::grpo::group_means;
+use super::groups::group_means;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    broadcast_scalars,
 };
 
 pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -35,6 +36,7 @@ impl Estimate for Gpg {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -1,4 +1,5 @@
-//! Group labels (`uid`, `session_id`) and their mapping to dense group ids within a batch.
+//! Group labels (`uid`, `session_id`) and their mapping to dense group ids within a batch,
+//! and the per-group sums and means the group estimators share.
 
 use std::collections::HashMap;
 
@@ -35,6 +36,47 @@ impl Grouping {
         }
         members
     }
+}
+
+/// Row count and score sum of each group.
+pub fn group_sums(scores: &[f64], grouping: &Grouping) -> (Vec<usize>, Vec<f64>) {
+    let mut count = vec![0usize; grouping.n_groups];
+    let mut sum = vec![0.0f64; grouping.n_groups];
+    for (&s, &g) in scores.iter().zip(&grouping.group_of_row) {
+        count[g] += 1;
+        sum[g] += s;
+    }
+    (count, sum)
+}
+
+/// Each row's value from its score and its group's size and score sum (`f(s, n, Σ)`): the
+/// shape of the leave-one-out and mean-baseline estimators.
+pub fn per_row_from_group(
+    scores: &[f64],
+    grouping: &Grouping,
+    f: impl Fn(f64, usize, f64) -> f64,
+) -> Vec<f64> {
+    let (count, sum) = group_sums(scores, grouping);
+    scores
+        .iter()
+        .zip(&grouping.group_of_row)
+        .map(|(&s, &g)| f(s, count[g], sum[g]))
+        .collect()
+}
+
+/// Group means; a singleton group's mean is 0, as in verl's loop estimators (`grpo`,
+/// `gpg`, `reinforce_plus_plus_baseline`).
+pub fn group_means(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
+    let (count, sum) = group_sums(scores, grouping);
+    (0..grouping.n_groups)
+        .map(|g| {
+            if count[g] > 1 {
+                sum[g] / count[g] as f64
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

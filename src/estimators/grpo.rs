@@ -25,10 +25,10 @@
 //! ≈ 0.029 instead (reference §4.2, §9.6); advcalc returns the exact answer.
 
 use crate::error::Result;
-use crate::estimators::conventions::{self, Convention};
-use crate::estimators::groups::Grouping;
+use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Under};
+use crate::estimators::groups::{Grouping, group_means, group_sums};
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// verl's default `epsilon` for the GRPO family.
@@ -46,46 +46,6 @@ pub fn grpo(scores: &[f64], grouping: &Grouping, norm_by_std: bool) -> Vec<f64> 
                 (s - mean[g]) / (std[g] + EPSILON)
             } else {
                 s - mean[g]
-            }
-        })
-        .collect()
-}
-
-/// Row count and score sum of each group.
-pub fn group_sums(scores: &[f64], grouping: &Grouping) -> (Vec<usize>, Vec<f64>) {
-    let mut count = vec![0usize; grouping.n_groups];
-    let mut sum = vec![0.0f64; grouping.n_groups];
-    for (&s, &g) in scores.iter().zip(&grouping.group_of_row) {
-        count[g] += 1;
-        sum[g] += s;
-    }
-    (count, sum)
-}
-
-/// Each row's value from its score and its group's size and score sum (`f(s, n, Σ)`): the
-/// shape of the leave-one-out and mean-baseline estimators.
-pub fn per_row_from_group(
-    scores: &[f64],
-    grouping: &Grouping,
-    f: impl Fn(f64, usize, f64) -> f64,
-) -> Vec<f64> {
-    let (count, sum) = group_sums(scores, grouping);
-    scores
-        .iter()
-        .zip(&grouping.group_of_row)
-        .map(|(&s, &g)| f(s, count[g], sum[g]))
-        .collect()
-}
-
-/// Group means; a singleton group's mean is 0, as in verl's loop estimators.
-pub fn group_means(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
-    let (count, sum) = group_sums(scores, grouping);
-    (0..grouping.n_groups)
-        .map(|g| {
-            if count[g] > 1 {
-                sum[g] / count[g] as f64
-            } else {
-                0.0
             }
         })
         .collect()
@@ -113,6 +73,28 @@ pub fn group_mean_std(scores: &[f64], grouping: &Grouping) -> (Vec<f64>, Vec<f64
     (mean, std)
 }
 
+/// `grpo` under each convention (`docs/conventions.md` C5): the framework's group mean and
+/// std; it reads `norm_adv_by_std_in_grpo` under all of them. Under `verl` its own batch work
+/// runs ([`Grpo`]: verl's rule, multi-output sessions folded).
+pub const MEMBER: Member = Member {
+    reads: &["norm_adv_by_std_in_grpo"],
+    under: |c| {
+        let scale = Scale::ByStdWhenSet;
+        Some(match c {
+            Convention::Verl | Convention::Skyrl => Under::rule(Rule::Grpo(scale)),
+            Convention::Trl => Under::rule(Rule::MeanStd(scale, conventions::TRL_STD)),
+            Convention::OpenInstruct => {
+                Under::rule(Rule::MeanStd(scale, conventions::OPEN_INSTRUCT_STD))
+            }
+            Convention::Openrlhf => Under::rule(Rule::OpenrlhfMean(scale)),
+            Convention::NemoRl => Under {
+                rule: Rule::Nemo(scale),
+                reads: &["nemo.use_leave_one_out_baseline", "nemo.normalize_rewards"],
+            },
+        })
+    },
+};
+
 /// `-e grpo`: one scalar per row ([`Kind::Outcome`]).
 pub struct Grpo;
 
@@ -125,6 +107,7 @@ impl Estimate for Grpo {
         settings: &["norm_adv_by_std_in_grpo", "convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Convention(MEMBER),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -18,9 +18,10 @@
 //! **Edge cases**: see above; other conventions refuse the name.
 
 use crate::error::Result;
+use crate::estimators::conventions::{Convention, Member, Rule, Under};
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
 };
 
 /// How a framework defines the batch-std advantage.
@@ -89,6 +90,20 @@ pub fn grpo_batch_std(scores: &[f64], grouping: &Grouping, rule: BatchStdRule) -
         .collect()
 }
 
+/// `grpo_batch_std` under each convention (`docs/conventions.md` C5): verl's rule (advcalc
+/// choice) and TRL's `scale_rewards="batch"`; the other frameworks have none.
+pub const MEMBER: Member = Member {
+    reads: &[],
+    under: |c| match c {
+        Convention::Verl => Some(Under::rule(Rule::BatchStd(VERL))),
+        Convention::Trl => Some(Under::rule(Rule::BatchStd(TRL))),
+        Convention::Openrlhf
+        | Convention::NemoRl
+        | Convention::OpenInstruct
+        | Convention::Skyrl => None,
+    },
+};
+
 /// `-e grpo_batch_std`: one scalar per row ([`Kind::Outcome`]); its rule depends on the convention.
 pub struct GrpoBatchStd;
 
@@ -101,6 +116,7 @@ impl Estimate for GrpoBatchStd {
         settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Convention(MEMBER),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

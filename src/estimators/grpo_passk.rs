@@ -11,7 +11,8 @@ use crate::estimators::groups::Grouping;
 use super::grpo::{EPSILON, group_mean_std};
 use crate::error::{Error, Result};
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    broadcast_scalars,
 };
 
 /// `Err(group)` names a group with a single row.
@@ -60,6 +61,7 @@ impl Estimate for GrpoPassk {
         settings: &["norm_adv_by_std_in_grpo"],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

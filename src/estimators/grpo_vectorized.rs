@@ -23,7 +23,8 @@ use crate::estimators::groups::Grouping;
 use super::grpo;
 use crate::error::{Error, Result};
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    broadcast_scalars,
 };
 
 /// Group rows the way `as_torch_index` does. `Err(row)` names a row whose label would be a
@@ -94,6 +95,7 @@ impl Estimate for GrpoVectorized {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

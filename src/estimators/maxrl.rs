@@ -18,10 +18,11 @@
 
 use crate::estimators::groups::Grouping;
 
-use super::grpo::per_row_from_group;
+use super::groups::per_row_from_group;
 use crate::error::Result;
+use crate::estimators::conventions::{Convention, Member, Rule, Under};
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +75,19 @@ pub fn maxrl(
     }
 }
 
+/// `maxrl` under each convention (`docs/conventions.md` C5): prime-rl's rule under `verl`,
+/// SkyRL's under `skyrl`; the other frameworks have none.
+pub const MEMBER: Member = Member {
+    reads: &[],
+    under: |c| match c {
+        Convention::Verl => Some(Under::rule(Rule::Maxrl(MaxrlRule::PrimeRl))),
+        Convention::Skyrl => Some(Under::rule(Rule::Maxrl(MaxrlRule::Skyrl))),
+        Convention::Trl | Convention::Openrlhf | Convention::NemoRl | Convention::OpenInstruct => {
+            None
+        }
+    },
+};
+
 /// `-e maxrl`: one scalar per row ([`Kind::Outcome`]); its rule depends on the convention.
 pub struct Maxrl;
 
@@ -86,6 +100,7 @@ impl Estimate for Maxrl {
         settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Convention(MEMBER),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

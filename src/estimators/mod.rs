@@ -62,9 +62,22 @@ impl Column {
     }
 }
 
+/// The family an estimator belongs to, part of its declaration: what `--convention` and the
+/// OpenRLHF checks go by.
+#[derive(Debug, Clone, Copy)]
+pub enum Family {
+    /// Its numbers are the same under every convention, and it is none of OpenRLHF's.
+    Independent,
+    /// A member of the GRPO/RLOO family (`docs/conventions.md` C): its behaviour under each
+    /// convention ([`conventions`]).
+    Convention(conventions::Member),
+    /// OpenRLHF's token pipeline ([`openrlhf`]): γ = 1, and verl's KL in the reward refused.
+    Openrlhf,
+}
+
 /// An estimator's declaration: everything `advcalc estimators`, the column check and the
 /// dispatch need to know about it. The name is the file's (the registry adds it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Info {
     /// [`VERL`], or the trainer or paper it comes from.
     pub source: &'static str,
@@ -86,6 +99,8 @@ pub struct Info {
     /// run on one synthesized token per row it would give other numbers than on the real
     /// rows.
     pub needs_tokens: Option<&'static str>,
+    /// Its family: a convention member with its rules, an OpenRLHF estimator, or neither.
+    pub family: Family,
 }
 
 impl Info {
@@ -259,9 +274,20 @@ impl Estimator {
         self.info().source == VERL
     }
 
+    /// Its declaration as a member of the GRPO/RLOO family; `None` outside it.
+    pub fn member(self) -> Option<&'static conventions::Member> {
+        match &self.info().family {
+            Family::Convention(member) => Some(member),
+            Family::Independent | Family::Openrlhf => None,
+        }
+    }
+
     /// The OpenRLHF token-pipeline estimators (`estimators::openrlhf`).
     pub fn is_openrlhf(self) -> bool {
-        self.info().source == openrlhf::SOURCE
+        match self.info().family {
+            Family::Openrlhf => true,
+            Family::Independent | Family::Convention(_) => false,
+        }
     }
 }
 

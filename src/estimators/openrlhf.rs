@@ -29,7 +29,7 @@ use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, Whitening};
 use crate::estimators::{Plan, RowStats, Rows, Tokens, TrainingBatch};
 
-use super::grpo::group_sums;
+use super::groups::group_sums;
 
 /// The `source` of the `openrlhf_*` estimators' declarations.
 pub const SOURCE: &str = "OpenRLHF";

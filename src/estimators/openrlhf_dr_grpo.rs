@@ -14,7 +14,7 @@ use crate::estimators::groups::Grouping;
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_dr_grpo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -38,6 +38,7 @@ impl Estimate for OpenrlhfDrGrpo {
         ],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Openrlhf,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

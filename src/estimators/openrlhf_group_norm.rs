@@ -15,7 +15,7 @@ use crate::estimators::groups::Grouping;
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_group_norm(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -39,6 +39,7 @@ impl Estimate for OpenrlhfGroupNorm {
         ],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Openrlhf,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

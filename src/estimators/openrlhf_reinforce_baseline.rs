@@ -18,7 +18,7 @@ use crate::estimators::groups::Grouping;
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -45,6 +45,7 @@ impl Estimate for OpenrlhfReinforceBaseline {
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
+        family: Family::Openrlhf,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

@@ -8,7 +8,8 @@
 use crate::error::Result;
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    broadcast_scalars,
 };
 
 /// Returns the per-row scalars and the number of rows whose group had no valid token.
@@ -52,6 +53,7 @@ impl Estimate for Opo {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: Some("each row's valid-token count (its baseline is length-weighted)"),
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

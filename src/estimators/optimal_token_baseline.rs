@@ -21,7 +21,7 @@ use crate::data::{GroupKey, TokenRole};
 use crate::error::Result;
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// G and W of one row.
@@ -229,6 +229,7 @@ impl Estimate for OptimalTokenBaseline {
         settings: &[],
         weights_in_pass1: true,
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
+        family: Family::Independent,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

@@ -18,7 +18,7 @@
 //! §5.11) without the whitening.
 
 use crate::error::Result;
-use crate::estimators::{Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
+use crate::estimators::{Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
 
 /// The masked discounted return-to-go of one row.
 pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {
@@ -46,6 +46,7 @@ impl Estimate for Reinforce {
         settings: &["gamma"],
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards (a return-to-go over the policy tokens)"),
+        family: Family::Independent,
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {

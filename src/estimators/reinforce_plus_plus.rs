@@ -23,7 +23,9 @@
 
 use crate::error::Result;
 use crate::estimators::moments::Moments;
-use crate::estimators::{Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL};
+use crate::estimators::{
+    Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+};
 
 /// How the return treats mask-0 (tool/observation) positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -90,6 +92,7 @@ impl Estimate for ReinforcePlusPlus {
         needs_tokens: Some(
             "per-token rewards and each row's valid tokens (a return-to-go whitened over the batch's valid tokens)",
         ),
+        family: Family::Independent,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

@@ -9,10 +9,11 @@
 
 use crate::estimators::groups::Grouping;
 
-use super::grpo::group_means;
+use super::groups::group_means;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    broadcast_scalars,
 };
 
 /// The per-row centred scores, before whitening.
@@ -39,6 +40,7 @@ impl Estimate for ReinforcePlusPlusBaseline {
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

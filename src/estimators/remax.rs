@@ -7,7 +7,9 @@
 //! the last valid reward hold G (quirk §9.3); rewards on masked positions are dropped.
 
 use crate::error::Result;
-use crate::estimators::{Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL};
+use crate::estimators::{
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+};
 
 /// Reward-to-go over valid tokens, as `flip(cumsum(flip(r·m)))`.
 pub fn reward_to_go(rewards: &[f32], mask: &[f32], out: &mut [f32]) {
@@ -38,6 +40,7 @@ impl Estimate for Remax {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the greedy response's reward (reward_baselines)"),
+        family: Family::Independent,
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {

@@ -7,11 +7,11 @@
 
 use crate::estimators::groups::Grouping;
 
-use super::grpo::per_row_from_group;
+use super::groups::per_row_from_group;
 use crate::error::Result;
-use crate::estimators::conventions::{self, Convention};
+use crate::estimators::conventions::{self, Convention, Member, Rule, Under};
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
 };
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -27,6 +27,23 @@ pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     })
 }
 
+/// `rloo` under each convention (`docs/conventions.md` C5); open-instruct has none. Under
+/// `verl` its own batch work runs ([`Rloo`]).
+pub const MEMBER: Member = Member {
+    reads: &[],
+    under: |c| match c {
+        Convention::Verl => Some(Under::rule(Rule::VerlRloo)),
+        Convention::Skyrl => Some(Under::rule(Rule::SkyrlRloo)),
+        Convention::Trl => Some(Under {
+            rule: Rule::TrlRloo,
+            reads: &["trl.normalize_advantages"],
+        }),
+        Convention::Openrlhf => Some(Under::rule(Rule::OpenrlhfRloo)),
+        Convention::NemoRl => Some(Under::rule(Rule::NemoRloo)),
+        Convention::OpenInstruct => None,
+    },
+};
+
 /// `-e rloo`: one scalar per row ([`Kind::Outcome`]).
 pub struct Rloo;
 
@@ -39,6 +56,7 @@ impl Estimate for Rloo {
         settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Convention(MEMBER),
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -33,7 +33,7 @@
 use crate::error::Result;
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars,
 };
 
 /// NeMo-RL's `grpo.*` switches.
@@ -230,6 +230,7 @@ impl Estimate for RlooLooStd {
         settings: &["nemo.group_by"],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

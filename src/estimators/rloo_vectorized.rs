@@ -7,10 +7,11 @@
 
 use crate::estimators::groups::Grouping;
 
-use super::grpo::per_row_from_group;
+use super::groups::per_row_from_group;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL, broadcast_scalars,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    broadcast_scalars,
 };
 
 pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -36,6 +37,7 @@ impl Estimate for RlooVectorized {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: None,
+        family: Family::Independent,
     };
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {

@@ -12,7 +12,7 @@
 use crate::error::Result;
 use crate::estimators::optimal_token_baseline;
 use crate::estimators::{
-    Column, Estimate, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// Compacted index of each valid position of a row (`None` for mask-0 positions).
@@ -40,6 +40,7 @@ impl Estimate for TirOptimalTokenBaseline {
         settings: &[],
         weights_in_pass1: true,
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
+        family: Family::Independent,
     };
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {

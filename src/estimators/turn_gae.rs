@@ -22,7 +22,7 @@
 
 use crate::data::TokenRole;
 use crate::error::Result;
-use crate::estimators::{Column, Estimate, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
+use crate::estimators::{Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
 
 /// Advantages and returns of one row.
 pub fn turn_gae(
@@ -77,6 +77,7 @@ impl Estimate for TurnGae {
         needs_tokens: Some(
             "per-token rewards, the calls of the response mask and the critic's values (values)",
         ),
+        family: Family::Independent,
     };
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
