@@ -162,6 +162,10 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
     })
 }
 
+/// The GRPO/RLOO family's members, as the note for another estimator under a convention
+/// names them (checked against the declarations: [`Estimator::member`]).
+const FAMILY_NAMES: &str = "grpo, drgrpo, grpo_batch_std, rloo and maxrl";
+
 /// Combinations of the estimator, the convention and advcalc's keys that cannot work, and
 /// notes for the ones that do nothing. `use_kl_in_reward`: verl's key, which the openrlhf_*
 /// estimators refuse.
@@ -184,7 +188,7 @@ pub(crate) fn check(
     }
     if c != Convention::Verl && !conventions::in_family(e) {
         notes.push(format!(
-            "--convention {} changes only grpo, drgrpo, grpo_batch_std, rloo and maxrl; {} gives the same numbers under every convention",
+            "--convention {} changes only {FAMILY_NAMES}; {} gives the same numbers under every convention",
             c.name(),
             e.name()
         ));
@@ -264,4 +268,24 @@ pub(crate) fn check(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The note's list names exactly the estimators that declare themselves family members.
+    #[test]
+    fn family_names_are_the_members() {
+        let (rest, last) = FAMILY_NAMES.rsplit_once(" and ").unwrap();
+        let mut named: Vec<&str> = rest.split(", ").chain([last]).collect();
+        named.sort();
+        let mut members: Vec<&str> = Estimator::ALL
+            .into_iter()
+            .filter(|e| e.member().is_some())
+            .map(|e| e.name())
+            .collect();
+        members.sort();
+        assert_eq!(named, members);
+    }
 }
