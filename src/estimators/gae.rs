@@ -212,7 +212,7 @@ mod tests {
             }
         }
         let ret: Vec<f32> = (0..8).map(|k| a[k / 4][k % 4] + v[k / 4][k % 4]).collect();
-        let e_ret = [
+        let e_ret: [f32; 8] = [
             0.751567543,
             0.868499994,
             1.0,
@@ -222,12 +222,10 @@ mod tests {
             0.0,
             0.0,
         ];
-        for (x, y) in ret.iter().zip(e_ret) {
-            assert!((x - y).abs() < 1e-6, "{ret:?}");
-        }
+        crate::test_support::assert_close("gae ret", &ret, &e_ret, 1e-6, 0.0);
         let w = Whitening::from_moments(&moments).unwrap();
         let adv: Vec<f32> = (0..8).map(|k| w.apply(a[k / 4][k % 4])).collect();
-        let e_adv = [
+        let e_adv: [f32; 8] = [
             0.667317808,
             0.714883208,
             0.803370416,
@@ -237,9 +235,7 @@ mod tests {
             -1.16301346,
             -1.16301346,
         ];
-        for (x, y) in adv.iter().zip(e_adv) {
-            assert!((x - y).abs() < 2e-6, "{adv:?}");
-        }
+        crate::test_support::assert_close("gae adv", &adv, &e_adv, 2e-6, 0.0);
     }
 
     // Reference §5.1: V = [.5, 9, 9, .7, 0], m = [1,0,0,1,0], r_3 = 1 → returns [1, 9.3, 9.3, 1, 0]
@@ -257,9 +253,7 @@ mod tests {
             &mut a,
         );
         let ret: Vec<f32> = a.iter().zip(v).map(|(a, v)| a + v).collect();
-        let e = [1.0, 9.3, 9.3, 1.0, 0.0];
-        for (x, y) in ret.iter().zip(e) {
-            assert!((x - y).abs() < 1e-6, "{ret:?}");
-        }
+        let e: [f32; 5] = [1.0, 9.3, 9.3, 1.0, 0.0];
+        crate::test_support::assert_close("gae ret", &ret, &e, 1e-6, 0.0);
     }
 }

@@ -69,8 +69,6 @@ mod tests {
             0.0,
             0.0,
         ];
-        for (x, y) in a.iter().zip(e) {
-            assert!((x - y).abs() < 1e-6, "{a:?}");
-        }
+        crate::test_support::assert_close("gpg", &a, &e, 1e-6, 0.0);
     }
 }

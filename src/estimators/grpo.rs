@@ -149,12 +149,7 @@ mod tests {
 
     fn assert_f32_eq(actual: &[f64], expected: &[f32]) {
         let actual: Vec<f32> = actual.iter().map(|&a| a as f32).collect();
-        for (a, e) in actual.iter().zip(expected) {
-            assert!(
-                (a - e).abs() <= 2e-7 + 1e-6 * e.abs(),
-                "{actual:?} vs {expected:?}"
-            );
-        }
+        crate::test_support::assert_close("grpo", &actual, expected, 2e-7, 1e-6);
     }
 
     // Reference §5.2 / §11: idx [a,a,a,b,c,c], s = [1,0,1,.7,.1,.1].

@@ -83,9 +83,7 @@ mod tests {
             &grouping(&["a", "a", "a", "b", "c", "c"]),
         );
         let e = [0.25, -0.75, 0.25, 0.699999988, 0.0, 0.0];
-        for (x, y) in a.iter().zip(e) {
-            assert!((x - y).abs() < 1e-7, "{a:?}");
-        }
+        crate::test_support::assert_close("opo", &a, &e, 1e-7, 0.0);
         assert_eq!(empty, 0);
     }
 

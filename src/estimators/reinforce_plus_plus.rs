@@ -273,7 +273,7 @@ mod tests {
         let adv: Vec<f32> = (0..12)
             .map(|k| w.apply(ret[k / 6][k % 6]) * m[k / 6][k % 6])
             .collect();
-        let e = [
+        let e: [f32; 12] = [
             -0.104031257,
             0.520156443,
             0.0,
@@ -287,8 +287,6 @@ mod tests {
             0.0,
             0.0,
         ];
-        for (x, y) in adv.iter().zip(e) {
-            assert!((x - y).abs() < 2e-6, "{adv:?}");
-        }
+        crate::test_support::assert_close("reinforce_plus_plus adv", &adv, &e, 2e-6, 0.0);
     }
 }

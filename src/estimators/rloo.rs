@@ -89,8 +89,6 @@ mod tests {
             &grouping(&["a", "a", "a", "b", "c", "c"]),
         );
         let e = [0.5, -1.0, 0.5, 0.699999988, 0.0, 0.0];
-        for (x, y) in a.iter().zip(e) {
-            assert!((x - y).abs() < 1e-7, "{a:?}");
-        }
+        crate::test_support::assert_close("rloo", &a, &e, 1e-7, 0.0);
     }
 }

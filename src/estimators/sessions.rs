@@ -100,9 +100,7 @@ mod tests {
             -0.7071065,
             -0.7071065,
         ];
-        for (x, y) in a.iter().zip(e) {
-            assert!((x - y).abs() < 2e-7, "{a:?}");
-        }
+        crate::test_support::assert_close("sessions", &a, &e, 2e-7, 0.0);
     }
 
     #[test]

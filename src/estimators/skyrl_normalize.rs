@@ -62,15 +62,11 @@ mod tests {
         let w = skyrl_batch_normalize(&[1.0, -1.0], &[2.0, 1.0], &[3.0, 3.0]).unwrap();
         let got = [w.apply(1.0), w.apply(0.0), w.apply(-1.0)];
         let want = [0.870388, -0.174078, -1.218544];
-        for (g, w) in got.iter().zip(want) {
-            assert!((*g as f64 - w).abs() < 2e-6, "{got:?}");
-        }
+        crate::test_support::assert_close("skyrl_batch_normalize got", &got, &want, 2e-6, 0.0);
         let w = skyrl_batch_normalize(&[1.0, -1.0], &[2.0, 1.0], &[4.0, 3.0]).unwrap();
         let got = [w.apply(1.0), w.apply(0.0), w.apply(-1.0)];
         let want = [0.906217, -0.12946, -1.165136];
-        for (g, w) in got.iter().zip(want) {
-            assert!((*g as f64 - w).abs() < 2e-6, "{got:?}");
-        }
+        crate::test_support::assert_close("skyrl_batch_normalize got", &got, &want, 2e-6, 0.0);
         assert!(skyrl_batch_normalize(&[1.0], &[0.0], &[3.0]).is_none());
     }
 }

@@ -124,10 +124,8 @@ mod tests {
         let reference = [0.0; 4];
         let mut out = [9.0f32; 4];
         kl.row_returns(1.0, &mask, &old, &reference, &mut out);
-        let want = [1.05, 1.1, 1.1, 0.0];
-        for (o, w) in out.iter().zip(want) {
-            assert!((o - w).abs() < 1e-6, "{out:?}");
-        }
+        let want: [f32; 4] = [1.05, 1.1, 1.1, 0.0];
+        crate::test_support::assert_close("openrlhf kl returns out", &out, &want, 1e-6, 0.0);
         // a coefficient ≤ 0 is 0 (compute_reward)
         let off = OpenrlhfKl { coef: -1.0, ..kl };
         off.row_returns(1.0, &mask, &old, &reference, &mut out);
