@@ -16,6 +16,18 @@ pub enum ErrorKind {
     Interrupted(i32),
 }
 
+/// What a caller may need to tell apart beyond the [`ErrorKind`], set where the error is made
+/// so that no decision reads the message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Reason {
+    /// Nothing a caller branches on.
+    #[default]
+    Other,
+    /// A configuration key nobody reads (`Section::finish`): reported before a key whose
+    /// value does not resolve.
+    UnknownKey,
+}
+
 /// An error with context. `message` is one line saying what is wrong; `source` is the
 /// underlying cause, printed by `main` as `caused by:` lines; `hint` is the fix to try, printed
 /// last as `hint: ...` (the message itself holds no suggestion).
@@ -25,6 +37,7 @@ pub struct Error {
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     hint: Option<String>,
+    reason: Reason,
 }
 
 /// The library's result type: [`Error`] unless another error type is named.
@@ -38,6 +51,7 @@ impl Error {
             message: message.into(),
             source: None,
             hint: None,
+            reason: Reason::Other,
         }
     }
 
@@ -48,6 +62,7 @@ impl Error {
             message: message.into(),
             source: None,
             hint: None,
+            reason: Reason::Other,
         }
     }
 
@@ -58,6 +73,7 @@ impl Error {
             message: format!("interrupted by signal {signal}"),
             source: None,
             hint: None,
+            reason: Reason::Other,
         }
     }
 
@@ -96,7 +112,18 @@ impl Error {
         self
     }
 
-    /// Say where the error happened: `prefix: message`, same kind, cause and hint.
+    /// Say what a caller may branch on ([`Reason`]).
+    pub(crate) fn with_reason(mut self, reason: Reason) -> Self {
+        self.reason = reason;
+        self
+    }
+
+    /// What a caller may branch on: [`Reason::Other`] unless [`Error::with_reason`] said.
+    pub(crate) fn reason(&self) -> Reason {
+        self.reason
+    }
+
+    /// Say where the error happened: `prefix: message`, same kind, cause, hint and reason.
     pub fn context(mut self, prefix: impl fmt::Display) -> Self {
         self.message = format!("{prefix}: {}", self.message);
         self
@@ -155,5 +182,15 @@ mod tests {
         assert_eq!(e.hint(), Some("write to another file"));
         assert_eq!(e.to_string(), e.message());
         assert_eq!(Error::data("x").hint(), None);
+    }
+
+    #[test]
+    fn the_reason_is_typed_and_survives_context() {
+        assert_eq!(Error::usage("unknown key `x`").reason(), Reason::Other);
+        let e = Error::usage("x")
+            .with_reason(Reason::UnknownKey)
+            .context("c.yaml");
+        assert_eq!(e.reason(), Reason::UnknownKey);
+        assert_eq!(e.message(), "c.yaml: x");
     }
 }

@@ -527,6 +527,55 @@ fn resume_refuses_outputs_of_another_configuration() {
     assert_eq!(meta["advcalc.estimator"], "rloo");
 }
 
+/// The `advcalc.plan` fingerprints of a fixed dataset are committed values: `--resume` keeps
+/// an output only if this run's value equals the one it recorded, so they must never change
+/// (not with the toolchain, the machine or the thread count) unless what pass 2 computes the
+/// rows with does. GRPO (each row's advantage), and gae with an adaptive KL controller (the
+/// steps' β and whitening).
+#[test]
+fn a_fixed_datasets_plan_fingerprints_are_committed_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir(dir.join("in")).unwrap();
+    for s in 1..=2 {
+        write_parquet(
+            &dir.join(format!("in/step={s}.parquet")),
+            &step_batch(s, 8, true),
+            3,
+        );
+    }
+    let plans = |args: &[&str], out: &str| -> Vec<String> {
+        let out_dir = dir.join(out);
+        let out = run_in(dir, &[&["run", "-q"], args, &["in", out]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        (1..=2)
+            .map(|s| {
+                let out = read_parquet(&out_dir.join(format!("step={s}.parquet")));
+                out.schema().metadata()["advcalc.plan"].clone()
+            })
+            .collect()
+    };
+    assert_eq!(
+        plans(&["-e", "grpo", "--threads", "1"], "grpo"),
+        ["4867ef258de9524f", "22d2f7289e0c27c8"]
+    );
+    assert_eq!(
+        plans(&["-e", "grpo", "--threads", "2"], "grpo-2"),
+        ["4867ef258de9524f", "22d2f7289e0c27c8"]
+    );
+    let gae = [
+        "-e",
+        "gae",
+        "--set",
+        "algorithm.use_kl_in_reward=true",
+        "--set",
+        "algorithm.kl_ctrl.type=adaptive",
+        "--set",
+        "algorithm.kl_ctrl.target_kl=0.01",
+    ];
+    assert_eq!(plans(&gae, "gae"), ["7bce2a6e3f654167", "bbf14bb10f2c299b"]);
+}
+
 /// Files whose schemas disagree: both files and the column are named; nothing is written.
 #[test]
 fn files_whose_schemas_disagree_are_refused() {

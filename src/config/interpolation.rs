@@ -16,11 +16,50 @@
 use super::value::Value;
 
 /// Why an interpolation did not resolve: `at` is the dotted key holding it, `chain` the keys
-/// followed to get there (the first is `at`).
+/// followed to get there (the first is `at`), `failure` what kind of failure it is (for the
+/// caller's hint: never read from the message).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterpolationError {
     pub chain: Vec<String>,
     pub message: String,
+    pub failure: Failure,
+}
+
+/// What kind of failure stopped an interpolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// A key named by `${...}` does not exist.
+    MissingKey,
+    /// `oc.env` of an unset variable, without a default.
+    MissingVariable,
+    /// A resolver advcalc does not implement.
+    UnsupportedResolver,
+    /// Anything else: a cycle, bad syntax, bad resolver arguments, limits.
+    Other,
+}
+
+/// A failure inside the resolver: its kind and message.
+struct Fail {
+    failure: Failure,
+    message: String,
+}
+
+impl Fail {
+    fn new(failure: Failure, message: String) -> Self {
+        Fail { failure, message }
+    }
+}
+
+impl From<String> for Fail {
+    fn from(message: String) -> Self {
+        Fail::new(Failure::Other, message)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(message: &str) -> Self {
+        Fail::new(Failure::Other, message.to_string())
+    }
 }
 
 impl InterpolationError {
@@ -42,16 +81,21 @@ pub fn resolve(root: &Value, path: &[String], env: Env<'_>) -> Result<Value, Int
         env,
         stack: Vec::new(),
     };
-    r.node(path).map_err(|message| InterpolationError {
-        chain: r.stack.clone(),
-        message,
-    })
+    r.node(path)
+        .map_err(|Fail { failure, message }| InterpolationError {
+            chain: r.stack.clone(),
+            message,
+            failure,
+        })
 }
 
 /// Whether a string holds an interpolation OmegaConf would resolve.
 pub fn has_interpolation(s: &str) -> bool {
     s.contains("${")
 }
+
+/// The resolver's results: a failure knows its kind.
+type Resolved<T> = Result<T, Fail>;
 
 struct Resolver<'a> {
     root: &'a Value,
@@ -61,16 +105,20 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    fn node(&mut self, path: &[String]) -> Res<Value> {
-        let raw = lookup(self.root, path)
-            .ok_or_else(|| format!("interpolation key `{}` not found", path.join(".")))?;
+    fn node(&mut self, path: &[String]) -> Resolved<Value> {
+        let raw = lookup(self.root, path).ok_or_else(|| {
+            Fail::new(
+                Failure::MissingKey,
+                format!("interpolation key `{}` not found", path.join(".")),
+            )
+        })?;
         match raw {
             Value::Str(s) if has_interpolation(s) => {
                 let dotted = path.join(".");
                 if let Some(i) = self.stack.iter().position(|p| *p == dotted) {
                     let mut cycle = self.stack[i..].to_vec();
                     cycle.push(dotted);
-                    return Err(format!("recursive interpolation: {}", cycle.join(" -> ")));
+                    return Err(format!("recursive interpolation: {}", cycle.join(" -> ")).into());
                 }
                 self.stack.push(dotted);
                 let s = s.clone();
@@ -104,21 +152,19 @@ impl Resolver<'_> {
 
     /// A string value: one interpolation alone keeps the target's type; anything else is a
     /// string built from the parts.
-    fn string(&mut self, s: &str, at: &[String]) -> Res<Value> {
+    fn string(&mut self, s: &str, at: &[String]) -> Resolved<Value> {
         // bounded, so that no file can exhaust the stack of the recursive resolver
         if self.stack.len() > MAX_CHAIN {
-            return Err(format!("a chain of more than {MAX_CHAIN} interpolations"));
+            return Err(format!("a chain of more than {MAX_CHAIN} interpolations").into());
         }
         if nesting(s) > MAX_NESTING {
-            return Err(format!(
-                "interpolations nested more than {MAX_NESTING} deep"
-            ));
+            return Err(format!("interpolations nested more than {MAX_NESTING} deep").into());
         }
         let parts = parse_top(s)?;
         self.concat(&parts, at)
     }
 
-    fn concat(&mut self, parts: &[Part], at: &[String]) -> Res<Value> {
+    fn concat(&mut self, parts: &[Part], at: &[String]) -> Resolved<Value> {
         if let [Part::Interp(i)] = parts {
             return self.interp(i, at);
         }
@@ -132,7 +178,7 @@ impl Resolver<'_> {
         Ok(Value::Str(out))
     }
 
-    fn interp(&mut self, i: &Interp, at: &[String]) -> Res<Value> {
+    fn interp(&mut self, i: &Interp, at: &[String]) -> Resolved<Value> {
         match i {
             Interp::Node(key) => {
                 let key = self.concat(key, at)?.py_str();
@@ -142,7 +188,8 @@ impl Resolver<'_> {
                     return Err(format!(
                         "`{}` is a mandatory value (`???`) that was never set",
                         path.join(".")
-                    ));
+                    )
+                    .into());
                 }
                 Ok(value)
             }
@@ -156,7 +203,7 @@ impl Resolver<'_> {
         }
     }
 
-    fn arg(&mut self, arg: &Arg, at: &[String]) -> Res<Value> {
+    fn arg(&mut self, arg: &Arg, at: &[String]) -> Resolved<Value> {
         match arg {
             Arg::Quoted(parts) => Ok(Value::Str(self.concat_str(parts, at)?)),
             Arg::Plain(parts) => match parts.as_slice() {
@@ -168,7 +215,7 @@ impl Resolver<'_> {
         }
     }
 
-    fn concat_str(&mut self, parts: &[Part], at: &[String]) -> Res<String> {
+    fn concat_str(&mut self, parts: &[Part], at: &[String]) -> Resolved<String> {
         let mut out = String::new();
         for part in parts {
             match part {
@@ -179,7 +226,7 @@ impl Resolver<'_> {
         Ok(out)
     }
 
-    fn call(&mut self, name: &str, args: Vec<Value>, at: &[String]) -> Res<Value> {
+    fn call(&mut self, name: &str, args: Vec<Value>, at: &[String]) -> Resolved<Value> {
         match name {
             "oc.env" => {
                 let (key, default) = match args.as_slice() {
@@ -191,7 +238,10 @@ impl Resolver<'_> {
                     (Some(v), _) => Ok(Value::Str(v)),
                     (None, Some(Value::Null)) => Ok(Value::Null),
                     (None, Some(d)) => Ok(Value::Str(d.py_str())),
-                    (None, None) => Err(format!("environment variable `{key}` not found")),
+                    (None, None) => Err(Fail::new(
+                        Failure::MissingVariable,
+                        format!("environment variable `{key}` not found"),
+                    )),
                 }
             }
             "oc.decode" => match args.as_slice() {
@@ -201,14 +251,16 @@ impl Resolver<'_> {
                     if t.starts_with('[') || t.starts_with('{') {
                         return Err(format!(
                             "oc.decode of a list or dict (`{t}`) is not supported by advcalc"
-                        ));
+                        )
+                        .into());
                     }
                     Ok(decode(t))
                 }
                 [other] => Err(format!(
                     "`oc.decode` can only take strings or None as input, but `{}` is not a string",
                     other.py_str()
-                )),
+                )
+                .into()),
                 _ => Err("oc.decode takes one argument".into()),
             },
             "oc.select" => {
@@ -223,8 +275,11 @@ impl Resolver<'_> {
                     None => Ok(default),
                 }
             }
-            other => Err(format!(
-                "unsupported interpolation resolver `{other}` (advcalc resolves oc.env, oc.decode and oc.select)"
+            other => Err(Fail::new(
+                Failure::UnsupportedResolver,
+                format!(
+                    "unsupported interpolation resolver `{other}` (advcalc resolves oc.env, oc.decode and oc.select)"
+                ),
             )),
         }
     }
@@ -658,15 +713,23 @@ mod tests {
     fn errors_name_the_chain() {
         let e = resolved("a: ${b}\nb: ${a}").unwrap_err();
         assert!(e.message.contains("a -> b -> a"), "{e:?}");
+        assert_eq!(e.failure, Failure::Other);
         let e = resolved("a: ${b}").unwrap_err();
         assert!(e.message.contains("`b` not found"), "{e:?}");
         assert_eq!(e.at(), "a");
+        assert_eq!(e.failure, Failure::MissingKey);
         let e = resolved("a: ${foo:1}").unwrap_err();
         assert!(e.message.contains("`foo`"), "{e:?}");
+        assert_eq!(e.failure, Failure::UnsupportedResolver);
         let e = resolved("a: ${oc.env:NOPE_X}").unwrap_err();
         assert!(e.message.contains("NOPE_X"), "{e:?}");
+        assert_eq!(e.failure, Failure::MissingVariable);
+        // the kind comes through the interpolations that led to it
+        let e = resolved("a: x_${b}\nb: ${oc.env:NOPE_X}").unwrap_err();
+        assert_eq!((e.at(), e.failure), ("a", Failure::MissingVariable));
         let e = resolved("a: ???\nb: ${a}").unwrap_err();
         assert!(e.message.contains("mandatory"), "{e:?}");
+        assert_eq!(e.failure, Failure::Other);
         assert!(resolved("a: ${}").is_err());
         // no stack exhaustion: long chains and deep nesting are refused
         let mut chain = String::from("k0: 1\n");

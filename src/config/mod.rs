@@ -31,7 +31,7 @@ pub mod value;
 #[doc(hidden)]
 pub mod yaml11;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Reason, Result};
 use crate::estimators::Estimator;
 use section::{Invalid, Section};
 
@@ -125,7 +125,7 @@ impl Config {
         let algorithm = match (merged.deferred.take(), algorithm) {
             // an unknown key first (the same order as for a bad value), else the key that did
             // not resolve, which was left out of the section
-            (Some(_), Err(e)) if e.message().starts_with("unknown key") => return Err(e),
+            (Some(_), Err(e)) if e.reason() == Reason::UnknownKey => return Err(e),
             (Some(deferred), _) => return Err(deferred),
             (None, result) => result?,
         };
@@ -863,6 +863,36 @@ mod tests {
             "gamma: ${nope}\nlamda: 1\n",
             &[],
             &["unknown key `algorithm.lamda`"],
+        );
+    }
+
+    #[test]
+    fn an_interpolation_error_has_the_hint_of_its_failure() {
+        let hint = |text: &str| load_yaml(text, &[]).unwrap_err().hint().map(str::to_string);
+        let hydra = "the file has a Hydra defaults list, whose files advcalc does not compose: pass the composed config (the run's .hydra/config.yaml)";
+        let variable = "set the variable, or give a default: ${oc.env:NAME,default}";
+        let resolver = "replace the interpolation with its value, or override the key with --set";
+        let unset = "${oc.env:ADVCALC_TEST_SURELY_UNSET_VARIABLE}";
+        let defaults = "defaults:\n  - _self_\nalgorithm:\n  gamma: ";
+        assert_eq!(hint("gamma: ${nope}\n"), None);
+        assert_eq!(
+            hint(&format!("gamma: {unset}\n")).as_deref(),
+            Some(variable)
+        );
+        assert_eq!(hint("gamma: ${oc.create:1}\n").as_deref(), Some(resolver));
+        assert_eq!(hint("gamma: ${lam}\nlam: ${gamma}\n"), None);
+        // with a Hydra defaults list, a key or a variable not found may be in its files
+        assert_eq!(
+            hint(&format!("{defaults}${{nope}}\n")).as_deref(),
+            Some(hydra)
+        );
+        assert_eq!(
+            hint(&format!("{defaults}{unset}\n")).as_deref(),
+            Some(hydra)
+        );
+        assert_eq!(
+            hint(&format!("{defaults}${{oc.create:1}}\n")).as_deref(),
+            Some(resolver)
         );
     }
 

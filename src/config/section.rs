@@ -5,7 +5,7 @@
 use super::value::{Map, Value};
 
 use super::sources::Origins;
-use crate::error::{Error, Result};
+use crate::error::{Error, Reason, Result};
 use crate::nearest::nearest;
 
 /// A value its key does not accept: what is wrong and, maybe, what to do. [`Section::reject`]
@@ -259,7 +259,8 @@ impl<'o> Section<'o> {
         let error = Error::usage(format!(
             "unknown key `algorithm.{path}`{}: verl 0.9.1 has no such setting",
             self.origins.note(&path)
-        ));
+        ))
+        .with_reason(Reason::UnknownKey);
         Err(match nearest(&key, self.asked.iter().map(String::as_str)) {
             Some(known) => {
                 error.with_hint(format!("did you mean `algorithm.{}`?", self.path(known)))

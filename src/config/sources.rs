@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use super::hydra::{self, Shape};
-use super::interpolation;
+use super::interpolation::{self, Failure};
 use super::value::{Map, Value};
 use super::yaml11;
 use crate::error::{Error, Result};
@@ -366,16 +366,16 @@ fn interpolation_error(
         "{at}{note}: cannot resolve the interpolation: {}{via}",
         e.message
     ));
-    if e.message.contains("not found") && defaults_list {
-        error.with_hint(
+    match (e.failure, defaults_list) {
+        (Failure::MissingKey | Failure::MissingVariable, true) => error.with_hint(
             "the file has a Hydra defaults list, whose files advcalc does not compose: pass the composed config (the run's .hydra/config.yaml)",
-        )
-    } else if e.message.contains("unsupported interpolation resolver") {
-        error.with_hint("replace the interpolation with its value, or override the key with --set")
-    } else if e.message.contains("environment variable") {
-        error.with_hint("set the variable, or give a default: ${oc.env:NAME,default}")
-    } else {
-        error
+        ),
+        (Failure::UnsupportedResolver, _) => error
+            .with_hint("replace the interpolation with its value, or override the key with --set"),
+        (Failure::MissingVariable, false) => {
+            error.with_hint("set the variable, or give a default: ${oc.env:NAME,default}")
+        }
+        (Failure::MissingKey | Failure::Other, _) => error,
     }
 }
 

@@ -2,6 +2,7 @@
 //! row-group parallelism and in-order output.
 
 pub mod exchange;
+mod fingerprint;
 pub mod job;
 pub mod kept;
 pub mod metrics;
@@ -82,22 +83,12 @@ pub struct Engine {
     allow_nonfinite: bool,
     /// Collect the `--metrics` parts in the passes (the CLI's `run`).
     metrics: bool,
-    /// Fingerprint of the resolved configuration, stamped on what the passes produce so that
-    /// statistics or shards of another configuration are refused.
+    /// Fingerprint of the resolved configuration (FNV-1a 64 of its YAML: `engine::fingerprint`),
+    /// stamped on what the passes produce so that statistics or shards of another
+    /// configuration are refused.
     config: u64,
     /// The schema of pass 2's record batches, worked out once.
     output_schema: SchemaRef,
-}
-
-fn fingerprint(text: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    h.finish()
-}
-
-fn constants_fingerprint(c: &Constants) -> u64 {
-    fingerprint(&format!("{c:?}"))
 }
 
 /// What [`Engine::compute`] returns.
@@ -126,7 +117,7 @@ impl Engine {
             layout: Layout::default(),
             allow_nonfinite: false,
             metrics: false,
-            config: fingerprint(&config.to_yaml()),
+            config: fingerprint::config(config),
             output_schema,
         };
         engine.job().check_columns()?;
@@ -199,7 +190,7 @@ impl Engine {
     fn stamp(&self, constants: &Constants, with_estimator: bool) -> Stamp {
         Stamp {
             config: self.config,
-            constants: constants_fingerprint(constants),
+            constants: fingerprint::constants(constants),
             with_estimator,
             mixed: false,
         }
@@ -254,7 +245,7 @@ impl Engine {
             };
         }
         if let Some(c) = constants
-            && stamp.constants != constants_fingerprint(c)
+            && stamp.constants != fingerprint::constants(c)
         {
             return if self.needs_prepass() {
                 wrong(

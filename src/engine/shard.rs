@@ -56,7 +56,8 @@ impl Prepared {
     /// A fingerprint of everything pass 2 computes rows `rows` (dataset order) with: their
     /// steps' constants, the estimator's plan for them and the configuration. Equal
     /// fingerprints over the same input rows give the same outputs, wherever the rows sit in
-    /// the input (a dataset's `--resume` keeps a file's output only then).
+    /// the input (a dataset's `--resume` keeps a file's output only then). The hash and the
+    /// bytes it is taken over are specified (`engine::fingerprint`): the same on every build.
     pub fn fingerprint(&self, rows: std::ops::Range<usize>) -> u64 {
         let mut steps: Vec<Option<i64>> = match &self.stats.step {
             Some(s) => s[rows.clone()].iter().map(|&s| Some(s)).collect(),
@@ -65,13 +66,9 @@ impl Prepared {
         steps.sort_unstable();
         steps.dedup();
         let rows: Vec<usize> = rows.collect();
-        let mut plan = self.plan.restrict(&rows, &steps);
-        plan.rows = None;
+        let plan = self.plan.restrict(&rows, &steps);
         let constants: Vec<_> = steps.iter().map(|&s| self.constants.get(s)).collect();
-        let text = format!("{}|{steps:?}|{constants:?}|{plan:?}", self.config);
-        text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
+        super::fingerprint::plan(self.config, &steps, &constants, &plan)
     }
 
     /// The whole plan as one shard (every step; a copy of the plan).

@@ -122,7 +122,8 @@ pub struct RowStats {
 
 /// What made a [`RowStats`] (or a plan shard): fingerprints of the resolved configuration
 /// and of the step constants used, and whether the estimator's own statistics are in it.
-/// Appending statistics of different stamps marks the result `mixed`.
+/// Appending statistics of different stamps marks the result `mixed`. The fingerprints are
+/// FNV-1a 64 over bytes the engine specifies (`engine::fingerprint`), the same on every build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
     /// Fingerprint of the resolved configuration.

@@ -226,7 +226,10 @@ pub fn id_list_keys(array: &ArrayRef, col: &ColumnRef<'_>) -> Result<Vec<GroupKe
         if span.clone().any(|i| child.is_null(i)) {
             return Err(col.error(row, "null token id"));
         }
-        keys.push(GroupKey::Str(format!("{:?}", &ids[span]).into()));
+        // written out rather than `{:?}`, whose format is not specified: the key can reach a
+        // dataset output's plan fingerprint (`advcalc.plan`)
+        let list: Vec<String> = ids[span].iter().map(i128::to_string).collect();
+        keys.push(GroupKey::Str(format!("[{}]", list.join(", ")).into()));
     }
     Ok(keys)
 }
