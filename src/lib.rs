@@ -10,6 +10,10 @@
 //!   serialise to bytes, so the passes can run in other processes or on other machines;
 //! - [`run`] (the CLI's file-to-file job: Parquet or Arrow IPC, streamed by row group, written
 //!   atomically) and the other commands in [`commands`];
+//! - [`input`] (one input read as the CLI reads it, for a client that holds it in memory) and
+//!   [`dataset`] (a dataset's files, and a share of them run apart, for a runner that spreads
+//!   them over processes);
+//! - [`cli::main`]: the `advcalc` command line, for the binary and the Python package's script;
 //! - [`Error`]: one error type whose [`ErrorKind`] maps to the CLI's exit codes.
 //!
 //! The maths (estimators, shaping) works on plain slices; `docs/architecture.md` has the code
@@ -20,8 +24,10 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod dataset;
 mod engine;
 pub mod error;
+pub mod input;
 pub mod interrupt;
 mod nearest;
 

@@ -9,14 +9,7 @@ static QUIET_DECODER_PANICS: std::sync::Once = std::sync::Once::new();
 fuzz_target!(|data: &[u8]| {
     // advcalc catches panics inside the Parquet decoder (malformed input) and reports them as
     // errors, as its binary does; every other panic still reaches libFuzzer's hook.
-    QUIET_DECODER_PANICS.call_once(|| {
-        let fuzzer_hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !advcalc::io::read::decoding() {
-                fuzzer_hook(info);
-            }
-        }));
-    });
+    QUIET_DECODER_PANICS.call_once(advcalc::input::quiet_decoder_panics);
     let dir = tempfile::tempdir().expect("temp dir");
     let input = dir.path().join("in.parquet");
     std::fs::write(&input, data).expect("write input");
@@ -37,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
             metrics: None,
             input_format: None,
             output_format: None,
+            memory: None,
         };
         let _ = advcalc::run(&config, &options);
     }

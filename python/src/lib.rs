@@ -19,10 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dump};
-use advcalc::commands::dataset::run_opened;
 use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
-use advcalc::io::dataset::{Dataset, is_dataset, path_step};
-use advcalc::io::input::Input;
+use advcalc::input::InputFile;
 use advcalc::{
     Config, ConfigSources, DatasetOptions, Engine, ErrorKind, Format, Layout, PlanShard, RowStats,
     RunOptions,
@@ -260,22 +258,14 @@ fn compute_path(
         // a JSONL dump is told by its name (or a directory's .jsonl files) before it is read,
         // so that only `run` parses it
         let format = read.format()?;
-        let jsonl = match format {
-            Some(f) => f == Format::Jsonl,
-            None if src.is_dir() => {
-                advcalc::io::jsonl::directory_has_jsonl(&src, &src.display().to_string())?
-            }
-            None => Format::of(&src, None) == Format::Jsonl,
-        };
-        if jsonl {
+        if advcalc::input::is_jsonl(&src, format)? {
             return Ok(None);
         }
-        let opened = Input::open(&src, format, read.allow_nonfinite)?;
-        let input = &opened.parquet;
+        let input = InputFile::open(&src, format, read.allow_nonfinite)?;
         let batches = pool(read.threads)?.install(|| {
             (0..input.num_row_groups())
                 .into_par_iter()
-                .map(|rg| input.read_row_group(rg, None))
+                .map(|rg| input.read_row_group(rg))
                 .collect::<advcalc::Result<Vec<_>>>()
         })?;
         compute_in_memory(
@@ -582,16 +572,14 @@ type DatasetPart = (String, String, Option<i64>, usize);
 #[pyfunction]
 fn dataset_parts(py: Python<'_>, src: PathBuf) -> PyResult<Vec<DatasetPart>> {
     run_engine(py, move || {
-        if !is_dataset(&src, None)? {
+        let Some(files) = advcalc::dataset::files(&src, None)? else {
             return Ok(Vec::new());
-        }
-        let dataset = Dataset::open(&src, None)?;
-        Ok(dataset
-            .parts
+        };
+        Ok(files
             .iter()
-            .map(|p| {
-                let rel = p.rel.to_string_lossy().into_owned();
-                (p.path.display().to_string(), rel, p.path_step, p.rows)
+            .map(|f| {
+                let rel = f.rel.to_string_lossy().into_owned();
+                (f.path.display().to_string(), rel, f.path_step, f.rows)
             })
             .collect())
     })
@@ -616,17 +604,6 @@ fn run_parts(
 ) -> PyResult<(usize, Vec<String>)> {
     run_engine(py, move || {
         let config = config.load()?;
-        let keyed = rels
-            .into_iter()
-            .map(|rel| {
-                let step = path_step(&rel).map_err(|e| {
-                    advcalc::Error::data(format!("{}: {e}", base.join(&rel).display()))
-                })?;
-                Ok((step, rel))
-            })
-            .collect::<advcalc::Result<Vec<_>>>()?;
-        let format = read.format()?;
-        let dataset = Dataset::from_files(name, base.clone(), keyed, format)?;
         let opts = RunOptions {
             input: base,
             output: dst,
@@ -635,12 +612,13 @@ fn run_parts(
             progress: false,
             layout: read.layout()?,
             allow_nonfinite: read.allow_nonfinite,
-            input_format: format,
+            input_format: read.format()?,
             output_format: None,
             metrics: None,
             memory: None,
         };
-        let summary = run_opened(&config, &opts, &DatasetOptions::default(), dataset)?;
+        let summary =
+            advcalc::dataset::run_files(&config, &opts, &DatasetOptions::default(), name, rels)?;
         Ok((summary.rows, summary.warnings))
     })
 }
@@ -649,7 +627,7 @@ fn run_parts(
 /// CLI does before writing there): a runner's tasks that Ray killed mid-write.
 #[pyfunction]
 fn remove_stale_temporaries(dir: PathBuf) {
-    advcalc::io::write::remove_stale_temporaries(&dir);
+    advcalc::dataset::remove_stale_temporaries(&dir);
 }
 
 /// Statistics of several units (bytes), appended in input order.
@@ -722,12 +700,7 @@ fn estimators() -> String {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Panics inside the Parquet decoder are caught and reported as data errors; keep
     // Python's stderr free of their default report, as the CLI does.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !advcalc::io::read::decoding() {
-            default_hook(info);
-        }
-    }));
+    advcalc::input::quiet_decoder_panics();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(compute_stream, m)?)?;
     m.add_function(wrap_pyfunction!(compute_path, m)?)?;

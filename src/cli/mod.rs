@@ -28,12 +28,7 @@ where
     stop_on_signals();
     // Panics inside the Parquet decoder are caught and reported as data errors; keep the
     // default report for any other panic (a bug of ours).
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !crate::io::read::decoding() {
-            default_hook(info);
-        }
-    }));
+    crate::input::quiet_decoder_panics();
     let cli = Cli::parse_from(args);
     let code = match run(cli) {
         Ok(()) => 0,

@@ -1,0 +1,72 @@
+//! Reading one input as the CLI reads it, for clients that hold its record batches in memory
+//! (the Python package's `compute` on a path): the JSONL test a client makes before reading,
+//! one Parquet or Arrow IPC file opened with the CLI's checks and read by row group, and the
+//! panic hook that keeps the decoder's caught panics quiet.
+
+use std::path::Path;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+
+use crate::error::Result;
+use crate::io::format::Format;
+
+/// Whether IN is a verl JSONL dump, told before it is read (only [`crate::run`] writes a JSONL
+/// dump's output): `format` when given, else a directory holding `.jsonl` files, else the
+/// file's extension.
+pub fn is_jsonl(path: &Path, format: Option<Format>) -> Result<bool> {
+    Ok(match format {
+        Some(f) => f == Format::Jsonl,
+        None if path.is_dir() => {
+            crate::io::jsonl::directory_has_jsonl(path, &path.display().to_string())?
+        }
+        None => Format::of(path, None) == Format::Jsonl,
+    })
+}
+
+/// One input file, opened as `advcalc run` opens it: Parquet, or an Arrow IPC file or stream
+/// (`-`: stdin) spooled into a temporary Parquet file (removed on drop), or a verl JSONL dump
+/// read into one; its format from `format`, else the extension.
+pub struct InputFile(crate::io::input::Input);
+
+impl InputFile {
+    /// Open IN with the CLI's checks and messages (which name the file). `allow_nonfinite` lets
+    /// a JSONL dump's NaN and ±inf scores through (`--allow-nonfinite`).
+    pub fn open(path: &Path, format: Option<Format>, allow_nonfinite: bool) -> Result<InputFile> {
+        crate::io::input::Input::open(path, format, allow_nonfinite).map(InputFile)
+    }
+
+    /// The input's name in messages (`<stdin>` for `-`).
+    pub fn name(&self) -> &str {
+        self.0.parquet.name()
+    }
+
+    /// The input's Arrow schema.
+    pub fn schema(&self) -> SchemaRef {
+        self.0.parquet.schema()
+    }
+
+    /// The number of row groups (the unit of reading, and of parallel work).
+    pub fn num_row_groups(&self) -> usize {
+        self.0.parquet.num_row_groups()
+    }
+
+    /// One row group, every column, with the CLI's checks (a malformed file is a data error
+    /// naming it, never a panic). Row groups may be read from several threads at once.
+    pub fn read_row_group(&self, index: usize) -> Result<RecordBatch> {
+        self.0.parquet.read_row_group(index, None)
+    }
+}
+
+/// Install a panic hook that keeps the default report of panics inside the Parquet decoder off
+/// stderr (malformed input: they are caught and returned as data errors) and passes every
+/// other panic to the hook installed before. [`crate::cli::main`] installs it; an embedding
+/// process (the Python module) calls it once.
+pub fn quiet_decoder_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !crate::io::read::decoding() {
+            previous(info);
+        }
+    }));
+}
