@@ -31,8 +31,8 @@ pub mod input;
 pub mod interrupt;
 mod nearest;
 
-// Not API: the kernels and plain types, public only for the benchmarks (`benches/`), the
-// property tests and the fuzz targets.
+// Not API: the kernels, the I/O layer and the plain types, public only for the benchmarks
+// (`benches/`), the integration tests (`tests/`) and the fuzz targets (`fuzz/`).
 #[doc(hidden)]
 pub mod data;
 #[doc(hidden)]
@@ -47,6 +47,7 @@ mod test_support;
 pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::job::Prepared;
+pub use engine::kept::DEFAULT_MEMORY;
 pub use engine::pipeline::Constants;
 pub use engine::shard::PlanShard;
 pub use engine::{Computed, Engine};

@@ -1,9 +1,15 @@
 //! The commands: clients of the engine that read a whole input and report or write.
+//!
+//! Each public module is one command's entry point, its options and what it returns:
+//! [`inspect`], [`compare`], [`report`], [`config`] and [`estimators`]. `run` is
+//! [`crate::run`] / [`crate::run_with`] at the crate root, and a dataset's share run apart is
+//! [`crate::dataset::run_files`]. Everything else here (the passes over a dump, the findings,
+//! the page's parts) is internal.
 
 pub mod compare;
 pub mod config;
-pub mod dataset;
+pub(crate) mod dataset;
 pub mod estimators;
 pub mod inspect;
 pub mod report;
-pub mod run;
+pub(crate) mod run;

@@ -15,7 +15,7 @@ use crate::commands::inspect::PROVENANCE_PREFIX;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine::job::Job;
-pub use crate::engine::kept::DEFAULT_MEMORY;
+use crate::engine::kept::DEFAULT_MEMORY;
 use crate::engine::kept::Kept;
 use crate::engine::metrics;
 use crate::engine::ordered::produce_in_parallel_consume_in_order;

@@ -25,7 +25,8 @@ use std::path::PathBuf;
 
 use rayon::prelude::*;
 
-pub use buckets::{BUCKETS, BucketSummary};
+pub(crate) use buckets::BUCKETS;
+pub use buckets::BucketSummary;
 pub use report::Comparison;
 pub use summary::{PairSummary, TokenStats, VariantSummary};
 
@@ -87,7 +88,7 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
 
 /// One configuration's advantage statistics per training batch, and the data warnings
 /// `run` would print.
-pub struct StepAdvantages {
+pub(crate) struct StepAdvantages {
     /// Per training batch (its `step`, `None` without a step column): the token statistics.
     pub by_step: Vec<(Option<i64>, TokenStats)>,
     /// The data warnings `run` would print for this configuration.
@@ -95,7 +96,7 @@ pub struct StepAdvantages {
 }
 
 /// The advantage statistics of one configuration, per training batch (for `inspect`).
-pub fn advantages_by_step(
+pub(crate) fn advantages_by_step(
     config: &Config,
     input: &Dataset,
     opts: &CompareOptions,

@@ -32,7 +32,7 @@ pub struct Comparison {
     pub fragile: Option<Fragile>,
     /// The conventions the variants run under: a fragile-group finding is a warning when it
     /// concerns one of them, else a note.
-    pub conventions: Vec<Convention>,
+    pub(crate) conventions: Vec<Convention>,
 }
 
 impl Comparison {

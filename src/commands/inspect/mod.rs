@@ -10,7 +10,7 @@
 mod checks;
 mod distribution;
 pub(crate) mod findings;
-pub mod fragile;
+pub(crate) mod fragile;
 mod report;
 mod scan;
 mod spans;
@@ -22,6 +22,7 @@ use std::path::PathBuf;
 
 use rayon::prelude::*;
 
+pub use fragile::{Departure, Fragile, RULES, Rule, TIGHT_SPREAD_DEPARTURE};
 pub use report::{
     Groups, Kl, KlShaping, Mismatch, Rejection, Report, ScoreSums, StepReport, ToolSpans, Warning,
 };
@@ -68,7 +69,7 @@ pub struct InspectOptions {
 }
 
 /// The prefix of the key-value metadata `advcalc run` writes into its output (provenance).
-pub const PROVENANCE_PREFIX: &str = "advcalc.";
+pub(crate) const PROVENANCE_PREFIX: &str = "advcalc.";
 
 /// Check a dump and report the findings per step, with their warnings (docs/inspect.md).
 /// `config` supplies the checks' settings (`rollout.n`, KL in the reward, rejection); a
@@ -128,12 +129,12 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
 }
 
 /// One row group's tallies, by step.
-pub type Tallies = BTreeMap<Option<i64>, StepTally>;
+pub(crate) type Tallies = BTreeMap<Option<i64>, StepTally>;
 
 /// The inspect checks bound to one input: what to read, each row group's tallies, and the
 /// report from the merged tallies. `inspect` reads the dump once for them; `report` runs
 /// them on the row groups its output pass reads anyway.
-pub struct Inspection {
+pub(crate) struct Inspection {
     columns: InputColumns,
     checks: Checks,
     constants: Constants,
@@ -258,7 +259,7 @@ fn advantages(config: &Config, input: &Dataset, opts: &InspectOptions, report: &
 
 /// Put one estimator's per-step advantage statistics (and the warnings `run` would print)
 /// into the report, with the advantage warnings of each step (what `inspect -e` shows).
-pub fn add_advantages(
+pub(crate) fn add_advantages(
     report: &mut Report,
     name: &str,
     by_step: Vec<(Option<i64>, TokenStats)>,

@@ -23,8 +23,6 @@ use crate::commands::compare::{CompareOptions, Variant};
 use crate::error::{Error, Result};
 use crate::io::write::{check_destination, parent_dir, persist, same_file, temporary_output};
 
-pub use page::{COMPARE, INSPECT, inspect_of, metrics_of};
-
 /// How to make the report, beyond the variants.
 #[derive(Debug, Clone)]
 pub struct ReportOptions {
