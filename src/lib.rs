@@ -32,7 +32,8 @@ pub mod interrupt;
 mod nearest;
 
 // Not API: the kernels, the I/O layer and the plain types, public only for the benchmarks
-// (`benches/`), the integration tests (`tests/`) and the fuzz targets (`fuzz/`).
+// (`benches/`), the integration tests (`tests/`) and the fuzz targets (`fuzz/`). The binary
+// and the Python package use documented items only (`tests/api.rs` checks it).
 #[doc(hidden)]
 pub mod data;
 #[doc(hidden)]
