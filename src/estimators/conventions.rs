@@ -37,8 +37,7 @@
 use crate::data::GroupKey;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
-use crate::estimators::moments::Moments;
-use crate::estimators::moments::{RowMoments, StepWhitening};
+use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{Plan, Rows, Tokens, TrainingBatch, broadcast_scalars};
 
 use super::Estimator;

@@ -24,8 +24,7 @@
 
 use crate::data::TokenRole;
 use crate::error::Result;
-use crate::estimators::moments::Moments;
-use crate::estimators::moments::{RowMoments, StepWhitening};
+use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{
     Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
 };

@@ -8,10 +8,9 @@ use std::hash::Hasher;
 
 use serde_json::json;
 
-use crate::engine::exchange::{malformed, step_from_json};
 use crate::engine::fingerprint::V1;
 use crate::error::Result;
-use crate::estimators::state::{OwnPlan, OwnStats, Reading, Written};
+use crate::estimators::state::{OwnPlan, OwnStats, Reading, Written, malformed, step_from_json};
 
 /// Count, mean and sum of squared deviations of the masked values (Chan et al.'s mergeable
 /// form of Welford's algorithm), in f64.

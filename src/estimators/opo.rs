@@ -7,10 +7,10 @@
 
 use std::hash::Hasher;
 
-use crate::engine::exchange::malformed;
 use crate::engine::fingerprint::V1;
 use crate::error::Result;
 use crate::estimators::groups::Grouping;
+use crate::estimators::state::malformed;
 use crate::estimators::state::{OwnPlan, Reading, Written};
 use crate::estimators::{
     Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,

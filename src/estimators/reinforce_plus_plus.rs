@@ -22,8 +22,7 @@
 //! same (`masked_whiten(ret, m)·m`).
 
 use crate::error::Result;
-use crate::estimators::moments::Moments;
-use crate::estimators::moments::{RowMoments, StepWhitening};
+use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL};
 
 /// How the return treats mask-0 (tool/observation) positions.

@@ -20,9 +20,12 @@ use arrow_array::{
 };
 use serde_json::{Map, Value};
 
-use crate::engine::exchange::malformed;
 use crate::engine::fingerprint::V1;
 use crate::error::Result;
+
+/// What an own state's (de)serialisation uses: the malformed-bytes error and a step back from
+/// JSON. (Its fingerprint encodes values with `engine::fingerprint::Encode`.)
+pub(crate) use crate::engine::exchange::{malformed, step_from_json};
 
 /// An estimator's own pass-1 statistics: per row (appended in row order) or per group
 /// (merged), built per row group and appended in row-group order.
