@@ -248,7 +248,7 @@ macro_rules! registry {
                 }
             }
 
-            /// [`EstimatorStats::read`] for this estimator.
+            /// This estimator's own statistics from the exchange bytes.
             pub(crate) fn read_stats(self, input: &state::Reading<'_>) -> Result<EstimatorStats> {
                 match self {
                     $(Estimator::$variant => Ok(EstimatorStats::$variant(OwnStats::read(input)?)),)*
@@ -463,15 +463,6 @@ impl Estimator {
         }
     }
 
-    /// The error for statistics of another estimator than this one.
-    fn stats_mismatch(self, other: Estimator) -> Error {
-        Error::usage(format!(
-            "these statistics are {}'s, not {}'s",
-            other.name(),
-            self.name()
-        ))
-    }
-
     /// The OpenRLHF token-pipeline estimators (`estimators::openrlhf`).
     pub fn is_openrlhf(self) -> bool {
         match self.info().family {
@@ -482,8 +473,14 @@ impl Estimator {
 }
 
 impl EstimatorStats {
+    /// The error for statistics of another estimator than `estimator` (the engine's stamp
+    /// checks refuse them before).
     fn not_of(&self, estimator: Estimator) -> Error {
-        estimator.stats_mismatch(self.estimator())
+        Error::usage(format!(
+            "these statistics are {}'s, not {}'s",
+            self.estimator().name(),
+            estimator.name()
+        ))
     }
 }
 
