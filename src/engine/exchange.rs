@@ -1,15 +1,16 @@
 //! Pass-1 statistics and plan shards as bytes, so the passes can run in other processes or on
 //! other machines (Ray): one Arrow IPC stream holding a record batch of the per-row values
 //! and, in its schema metadata, the rest as JSON. Floats in the JSON are their IEEE-754 bit
-//! patterns, so every value (NaN and −0.0 included) comes back exactly.
+//! patterns, so every value (NaN and −0.0 included) comes back exactly. The estimator's own
+//! statistics and plan part write their own columns and values (`estimators::state`), under
+//! the estimator's name.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Float32Array, Float64Array, Int64Array,
-    PrimitiveArray, RecordBatch, StringArray, UInt64Array,
+    Array, ArrayRef, ArrowPrimitiveType, Float32Array, Float64Array, Int64Array, PrimitiveArray,
+    RecordBatch, StringArray, UInt64Array,
 };
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
@@ -20,12 +21,12 @@ use crate::data::{GroupKey, PositiveLogProbs, TokenRole};
 use crate::engine::pipeline::{Constants, StepConstants};
 use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
-use crate::estimators::moments::{Moments, Whitening};
-use crate::estimators::optimal_token_baseline::ColumnSums;
-use crate::estimators::{Plan, RowStats, Stamp};
+use crate::estimators::state::{Reading, Written};
+use crate::estimators::{Estimator, Plan, RowStats, Stamp};
 
 const KEY: &str = "advcalc.exchange";
-const VERSION: u64 = 1;
+/// 2: the estimator's own state under its name (1: every estimator's fields in one layout).
+const VERSION: u64 = 2;
 
 impl RowStats {
     /// Pass 1's statistics as bytes (an Arrow IPC stream), for another process or machine.
@@ -49,10 +50,9 @@ impl RowStats {
             columns.push(("session_id", keys(session)));
             columns.push(("output_index", Arc::new(Int64Array::from(index.clone()))));
         }
-        if !self.moments.is_empty() {
-            columns.push(("moments_n", f64s(&column(&self.moments, |m| m.n))));
-            columns.push(("moments_mean", f64s(&column(&self.moments, |m| m.mean))));
-            columns.push(("moments_m2", f64s(&column(&self.moments, |m| m.m2))));
+        let mut own = Written::default();
+        if let Some(s) = &self.own {
+            s.write(&mut own);
         }
         let names: Vec<String> = (0..self.components.len())
             .map(|k| format!("component_{k}"))
@@ -65,7 +65,8 @@ impl RowStats {
             "version": VERSION,
             "rows": rows,
             "components": self.components.len(),
-            "columns": sums_json(&self.columns),
+            "estimator": self.own.as_ref().map(|s| s.estimator().name()),
+            "own": own.meta,
             "dropped_scores": self.dropped_scores,
             "stamp": self.stamp.map(|s| json!({
                 "config": s.config, "constants": s.constants,
@@ -75,7 +76,7 @@ impl RowStats {
                 "count": p.count, "column": p.column, "row": p.row, "token": p.token
             })),
         });
-        write(columns, meta)
+        write(columns, own.columns, meta)
     }
 
     /// Statistics from [`RowStats::to_bytes`]'s bytes.
@@ -86,18 +87,12 @@ impl RowStats {
         let components = (0..uint(&meta, "components")? as usize)
             .map(|k| f(&format!("component_{k}")))
             .collect::<Result<Vec<_>>>()?;
-        let moments = match batch.column_by_name("moments_n") {
-            None => Vec::new(),
-            Some(_) => {
-                let (n, mean, m2) = (f("moments_n")?, f("moments_mean")?, f("moments_m2")?);
-                (0..n.len())
-                    .map(|i| Moments {
-                        n: n[i],
-                        mean: mean[i],
-                        m2: m2[i],
-                    })
-                    .collect()
-            }
+        let own = match &meta["estimator"] {
+            Value::Null => None,
+            name => Some(estimator(name)?.read_stats(&Reading {
+                batch: &batch,
+                meta: &meta["own"],
+            })?),
         };
         let session = match batch.column_by_name("session_id") {
             None => None,
@@ -130,9 +125,8 @@ impl RowStats {
             orig_valid: f("orig_valid")?,
             kl_sum: f("kl_sum")?,
             is_norm_parts: pairs(f("is_norm_sum")?, f("is_norm_count")?),
-            moments,
             components,
-            columns: sums_from_json(&meta["columns"])?,
+            own,
             dropped_scores: uint(&meta, "dropped_scores")? as usize,
             positive_log_probs,
             stamp: match &meta["stamp"] {
@@ -153,35 +147,22 @@ impl RowStats {
 /// [`PlanShard::to_bytes`].
 pub fn shard_to_bytes(shard: &PlanShard) -> Result<Vec<u8>> {
     let plan = &shard.plan;
-    let rows: Vec<u64> = match &plan.rows {
+    let (indexed, scalars) = plan.scalars();
+    let rows: Vec<u64> = match indexed {
         Some(rows) => rows.iter().map(|&r| r as u64).collect(),
-        None => (0..plan.row_scalar.len() as u64).collect(),
+        None => (0..scalars.len() as u64).collect(),
     };
     let columns: Vec<(&str, ArrayRef)> = vec![
         ("row", Arc::new(UInt64Array::from(rows))),
-        (
-            "row_scalar",
-            Arc::new(Float32Array::from(plan.row_scalar.clone())),
-        ),
-        (
-            "otb_singleton",
-            Arc::new(BooleanArray::from(plan.otb_singleton.clone())),
-        ),
-        (
-            "otb_zero_tail",
-            Arc::new(UInt64Array::from(
-                plan.otb_zero_tail
-                    .iter()
-                    .map(|t| t.map(|t| t as u64))
-                    .collect::<Vec<_>>(),
-            )),
-        ),
+        ("row_scalar", Arc::new(Float32Array::from(scalars.to_vec()))),
     ];
+    let mut own = Written::default();
+    plan.write(&mut own);
     let step_constants = |c: &StepConstants| json!([c.beta.to_bits(), c.is_norm.map(f64::to_bits)]);
     let meta = json!({
         "kind": "plan_shard",
         "version": VERSION,
-        "indexed": plan.rows.is_some(),
+        "indexed": indexed.is_some(),
         "config": shard.config,
         "steps": shard.steps,
         "constants": {
@@ -189,14 +170,11 @@ pub fn shard_to_bytes(shard: &PlanShard) -> Result<Vec<u8>> {
             "per_step": shard.constants.per_step.iter()
                 .map(|(s, c)| json!([s, step_constants(c)])).collect::<Vec<_>>(),
         },
-        "whitening": plan.whitening.iter()
-            .map(|(s, w)| json!([s, w.mean.to_bits(), w.inv_std.to_bits()]))
-            .collect::<Vec<_>>(),
-        "columns": sums_json(&plan.columns),
-        "nan_rows": plan.nan_rows,
-        "warnings": plan.warnings,
+        "estimator": plan.estimator().name(),
+        "own": own.meta,
+        "warnings": plan.warnings(),
     });
-    write(columns, meta)
+    write(columns, own.columns, meta)
 }
 
 /// [`PlanShard::from_bytes`].
@@ -212,18 +190,7 @@ pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
     for entry in array(&meta["constants"]["per_step"])? {
         constants
             .per_step
-            .insert(step(&entry[0])?, step_constants(&entry[1])?);
-    }
-    let mut whitening = BTreeMap::new();
-    for entry in array(&meta["whitening"])? {
-        let bits = |i: usize| entry[i].as_u64().ok_or_else(|| malformed("whitening"));
-        whitening.insert(
-            step(&entry[0])?,
-            Whitening {
-                mean: f64::from_bits(bits(1)?),
-                inv_std: f64::from_bits(bits(2)?),
-            },
-        );
+            .insert(step_from_json(&entry[0])?, step_constants(&entry[1])?);
     }
     let rows: Vec<usize> = primitive::<UInt64Type>(&batch, "row")?
         .into_iter()
@@ -236,42 +203,51 @@ pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
         .column_by_name("row_scalar")
         .and_then(|c| c.as_any().downcast_ref::<Float32Array>())
         .ok_or_else(|| malformed("row_scalar"))?;
-    let singletons = batch
-        .column_by_name("otb_singleton")
-        .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
-        .ok_or_else(|| malformed("otb_singleton"))?;
-    let tails = batch
-        .column_by_name("otb_zero_tail")
-        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-        .ok_or_else(|| malformed("otb_zero_tail"))?;
-    let plan = Plan {
+    let common = Plan {
         rows: meta["indexed"].as_bool().unwrap_or(true).then_some(rows),
         row_scalar: scalars.values().to_vec(),
-        otb_singleton: singletons.iter().map(|b| b.unwrap_or(false)).collect(),
-        otb_zero_tail: tails.iter().map(|t| t.map(|t| t as usize)).collect(),
-        whitening,
-        columns: sums_from_json(&meta["columns"])?,
-        nan_rows: uint(&meta, "nan_rows")? as usize,
+        own: (),
         warnings: array(&meta["warnings"])?
             .iter()
             .map(|w| w.as_str().unwrap_or_default().to_string())
             .collect(),
     };
+    let own = Reading {
+        batch: &batch,
+        meta: &meta["own"],
+    };
+    let plan = estimator(&meta["estimator"])?.read_plan(common, &own)?;
     Ok(PlanShard {
         config: uint(&meta, "config")?,
         steps: array(&meta["steps"])?
             .iter()
-            .map(step)
+            .map(step_from_json)
             .collect::<Result<_>>()?,
         constants,
         plan,
     })
 }
 
-fn write(columns: Vec<(&str, ArrayRef)>, meta: Value) -> Result<Vec<u8>> {
+/// The estimator named in the bytes.
+fn estimator(name: &Value) -> Result<Estimator> {
+    name.as_str()
+        .and_then(|n| Estimator::from_name(n).ok())
+        .ok_or_else(|| malformed("estimator"))
+}
+
+fn write(
+    columns: Vec<(&str, ArrayRef)>,
+    own: Vec<(String, ArrayRef)>,
+    meta: Value,
+) -> Result<Vec<u8>> {
+    let columns: Vec<(String, ArrayRef)> = columns
+        .into_iter()
+        .map(|(name, a)| (name.to_string(), a))
+        .chain(own)
+        .collect();
     let fields: Vec<Field> = columns
         .iter()
-        .map(|(name, a)| Field::new(*name, a.data_type().clone(), true))
+        .map(|(name, a)| Field::new(name, a.data_type().clone(), true))
         .collect();
     let schema = Arc::new(Schema::new_with_metadata(
         fields,
@@ -311,7 +287,8 @@ fn read(bytes: &[u8], kind: &str) -> Result<(RecordBatch, Value)> {
     Ok((batches.remove(0), meta))
 }
 
-fn malformed(what: &str) -> Error {
+/// The error for bytes that do not hold what their kind says.
+pub(crate) fn malformed(what: &str) -> Error {
     Error::data(format!("malformed advcalc exchange bytes: {what}"))
 }
 
@@ -328,14 +305,16 @@ fn keys(v: &[GroupKey]) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(v.iter().map(key_text)))
 }
 
-fn key_text(k: &GroupKey) -> String {
+/// A group label as text: `i` + an integer, `s` + a string.
+pub(crate) fn key_text(k: &GroupKey) -> String {
     match k {
         GroupKey::Int(i) => format!("i{i}"),
         GroupKey::Str(s) => format!("s{s}"),
     }
 }
 
-fn key_from_text(t: &str) -> Result<GroupKey> {
+/// [`key_text`]'s label back.
+pub(crate) fn key_from_text(t: &str) -> Result<GroupKey> {
     match t.split_at_checked(1) {
         Some(("i", i)) => i
             .parse()
@@ -363,51 +342,21 @@ fn key_column(batch: &RecordBatch, name: &str) -> Result<Vec<GroupKey>> {
     (0..a.len()).map(|i| key_from_text(a.value(i))).collect()
 }
 
-fn sums_json(sums: &BTreeMap<(Option<i64>, GroupKey), ColumnSums>) -> Value {
-    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    Value::Array(
-        sums.iter()
-            .map(|((s, k), c)| json!([s, key_text(k), bits(&c.num), bits(&c.den)]))
-            .collect(),
-    )
-}
-
-fn sums_from_json(v: &Value) -> Result<BTreeMap<(Option<i64>, GroupKey), ColumnSums>> {
-    let floats = |v: &Value| -> Result<Vec<f64>> {
-        array(v)?
-            .iter()
-            .map(|x| {
-                x.as_u64()
-                    .map(f64::from_bits)
-                    .ok_or_else(|| malformed("sums"))
-            })
-            .collect()
-    };
-    array(v)?
-        .iter()
-        .map(|e| {
-            let key = key_from_text(e[1].as_str().ok_or_else(|| malformed("sums"))?)?;
-            let sums = ColumnSums {
-                num: floats(&e[2])?,
-                den: floats(&e[3])?,
-            };
-            Ok(((step(&e[0])?, key), sums))
-        })
-        .collect()
-}
-
-fn array(v: &Value) -> Result<&Vec<Value>> {
+/// A JSON array, or a malformed-bytes error.
+pub(crate) fn array(v: &Value) -> Result<&Vec<Value>> {
     v.as_array().ok_or_else(|| malformed("expected an array"))
 }
 
-fn step(v: &Value) -> Result<Option<i64>> {
+/// A step as JSON (`null` for no step) back.
+pub(crate) fn step_from_json(v: &Value) -> Result<Option<i64>> {
     match v {
         Value::Null => Ok(None),
         v => v.as_i64().map(Some).ok_or_else(|| malformed("step")),
     }
 }
 
-fn uint(v: &Value, key: &str) -> Result<u64> {
+/// An unsigned integer field, or a malformed-bytes error naming it.
+pub(crate) fn uint(v: &Value, key: &str) -> Result<u64> {
     v[key].as_u64().ok_or_else(|| malformed(key))
 }
 

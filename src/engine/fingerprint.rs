@@ -31,19 +31,24 @@
 //! - A dataset output's plan ([`plan`]; `Prepared::fingerprint`, `advcalc.plan`): the
 //!   configuration's fingerprint (`u64`), the rows' steps (a sequence of `Option<i64>`), the
 //!   steps' constants (a sequence of [`StepConstants`], in the steps' order) and the
-//!   estimator's [`Plan`] restricted to the rows (without its `rows` field: the same rows
-//!   elsewhere in the input give the same outputs).
+//!   estimator's [`Plan`] restricted to the rows, without its `rows` field (the same rows
+//!   elsewhere in the input give the same outputs): its `row_scalar`, then the estimator's own
+//!   part ([`OwnPlan::fingerprint`]), then its `warnings`. The plan's first layout held every
+//!   estimator's fields in one struct; the estimators of that layout encode its slots
+//!   ([`V1`]), so that their values never change.
 //!
 //! [`Config::to_yaml`]: crate::Config::to_yaml
 
 use std::collections::BTreeMap;
+use std::hash::Hasher;
 
 use crate::config::Config;
 use crate::data::GroupKey;
 use crate::engine::pipeline::{Constants, StepConstants};
-use crate::estimators::Plan;
 use crate::estimators::moments::Whitening;
 use crate::estimators::optimal_token_baseline::ColumnSums;
+use crate::estimators::state::OwnPlan;
+use crate::estimators::{EstimatorPlan, Plan};
 
 const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -56,7 +61,7 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// FNV-1a 64, fed in pieces.
-struct Fnv1a(u64);
+pub(crate) struct Fnv1a(u64);
 
 impl Default for Fnv1a {
     fn default() -> Self {
@@ -64,17 +69,22 @@ impl Default for Fnv1a {
     }
 }
 
-impl Fnv1a {
+impl Hasher for Fnv1a {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(PRIME);
         }
     }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
-/// A value's bytes in the encoding of the module's documentation, fed to the hash.
-trait Encode {
-    fn encode(&self, h: &mut Fnv1a);
+/// A value's bytes in the encoding of the module's documentation, fed to the hash (only
+/// through `write`: the encoding, not `Hasher`'s native-endian helpers).
+pub(crate) trait Encode {
+    fn encode<H: Hasher>(&self, h: &mut H);
 }
 
 /// The fingerprint of a value: FNV-1a 64 of its encoding.
@@ -100,43 +110,46 @@ pub(crate) fn plan(
     config: u64,
     steps: &[Option<i64>],
     constants: &[StepConstants],
-    plan: &Plan,
+    plan: &EstimatorPlan,
 ) -> u64 {
-    hash(&(config, steps, constants, PlanWithoutRows(plan)))
+    let mut h = Fnv1a::default();
+    (config, steps, constants).encode(&mut h);
+    plan.fingerprint(&mut h);
+    h.0
 }
 
 impl Encode for u64 {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         h.write(&self.to_le_bytes());
     }
 }
 
 impl Encode for usize {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         (*self as u64).encode(h);
     }
 }
 
 impl Encode for i64 {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         h.write(&self.to_le_bytes());
     }
 }
 
 impl Encode for i128 {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         h.write(&self.to_le_bytes());
     }
 }
 
 impl Encode for bool {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         h.write(&[u8::from(*self)]);
     }
 }
 
 impl Encode for f64 {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         let bits = if self.is_nan() {
             0x7ff8_0000_0000_0000
         } else {
@@ -147,7 +160,7 @@ impl Encode for f64 {
 }
 
 impl Encode for f32 {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         let bits = if self.is_nan() {
             0x7fc0_0000
         } else {
@@ -158,26 +171,26 @@ impl Encode for f32 {
 }
 
 impl Encode for str {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         self.len().encode(h);
         h.write(self.as_bytes());
     }
 }
 
 impl Encode for String {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         self.as_str().encode(h);
     }
 }
 
 impl<T: Encode + ?Sized> Encode for &T {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         (**self).encode(h);
     }
 }
 
 impl<T: Encode> Encode for Option<T> {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         match self {
             None => h.write(&[0]),
             Some(v) => {
@@ -189,7 +202,7 @@ impl<T: Encode> Encode for Option<T> {
 }
 
 impl<T: Encode> Encode for [T] {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         self.len().encode(h);
         for item in self {
             item.encode(h);
@@ -198,13 +211,13 @@ impl<T: Encode> Encode for [T] {
 }
 
 impl<T: Encode> Encode for Vec<T> {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         self.as_slice().encode(h);
     }
 }
 
 impl<K: Encode, V: Encode> Encode for BTreeMap<K, V> {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         self.len().encode(h);
         for (k, v) in self {
             k.encode(h);
@@ -214,14 +227,22 @@ impl<K: Encode, V: Encode> Encode for BTreeMap<K, V> {
 }
 
 impl<A: Encode, B: Encode> Encode for (A, B) {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         self.0.encode(h);
         self.1.encode(h);
     }
 }
 
+impl<A: Encode, B: Encode, C: Encode> Encode for (A, B, C) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
+        self.0.encode(h);
+        self.1.encode(h);
+        self.2.encode(h);
+    }
+}
+
 impl<A: Encode, B: Encode, C: Encode, D: Encode> Encode for (A, B, C, D) {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         self.0.encode(h);
         self.1.encode(h);
         self.2.encode(h);
@@ -230,7 +251,7 @@ impl<A: Encode, B: Encode, C: Encode, D: Encode> Encode for (A, B, C, D) {
 }
 
 impl Encode for GroupKey {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         match self {
             GroupKey::Int(i) => {
                 h.write(&[0]);
@@ -246,7 +267,7 @@ impl Encode for GroupKey {
 
 /// `beta`, `is_norm`.
 impl Encode for StepConstants {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         let StepConstants { beta, is_norm } = self;
         beta.encode(h);
         is_norm.encode(h);
@@ -255,7 +276,7 @@ impl Encode for StepConstants {
 
 /// `default`, `per_step`.
 impl Encode for Constants {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         let Constants { default, per_step } = self;
         default.encode(h);
         per_step.encode(h);
@@ -264,7 +285,7 @@ impl Encode for Constants {
 
 /// `mean`, `inv_std`.
 impl Encode for Whitening {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         let Whitening { mean, inv_std } = self;
         mean.encode(h);
         inv_std.encode(h);
@@ -273,38 +294,71 @@ impl Encode for Whitening {
 
 /// `num`, `den`.
 impl Encode for ColumnSums {
-    fn encode(&self, h: &mut Fnv1a) {
+    fn encode<H: Hasher>(&self, h: &mut H) {
         let ColumnSums { num, den } = self;
         num.encode(h);
         den.encode(h);
     }
 }
 
-/// A [`Plan`] without its `rows`.
-struct PlanWithoutRows<'a>(&'a Plan);
-
-/// `row_scalar`, `whitening`, `otb_singleton`, `otb_zero_tail`, `columns`, `nan_rows`,
-/// `warnings` (the plan's fields in declaration order, `rows` left out).
-impl Encode for PlanWithoutRows<'_> {
-    fn encode(&self, h: &mut Fnv1a) {
+/// `row_scalar`, the estimator's own part, `warnings` (a [`Plan`]'s fields, `rows` left out).
+impl<P: OwnPlan> Plan<P> {
+    pub(crate) fn fingerprint<H: Hasher>(&self, h: &mut H) {
         // every field named, so that a new one cannot be left out of the fingerprint unseen
         let Plan {
             rows: _,
             row_scalar,
-            whitening,
-            otb_singleton,
-            otb_zero_tail,
-            columns,
-            nan_rows,
+            own,
             warnings,
-        } = self.0;
+        } = self;
         row_scalar.encode(h);
-        whitening.encode(h);
-        otb_singleton.encode(h);
-        otb_zero_tail.encode(h);
-        columns.encode(h);
-        nan_rows.encode(h);
+        own.fingerprint(row_scalar.len(), h);
         warnings.encode(h);
+    }
+}
+
+/// The estimator's part of a plan in the plan's first layout, where one struct held every
+/// estimator's fields after `row_scalar`: `whitening` (a map), `otb_singleton` (a sequence
+/// of `bool`), `otb_zero_tail` (a sequence of `Option<usize>`), `columns` (a map) and
+/// `nan_rows` (`usize`). A slot not given is encoded as that layout's empty value: an empty
+/// map, `rows` times `false`, `rows` times `None`, an empty map, 0.
+#[derive(Debug, Default)]
+pub(crate) struct V1<'a> {
+    pub whitening: Option<&'a BTreeMap<Option<i64>, Whitening>>,
+    /// `otb_singleton`, `otb_zero_tail`, `columns`.
+    pub otb: Option<OtbSlots<'a>>,
+    pub nan_rows: usize,
+}
+
+/// The OTB estimators' slots of [`V1`].
+pub(crate) type OtbSlots<'a> = (
+    &'a [bool],
+    &'a [Option<usize>],
+    &'a BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
+);
+
+impl V1<'_> {
+    pub(crate) fn encode<H: Hasher>(&self, rows: usize, h: &mut H) {
+        let empty = BTreeMap::<u64, u64>::new();
+        match self.whitening {
+            Some(w) => w.encode(h),
+            None => empty.encode(h),
+        }
+        match self.otb {
+            Some((singleton, zero_tail, columns)) => {
+                singleton.encode(h);
+                zero_tail.encode(h);
+                columns.encode(h);
+            }
+            None => {
+                rows.encode(h);
+                (0..rows).for_each(|_| false.encode(h));
+                rows.encode(h);
+                (0..rows).for_each(|_| None::<usize>.encode(h));
+                empty.encode(h);
+            }
+        }
+        self.nan_rows.encode(h);
     }
 }
 
@@ -312,6 +366,7 @@ impl Encode for PlanWithoutRows<'_> {
 mod tests {
     use super::*;
     use crate::config::ConfigSources;
+    use crate::estimators::OwnPlan;
 
     // The values below are committed (computed once, and checked against an independent
     // implementation of the encoding): outputs written by earlier runs record such values
@@ -326,60 +381,159 @@ mod tests {
         assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
-    fn sample_plan() -> Plan {
+    /// Every slot of the plan's first layout filled at once (no estimator does): the plan the
+    /// committed value was computed for, when one struct held every estimator's fields.
+    #[derive(Debug, Clone, PartialEq)]
+    struct AllSlots {
+        whitening: BTreeMap<Option<i64>, Whitening>,
+        otb_singleton: Vec<bool>,
+        otb_zero_tail: Vec<Option<usize>>,
+        columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
+        nan_rows: usize,
+    }
+
+    impl OwnPlan for AllSlots {
+        fn new(_: usize) -> Self {
+            unreachable!("a test value")
+        }
+        fn restrict(&self, _: &[usize], _: &[Option<i64>]) -> Self {
+            unreachable!("a test value")
+        }
+        fn write(&self, _: &mut crate::estimators::state::Written) {}
+        fn read(_: &crate::estimators::state::Reading<'_>) -> crate::Result<Self> {
+            unreachable!("a test value")
+        }
+        fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H) {
+            V1 {
+                whitening: Some(&self.whitening),
+                otb: Some((&self.otb_singleton, &self.otb_zero_tail, &self.columns)),
+                nan_rows: self.nan_rows,
+            }
+            .encode(rows, h);
+        }
+    }
+
+    fn whitening() -> BTreeMap<Option<i64>, Whitening> {
+        BTreeMap::from([(
+            Some(3),
+            Whitening {
+                mean: 0.25,
+                inv_std: 2.0,
+            },
+        )])
+    }
+
+    fn columns() -> BTreeMap<(Option<i64>, GroupKey), ColumnSums> {
+        BTreeMap::from([(
+            (Some(3), GroupKey::Str("q".into())),
+            ColumnSums {
+                num: vec![1.0, -0.0],
+                den: vec![2.0, 3.5],
+            },
+        )])
+    }
+
+    fn sample_plan<P>(own: P) -> Plan<P> {
         Plan {
             rows: Some(vec![4, 5, 6]),
             row_scalar: vec![0.5, -1.25, f32::NAN],
-            whitening: BTreeMap::from([(
-                Some(3),
-                Whitening {
-                    mean: 0.25,
-                    inv_std: 2.0,
-                },
-            )]),
-            otb_singleton: vec![false, true, false],
-            otb_zero_tail: vec![None, Some(2), None],
-            columns: BTreeMap::from([(
-                (Some(3), GroupKey::Str("q".into())),
-                ColumnSums {
-                    num: vec![1.0, -0.0],
-                    den: vec![2.0, 3.5],
-                },
-            )]),
-            nan_rows: 1,
+            own,
             warnings: vec!["w".to_string()],
         }
     }
 
-    #[test]
-    fn the_plan_fingerprint_of_a_fixed_input_never_changes() {
-        let steps = [Some(3)];
+    fn all_slots() -> AllSlots {
+        AllSlots {
+            whitening: whitening(),
+            otb_singleton: vec![false, true, false],
+            otb_zero_tail: vec![None, Some(2), None],
+            columns: columns(),
+            nan_rows: 1,
+        }
+    }
+
+    const CONFIG: u64 = 0x0123_4567_89ab_cdef;
+
+    fn steps_and_constants() -> ([Option<i64>; 1], [StepConstants; 1]) {
         let constants = [StepConstants {
             beta: 0.001,
             is_norm: Some(1.5),
         }];
-        let plan = sample_plan();
-        assert_eq!(
-            super::plan(0x0123_4567_89ab_cdef, &steps, &constants, &plan),
-            0xa73b_697c_cdc9_e510
-        );
+        ([Some(3)], constants)
+    }
+
+    /// [`super::plan`]'s hash for any plan part (the engine's plans are one estimator's).
+    fn typed<P: OwnPlan>(plan: &Plan<P>) -> u64 {
+        let (steps, constants) = steps_and_constants();
+        let mut h = Fnv1a::default();
+        (CONFIG, &steps[..], &constants[..]).encode(&mut h);
+        plan.fingerprint(&mut h);
+        h.finish()
+    }
+
+    fn engine(plan: &EstimatorPlan) -> u64 {
+        let (steps, constants) = steps_and_constants();
+        super::plan(CONFIG, &steps, &constants, plan)
+    }
+
+    #[test]
+    fn the_plan_fingerprint_of_a_fixed_input_never_changes() {
+        let plan = sample_plan(all_slots());
+        assert_eq!(typed(&plan), 0xa73b_697c_cdc9_e510);
         // the rows are left out; any other field counts
         let elsewhere = Plan {
             rows: Some(vec![7, 8, 9]),
-            ..sample_plan()
+            ..sample_plan(all_slots())
         };
-        assert_eq!(
-            super::plan(0x0123_4567_89ab_cdef, &steps, &constants, &elsewhere),
-            super::plan(0x0123_4567_89ab_cdef, &steps, &constants, &plan)
-        );
-        let other = Plan {
+        assert_eq!(typed(&elsewhere), typed(&plan));
+        let other = sample_plan(AllSlots {
             nan_rows: 2,
-            ..sample_plan()
+            ..all_slots()
+        });
+        assert_ne!(typed(&other), typed(&plan));
+    }
+
+    /// Each estimator's own plan part encodes its slots of the first layout, the others
+    /// empty: the fingerprints of the plans of that layout keep their values.
+    #[test]
+    fn each_plan_part_encodes_its_slots_of_the_first_layout() {
+        use crate::estimators::moments::StepWhitening;
+        use crate::estimators::opo::NanRows;
+        use crate::estimators::optimal_token_baseline::{GroupColumns, OtbPlan};
+        let none = AllSlots {
+            whitening: BTreeMap::new(),
+            otb_singleton: vec![false; 3],
+            otb_zero_tail: vec![None; 3],
+            columns: BTreeMap::new(),
+            nan_rows: 0,
         };
-        assert_ne!(
-            super::plan(0x0123_4567_89ab_cdef, &steps, &constants, &other),
-            super::plan(0x0123_4567_89ab_cdef, &steps, &constants, &plan)
-        );
+        let grpo = EstimatorPlan::RlooVectorized(sample_plan(()));
+        assert_eq!(engine(&grpo), typed(&sample_plan(none.clone())));
+        let gae = EstimatorPlan::Gae(sample_plan(StepWhitening(whitening())));
+        let slots = AllSlots {
+            whitening: whitening(),
+            ..none.clone()
+        };
+        assert_eq!(engine(&gae), typed(&sample_plan(slots)));
+        let otb = OtbPlan {
+            singleton: vec![false, true, false],
+            zero_tail: vec![None, Some(2), None],
+            columns: GroupColumns(columns()),
+        };
+        let slots = AllSlots {
+            otb_singleton: otb.singleton.clone(),
+            otb_zero_tail: otb.zero_tail.clone(),
+            columns: columns(),
+            ..none.clone()
+        };
+        let otb = EstimatorPlan::OptimalTokenBaseline(sample_plan(otb));
+        assert_eq!(engine(&otb), typed(&sample_plan(slots)));
+        let opo = EstimatorPlan::Opo(sample_plan(NanRows(1)));
+        let slots = AllSlots {
+            nan_rows: 1,
+            ..none
+        };
+        assert_eq!(engine(&opo), typed(&sample_plan(slots)));
     }
 
     #[test]

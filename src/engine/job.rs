@@ -13,7 +13,7 @@ use crate::engine::plan::{self, step_constants, training_batches};
 use crate::engine::row_stats::{Scope, row_stats};
 use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
-use crate::estimators::{Plan, RowStats};
+use crate::estimators::{EstimatorPlan, RowStats};
 use crate::interrupt;
 use crate::io::assemble::assemble;
 use crate::io::decode::{DecodeOptions, decode};
@@ -55,7 +55,7 @@ pub struct Prepared {
     /// The merged pass-1 statistics of every row, in input order.
     pub(crate) stats: RowStats,
     /// The estimator's batch work for every row and step.
-    pub(crate) plan: Plan,
+    pub(crate) plan: EstimatorPlan,
     /// Per step: the KL coefficient used and the IS normalisation factor.
     pub(crate) constants: Constants,
     /// Per step: the KL controller's (current KL, β) for the metrics.
@@ -272,14 +272,13 @@ impl<'a> Job<'a> {
         }
         let (constants, kl_metrics) = step_constants(self.pipeline, &stats);
         let mut stats = stats;
-        let mut plan = plan::plan(self.pipeline, &stats, self.file)?;
-        // pass 2 reads the OTB group column sums from the plan; moved, not copied
-        plan.columns = std::mem::take(&mut stats.columns);
-        warnings.extend(plan.warnings.iter().cloned());
-        if plan.nan_rows > 0 {
+        // the estimator's own statistics move into the plan (pass 2 reads OTB's column sums)
+        let plan = plan::plan(self.pipeline, &mut stats, self.file)?;
+        warnings.extend(plan.warnings().iter().cloned());
+        if plan.nan_rows() > 0 {
             warnings.push(format!(
                 "{} rows belong to opo groups with no valid token, where verl writes NaN; advcalc writes 0 there",
-                plan.nan_rows
+                plan.nan_rows()
             ));
         }
         Ok(Prepared {
@@ -310,7 +309,7 @@ impl<'a> Job<'a> {
         batch: &RecordBatch,
         first_row: usize,
         constants: &Constants,
-        plan: &Plan,
+        plan: &EstimatorPlan,
         steps: Option<&[Option<i64>]>,
     ) -> Result<GroupOutputs> {
         let group = self.decode(batch, first_row, false)?;

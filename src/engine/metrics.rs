@@ -582,7 +582,10 @@ pub fn to_json(job: &Job<'_>, prepared: &Prepared, parts: &Parts) -> Value {
                 Value::from(flat as f64 / members.len().max(1) as f64),
             );
         }
-        m.insert("advcalc/nan_rows_zeroed".into(), Value::from(plan.nan_rows));
+        m.insert(
+            "advcalc/nan_rows_zeroed".into(),
+            Value::from(plan.nan_rows()),
+        );
         advantage_metrics(p, &mut m);
         steps.push(Value::Object(m));
     }

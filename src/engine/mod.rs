@@ -2,7 +2,7 @@
 //! row-group parallelism and in-order output.
 
 pub mod exchange;
-mod fingerprint;
+pub(crate) mod fingerprint;
 pub mod job;
 pub mod kept;
 pub mod metrics;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
 use crate::error::Result;
-use crate::estimators::{Plan, RowStats, TrainingBatch};
+use crate::estimators::{EstimatorPlan, RowStats};
 
 /// The training batches: global row indices of each step, steps ascending, rows in file
 /// order. Without a `step` column the whole input is one batch.
@@ -68,21 +68,12 @@ pub fn step_constants(
     (constants, kl_metrics)
 }
 
-/// Per training batch, the estimator's batch work (verl's `compute_advantage`).
-pub fn plan(pipeline: &Pipeline, stats: &RowStats, file: &str) -> Result<Plan> {
+/// Per training batch, the estimator's batch work (verl's `compute_advantage`); the
+/// estimator's own statistics move out of `stats` into the plan's making.
+pub fn plan(pipeline: &Pipeline, stats: &mut RowStats, file: &str) -> Result<EstimatorPlan> {
     let settings = pipeline.settings();
-    let mut plan = Plan::new(stats.rows());
-    for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
-        let batch = TrainingBatch {
-            settings: &settings,
-            stats,
-            step,
-            rows: &rows,
-            file,
-        };
-        pipeline.estimator.batch(&batch, &mut plan)?;
-    }
-    Ok(plan)
+    let batches = training_batches(stats.step.as_deref(), stats.rows());
+    pipeline.estimator.plan(&settings, stats, &batches, file)
 }
 
 #[cfg(test)]

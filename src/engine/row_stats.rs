@@ -46,7 +46,7 @@ pub fn row_stats(
     if scope == Scope::WithEstimator {
         let settings = pipeline.settings();
         let view = shaped.rows(pipeline, &settings, &group, file);
-        pipeline.estimator.row_stats(&view, &mut stats)?;
+        stats.own = Some(pipeline.estimator.row_stats(&view)?);
     }
     stats.uid = group.uid.unwrap_or_default();
     stats.step = group.step;

@@ -5,7 +5,7 @@
 use crate::engine::job::Prepared;
 use crate::engine::pipeline::Constants;
 use crate::error::Result;
-use crate::estimators::Plan;
+use crate::estimators::EstimatorPlan;
 
 /// What pass 2 needs for some steps: their constants (KL coefficient, IS normalisation) and
 /// the estimator's plan for their rows.
@@ -18,7 +18,7 @@ pub struct PlanShard {
     /// The steps' constants (KL coefficient, IS normalisation).
     pub(crate) constants: Constants,
     /// The estimator's plan, restricted to the steps' rows.
-    pub(crate) plan: Plan,
+    pub(crate) plan: EstimatorPlan,
 }
 
 impl Prepared {

@@ -4,19 +4,17 @@
 use crate::data::{RowGroup, TokenOutputs, TokenRole};
 use crate::engine::pipeline::{Pipeline, Shaped};
 use crate::error::Result;
-use crate::estimators::Plan;
+use crate::estimators::EstimatorPlan;
 
 pub fn token_outputs(
     pipeline: &Pipeline,
     group: &RowGroup,
     shaped: Shaped,
-    plan: &Plan,
+    plan: &EstimatorPlan,
     file: &str,
 ) -> Result<TokenOutputs> {
     let settings = pipeline.settings();
-    let tokens = pipeline
-        .estimator
-        .token_outputs(&shaped.rows(pipeline, &settings, group, file), plan)?;
+    let tokens = plan.token_outputs(&shaped.rows(pipeline, &settings, group, file))?;
     let rewritten = pipeline
         .correction_runs(group.token(TokenRole::RolloutLogProbs).is_some())
         .is_some();

@@ -2,18 +2,17 @@
 //! training batch of per-row statistics (between the passes), and what it leaves for pass 2.
 //! Plain slices and scalars only; the engine fills these from the decoded row groups.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crate::data::{GroupKey, PositiveLogProbs, RowGroup, TokenRole};
 use crate::error::{Error, Result};
-use crate::estimators::Estimator;
 use crate::estimators::conventions::{self, FamilyOptions};
 use crate::estimators::groups::Grouping;
-use crate::estimators::moments::{Moments, WhitenError, Whitening};
-use crate::estimators::optimal_token_baseline::ColumnSums;
+use crate::estimators::moments::{Moments, RowMoments, WhitenError, Whitening};
 use crate::estimators::reinforce_plus_plus::MaskMode;
 use crate::estimators::sessions::{OutputRow, fold_sessions};
+use crate::estimators::state::OwnPlan;
+use crate::estimators::{Estimator, EstimatorStats};
 use crate::shaping::openrlhf_kl::OpenrlhfKl;
 
 /// The validated settings an estimator may read (verl's `algorithm` keys and advcalc's).
@@ -105,12 +104,11 @@ pub struct RowStats {
     pub(crate) kl_sum: Vec<f64>,
     /// Partial sums of the IS batch-normalisation mean.
     pub(crate) is_norm_parts: Vec<(f64, f64)>,
-    /// Per-row moments of the values gae / reinforce_plus_plus whiten.
-    pub(crate) moments: Vec<Moments>,
     /// gdpo reward components, `components[k][row]`.
     pub(crate) components: Vec<Vec<f64>>,
-    /// OTB column sums per (step, uid), merged in row-group order.
-    pub(crate) columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
+    /// The estimator's own statistics ([`Estimate::Stats`](super::Estimate::Stats)); `None`
+    /// from the constants pre-pass, and in an empty value nothing was appended to yet.
+    pub(crate) own: Option<EstimatorStats>,
     /// Rows whose scalar score had no position.
     pub(crate) dropped_scores: usize,
     /// Positive values in log-probability columns (a warning).
@@ -171,21 +169,26 @@ impl RowStats {
         self.orig_valid.extend(other.orig_valid);
         self.kl_sum.extend(other.kl_sum);
         self.is_norm_parts.extend(other.is_norm_parts);
-        self.moments.extend(other.moments);
         if self.components.len() < other.components.len() {
             self.components.resize(other.components.len(), Vec::new());
         }
         for (mine, theirs) in self.components.iter_mut().zip(other.components) {
             mine.extend(theirs);
         }
-        for (key, sums) in other.columns {
-            self.columns.entry(key).or_default().merge(&sums);
-        }
+        let mut mixed = false;
+        self.own = match (self.own.take(), other.own) {
+            (Some(mut mine), Some(theirs)) => {
+                // statistics of two estimators: refused as mixed
+                mixed = !mine.append(theirs);
+                Some(mine)
+            }
+            (mine, theirs) => mine.or(theirs),
+        };
         self.dropped_scores += other.dropped_scores;
         self.positive_log_probs =
             PositiveLogProbs::merge(self.positive_log_probs.take(), other.positive_log_probs);
         self.stamp = match (self.stamp, other.stamp) {
-            (Some(mut a), Some(b)) if a != b => {
+            (Some(mut a), Some(b)) if a != b || mixed => {
                 a.mixed = true;
                 Some(a)
             }
@@ -195,38 +198,56 @@ impl RowStats {
 }
 
 /// What the output pass needs from the estimator's batch work: per row (every row of the
-/// input, or the rows of a shard's steps) and per step.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Plan {
+/// input, or the rows of a shard's steps) the outcome scalar, and the estimator's own part
+/// ([`Estimate::Plan`](super::Estimate::Plan): `()` for most).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan<P = ()> {
     /// The global row index of each entry of the per-row vectors, ascending; `None`: every
     /// row of the input, in order (the whole plan; a shard lists its rows).
     pub rows: Option<Vec<usize>>,
     /// Outcome estimators: each row's advantage scalar (already whitened where the estimator
     /// whitens), broadcast onto its mask.
     pub row_scalar: Vec<f32>,
-    /// Batch whitening of each step (gae, reinforce_plus_plus, openrlhf_reinforce_baseline).
-    pub whitening: BTreeMap<Option<i64>, Whitening>,
-    /// OTB: per row, whether its baseline is 0 (singleton group, or left out) and the
-    /// position from which the zero-tail rule zeroes it.
-    pub otb_singleton: Vec<bool>,
-    pub otb_zero_tail: Vec<Option<usize>>,
-    /// OTB: the group column sums per (step, uid), moved here from pass 1's statistics.
-    pub columns: BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
-    /// OPO rows set to 0 where verl writes NaN.
-    pub nan_rows: usize,
+    /// The estimator's own part: group or batch statistics pass 2 reads (whitening, OTB's
+    /// baselines), per row in the order of `row_scalar` where it has per-row entries.
+    pub own: P,
     /// Things the user should know about the grouping (consecutive-n blocks that disagree
     /// with the `uid`s), one per batch at most.
     pub warnings: Vec<String>,
 }
 
-impl Plan {
+impl<P: OwnPlan> Plan<P> {
     /// An empty plan for `rows` rows.
     pub fn new(rows: usize) -> Self {
         Plan {
+            rows: None,
             row_scalar: vec![0.0; rows],
-            otb_singleton: vec![false; rows],
-            otb_zero_tail: vec![None; rows],
-            ..Default::default()
+            own: P::new(rows),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The part of the plan for the given rows (global indices, ascending) of the given
+    /// steps: their per-row entries, and the steps' part of the estimator's own.
+    pub fn restrict(&self, rows: &[usize], steps: &[Option<i64>]) -> Self {
+        let positions: Vec<usize> = rows.iter().map(|&r| self.at(r)).collect();
+        Plan {
+            rows: Some(rows.to_vec()),
+            row_scalar: positions.iter().map(|&p| self.row_scalar[p]).collect(),
+            own: self.own.restrict(&positions, steps),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl<P> Plan<P> {
+    /// The plan with `own` as the estimator's part.
+    pub fn with_own<Q>(self, own: Q) -> Plan<Q> {
+        Plan {
+            rows: self.rows,
+            row_scalar: self.row_scalar,
+            own,
+            warnings: self.warnings,
         }
     }
 
@@ -239,7 +260,9 @@ impl Plan {
         }
     }
 
-    fn at(&self, row: usize) -> usize {
+    /// Where global row `row` sits in the per-row vectors (of `row_scalar`, and of the
+    /// estimator's own part).
+    pub fn at(&self, row: usize) -> usize {
         // the engine checks that a shard covers a record batch's rows before pass 2
         self.position(row)
             .expect("the plan covers every row of the record batch")
@@ -249,60 +272,23 @@ impl Plan {
     pub fn scalar(&self, row: usize) -> f32 {
         self.row_scalar[self.at(row)]
     }
-
-    /// Whether row `row` has no OTB baseline.
-    pub fn otb_singleton(&self, row: usize) -> bool {
-        self.otb_singleton[self.at(row)]
-    }
-
-    /// The column from which row `row`'s OTB baseline is 0 (zero-tail rule).
-    pub fn otb_zero_tail(&self, row: usize) -> Option<usize> {
-        self.otb_zero_tail[self.at(row)]
-    }
-
-    /// The whitening of a step the estimator whitens (its batch work inserted it).
-    pub fn whitening_of(&self, step: Option<i64>) -> Whitening {
-        self.whitening[&step]
-    }
-
-    /// The part of the plan for the given rows (global indices, ascending) of the given
-    /// steps: their per-row entries, and the steps' whitening and column sums.
-    pub fn restrict(&self, rows: &[usize], steps: &[Option<i64>]) -> Plan {
-        let pick = |r: &usize| self.at(*r);
-        Plan {
-            rows: Some(rows.to_vec()),
-            row_scalar: rows.iter().map(|r| self.row_scalar[pick(r)]).collect(),
-            otb_singleton: rows.iter().map(|r| self.otb_singleton[pick(r)]).collect(),
-            otb_zero_tail: rows.iter().map(|r| self.otb_zero_tail[pick(r)]).collect(),
-            whitening: self
-                .whitening
-                .iter()
-                .filter(|(s, _)| steps.contains(s))
-                .map(|(s, w)| (*s, *w))
-                .collect(),
-            columns: self
-                .columns
-                .iter()
-                .filter(|((s, _), _)| steps.contains(s))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            nan_rows: 0,
-            warnings: Vec::new(),
-        }
-    }
 }
 
-/// One training batch between the passes: the per-row statistics of its rows.
-pub struct TrainingBatch<'a> {
+/// One training batch between the passes: the per-row statistics of its rows, the common
+/// ones and the estimator's own ([`Estimate::Stats`](super::Estimate::Stats)).
+pub struct TrainingBatch<'a, S = ()> {
     pub settings: &'a Settings<'a>,
     pub stats: &'a RowStats,
+    /// The estimator's own pass-1 statistics of the whole input (index per-row ones by the
+    /// global rows of `rows`).
+    pub own: &'a S,
     pub step: Option<i64>,
     /// Global row indices, in file order.
     pub rows: &'a [usize],
     pub file: &'a str,
 }
 
-impl TrainingBatch<'_> {
+impl<S> TrainingBatch<'_, S> {
     /// The rows' outcome scores.
     pub fn scores(&self) -> Vec<f64> {
         self.rows.iter().map(|&r| self.stats.score[r]).collect()
@@ -334,7 +320,7 @@ impl TrainingBatch<'_> {
 
     /// The groups of the convention (consecutive blocks for trl, openrlhf and open-instruct,
     /// and for the openrlhf_* estimators), with a warning when blocks and uids disagree.
-    pub fn family_grouping(&self, plan: &mut Plan, consecutive: bool) -> Result<Grouping> {
+    pub fn family_grouping<P>(&self, plan: &mut Plan<P>, consecutive: bool) -> Result<Grouping> {
         if !consecutive {
             return Ok(self.grouping());
         }
@@ -392,15 +378,6 @@ impl TrainingBatch<'_> {
         m
     }
 
-    /// Moments of every row's pass-1 moments (gae, reinforce_plus_plus), merged in row order.
-    pub fn merged_moments(&self) -> Moments {
-        let mut m = Moments::default();
-        for &r in self.rows {
-            m.merge(&self.stats.moments[r]);
-        }
-        m
-    }
-
     /// verl V1 folds multi-output sessions (each scored by its last output) for exact
     /// grpo only (§6.3): the folded scalars, or `None` without session columns.
     pub fn folded_sessions(&self, norm_by_std: bool) -> Option<Vec<f64>> {
@@ -421,10 +398,21 @@ impl TrainingBatch<'_> {
     }
 
     /// Store one scalar per row of the batch for pass 2 to broadcast.
-    pub fn set_scalars(&self, plan: &mut Plan, scalars: Vec<f64>) {
+    pub fn set_scalars<P>(&self, plan: &mut Plan<P>, scalars: Vec<f64>) {
         for (&r, a) in self.rows.iter().zip(scalars) {
             plan.row_scalar[r] = a as f32;
         }
+    }
+}
+
+impl TrainingBatch<'_, RowMoments> {
+    /// Moments of every row's pass-1 moments (gae, reinforce_plus_plus), merged in row order.
+    pub fn merged_moments(&self) -> Moments {
+        let mut m = Moments::default();
+        for &r in self.rows {
+            m.merge(&self.own.0[r]);
+        }
+        m
     }
 }
 

@@ -37,8 +37,8 @@
 use crate::data::GroupKey;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
-use crate::estimators::moments::Moments;
-use crate::estimators::{Plan, RowStats, Rows, Tokens, TrainingBatch, broadcast_scalars};
+use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
+use crate::estimators::{Plan, Rows, Tokens, TrainingBatch, broadcast_scalars};
 
 use super::Estimator;
 use super::grpo_batch_std::{BatchStdRule, grpo_batch_std};
@@ -506,7 +506,10 @@ pub fn family_scalars(
 /// The batch work of a family member under a convention other than verl's exact rule (and
 /// of grpo_batch_std and maxrl under every convention): the convention's groups, then
 /// [`family_scalars`].
-pub fn family_batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<(), Error> {
+pub fn family_batch(
+    batch: &TrainingBatch<'_, RowMoments>,
+    plan: &mut Plan<StepWhitening>,
+) -> Result<(), Error> {
     let s = batch.settings;
     let g = batch.family_grouping(plan, s.family.convention.consecutive())?;
     let has_tokens: Vec<bool> = batch.valid().iter().map(|&v| v > 0.0).collect();
@@ -523,18 +526,14 @@ pub fn family_batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<(), Er
         Refusal::Undefined(msg) => Error::usage(msg),
     })?;
     if s.family.skyrl_normalizes(s.estimator) {
-        let lengths: Vec<f64> = batch
-            .rows
-            .iter()
-            .map(|&r| batch.stats.moments[r].n)
-            .collect();
+        let lengths: Vec<f64> = batch.rows.iter().map(|&r| batch.own.0[r].n).collect();
         let w = skyrl_batch_normalize(&scalars, &batch.valid(), &lengths).ok_or_else(|| {
             Error::data(format!(
                 "{} skyrl.advantage_batch_normalize found no valid token in the batch (SkyRL divides 0 by 0)",
                 batch.at()
             ))
         })?;
-        plan.whitening.insert(batch.step, w);
+        plan.own.insert(batch.step, w);
     }
     batch.set_scalars(plan, scalars);
     Ok(())
@@ -542,14 +541,14 @@ pub fn family_batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<(), Er
 
 /// Pass 1 of a family member: with SkyRL's batch normalisation, each row's length (the
 /// padded width is the longest), kept as the count of an empty [`Moments`]. Nothing else.
-pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<(), Error> {
+pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<(), Error> {
     if rows
         .settings
         .family
         .skyrl_normalizes(rows.settings.estimator)
     {
         for i in 0..rows.rows() {
-            stats.moments.push(Moments {
+            stats.0.push(Moments {
                 n: rows.span(i).len() as f64,
                 mean: 0.0,
                 m2: 0.0,
@@ -561,7 +560,7 @@ pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<(), Err
 
 /// Pass 2 of a family member: `a·m`, or with SkyRL's batch normalisation
 /// `(a·m − mean)·rstd` at every position and the un-normalised `a·m` as returns.
-pub fn family_token_outputs(rows: &Rows<'_>, plan: &Plan) -> Tokens {
+pub fn family_token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Tokens {
     let plain = broadcast_scalars(rows, plan);
     if !rows
         .settings
@@ -572,7 +571,7 @@ pub fn family_token_outputs(rows: &Rows<'_>, plan: &Plan) -> Tokens {
     }
     let mut advantages = plain.advantages.clone();
     for i in 0..rows.rows() {
-        let w = plan.whitening_of(rows.group.step_of(i));
+        let w = plan.own.of(rows.group.step_of(i));
         for t in rows.span(i) {
             advantages[t] = w.apply(plain.advantages[t]);
         }

@@ -14,9 +14,8 @@
 use crate::error::Result;
 use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Under};
 use crate::estimators::groups::Grouping;
-use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch,
-};
+use crate::estimators::moments::{RowMoments, StepWhitening};
+use crate::estimators::{Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
 pub fn drgrpo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -58,8 +57,10 @@ impl Estimate for Drgrpo {
         needs_tokens: None,
         family: Family::Convention(MEMBER),
     };
+    type Stats = RowMoments;
+    type Plan = StepWhitening;
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
         if batch.settings.family.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
@@ -71,11 +72,11 @@ impl Estimate for Drgrpo {
         Ok(())
     }
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

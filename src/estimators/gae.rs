@@ -24,9 +24,9 @@
 
 use crate::data::TokenRole;
 use crate::error::Result;
-use crate::estimators::moments::Moments;
+use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// A_raw of one row.
@@ -88,8 +88,10 @@ impl Estimate for Gae {
         needs_tokens: Some("per-token rewards and the critic's values (values)"),
         family: Family::Independent,
     };
+    type Stats = RowMoments;
+    type Plan = StepWhitening;
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         let s = rows.settings;
         // gae without whitening needs no batch statistics
         if !s.whiten_advantages {
@@ -100,21 +102,21 @@ impl Estimate for Gae {
         for i in 0..rows.rows() {
             a_raw_of_row(rows, values, i, &mut a_raw);
             stats
-                .moments
+                .0
                 .push(Moments::of_valid(&a_raw, &rows.mask[rows.span(i)]));
         }
         Ok(())
     }
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
         if batch.settings.whiten_advantages {
             let w = batch.whiten(&batch.merged_moments())?;
-            plan.whitening.insert(batch.step, w);
+            plan.own.insert(batch.step, w);
         }
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
         let s = rows.settings;
         let values = rows.token(TokenRole::Values)?;
         let n = rows.mask.len();
@@ -128,7 +130,7 @@ impl Estimate for Gae {
                 returns[t] = a_raw[j] + values[t];
             }
             if s.whiten_advantages {
-                let w = plan.whitening_of(rows.group.step_of(i));
+                let w = plan.own.of(rows.group.step_of(i));
                 for (j, t) in span.enumerate() {
                     advantages[t] = w.apply(a_raw[j]);
                 }

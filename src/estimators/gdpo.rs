@@ -50,6 +50,8 @@ impl Estimate for Gdpo {
         ),
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let components: Vec<Vec<f64>> = batch

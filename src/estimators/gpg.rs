@@ -38,6 +38,8 @@ impl Estimate for Gpg {
         needs_tokens: None,
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(plan, gpg(&batch.scores(), &batch.grouping()));

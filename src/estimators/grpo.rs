@@ -27,8 +27,9 @@
 use crate::error::Result;
 use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Under};
 use crate::estimators::groups::{Grouping, group_means, group_sums};
+use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// verl's default `epsilon` for the GRPO family.
@@ -109,8 +110,10 @@ impl Estimate for Grpo {
         needs_tokens: None,
         family: Family::Convention(MEMBER),
     };
+    type Stats = RowMoments;
+    type Plan = StepWhitening;
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
         if batch.settings.family.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
@@ -123,11 +126,11 @@ impl Estimate for Grpo {
         Ok(())
     }
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

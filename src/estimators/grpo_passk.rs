@@ -63,6 +63,8 @@ impl Estimate for GrpoPassk {
         needs_tokens: None,
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let g = batch.grouping();

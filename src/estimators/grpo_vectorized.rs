@@ -97,6 +97,8 @@ impl Estimate for GrpoVectorized {
         needs_tokens: None,
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let labels = batch.labels();

@@ -21,8 +21,9 @@ use crate::estimators::groups::Grouping;
 use super::groups::per_row_from_group;
 use crate::error::Result;
 use crate::estimators::conventions::{Convention, Member, Rule, Under};
+use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, conventions,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, conventions,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,16 +103,18 @@ impl Estimate for Maxrl {
         needs_tokens: None,
         family: Family::Convention(MEMBER),
     };
+    type Stats = RowMoments;
+    type Plan = StepWhitening;
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
         conventions::family_batch(batch, plan)
     }
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

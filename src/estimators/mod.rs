@@ -4,8 +4,8 @@
 //!
 //! Adding an estimator: write `estimators/NAME.rs` with a unit struct implementing
 //! [`Estimate`] (its [`Info`], its batch work, its token outputs and, where it needs them, its
-//! pass-1 statistics), then declare `pub mod NAME;` and add `Variant => NAME::Struct,` to the
-//! list below.
+//! own pass-1 statistics and plan part: types implementing [`OwnStats`] and [`OwnPlan`]),
+//! then declare `pub mod NAME;` and add `Variant => NAME::Struct,` to the list below.
 
 pub mod context;
 pub mod conventions;
@@ -14,10 +14,14 @@ pub mod moments;
 pub mod openrlhf;
 pub mod sessions;
 pub mod skyrl_normalize;
+pub mod state;
+
+use std::hash::Hasher;
 
 use crate::error::{Error, Result};
 
 pub use context::{Plan, RowStats, Rows, Settings, Stamp, Tokens, TrainingBatch};
+pub use state::{OwnPlan, OwnStats};
 
 /// Where an estimator comes from (verl 0.9.1's own names first).
 pub const VERL: &str = "verl 0.9.1";
@@ -110,28 +114,65 @@ impl Info {
     }
 }
 
-/// One estimator: its declaration and its work in each pass. The engine calls these through
-/// [`Estimator`]'s generated dispatch.
+/// One estimator: its declaration, what it keeps of its own between the passes, and its work
+/// in each pass. The engine calls these through [`Estimator`]'s generated dispatch.
 pub trait Estimate {
     const INFO: Info;
 
-    /// Pass 1: the estimator's own per-row statistics of one row group (gae's moments, OTB's
-    /// column sums). Most estimators need only the common ones the engine keeps.
-    fn row_stats(_rows: &Rows<'_>, _stats: &mut RowStats) -> Result<()> {
+    /// Its own pass-1 statistics (gae's per-row moments, OTB's group column sums), beside
+    /// the common per-row ones [`RowStats`] keeps; `()` for most estimators.
+    type Stats: OwnStats;
+    /// Its own part of the plan (a whitening per step, OTB's baselines), beside each row's
+    /// scalar; `()` for most estimators.
+    type Plan: OwnPlan;
+
+    /// Pass 1: its own statistics of one row group (a fresh value per row group; the engine
+    /// appends them in row-group order).
+    fn row_stats(_rows: &Rows<'_>, _stats: &mut Self::Stats) -> Result<()> {
         Ok(())
     }
 
     /// Between the passes, once per training batch: group and batch statistics into `plan`.
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()>;
+    fn batch(batch: &TrainingBatch<'_, Self::Stats>, plan: &mut Plan<Self::Plan>) -> Result<()>;
+
+    /// After the last training batch: the pass-1 statistics pass 2 reads, moved into the
+    /// plan (OTB's group column sums). Nothing by default.
+    fn keep(_stats: Self::Stats, _plan: &mut Self::Plan) {}
 
     /// Pass 2: the token outputs of one row group. Outcome estimators ([`Kind::Outcome`])
     /// broadcast their row scalars with [`broadcast_scalars`]; there is no default, so a
     /// token-level estimator cannot forget its own.
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens>;
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<Self::Plan>) -> Result<Tokens>;
+}
+
+/// Between the passes for estimator `E`: its batch work per training batch (`batches`: each
+/// step's global rows), then what pass 2 keeps of its own statistics.
+fn plan_of<E: Estimate>(
+    settings: &Settings<'_>,
+    stats: &RowStats,
+    own: E::Stats,
+    batches: &[(Option<i64>, Vec<usize>)],
+    file: &str,
+) -> Result<Plan<E::Plan>> {
+    let mut plan = Plan::new(stats.rows());
+    for (step, rows) in batches {
+        let batch = TrainingBatch {
+            settings,
+            stats,
+            own: &own,
+            step: *step,
+            rows,
+            file,
+        };
+        E::batch(&batch, &mut plan)?;
+    }
+    E::keep(own, &mut plan.own);
+    Ok(plan)
 }
 
 /// Generates [`Estimator`] and its dispatch from one list: `Variant => module::Type`, where
-/// `module` is the estimator's name (its file, declared just above the list).
+/// `module` is the estimator's name (its file, declared just above the list), with the
+/// engine's carriers of each estimator's own state ([`EstimatorStats`], [`EstimatorPlan`]).
 macro_rules! registry {
     ($($variant:ident => $module:ident :: $ty:ident,)*) => {
         /// Every estimator advcalc knows: verl 0.9.1's names (reference §5) in its registry's
@@ -139,6 +180,19 @@ macro_rules! registry {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Estimator {
             $($variant,)*
+        }
+
+        /// One estimator's own pass-1 statistics ([`Estimate::Stats`]), as the engine carries
+        /// them ([`RowStats`]).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum EstimatorStats {
+            $($variant(<$module::$ty as Estimate>::Stats),)*
+        }
+
+        /// One estimator's plan (with its [`Estimate::Plan`]), as the engine carries it.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum EstimatorPlan {
+            $($variant(Plan<<$module::$ty as Estimate>::Plan>),)*
         }
 
         impl Estimator {
@@ -159,21 +213,148 @@ macro_rules! registry {
                 }
             }
 
-            pub(crate) fn row_stats(self, rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+            /// Pass 1: the estimator's own statistics of one row group.
+            pub(crate) fn row_stats(self, rows: &Rows<'_>) -> Result<EstimatorStats> {
                 match self {
-                    $(Estimator::$variant => <$module::$ty as Estimate>::row_stats(rows, stats),)*
+                    $(Estimator::$variant => {
+                        let mut stats = Default::default();
+                        <$module::$ty as Estimate>::row_stats(rows, &mut stats)?;
+                        Ok(EstimatorStats::$variant(stats))
+                    })*
                 }
             }
 
-            pub(crate) fn batch(self, batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+            /// Between the passes: the plan from the merged statistics (whose own part it
+            /// takes) and the training batches.
+            pub(crate) fn plan(
+                self,
+                settings: &Settings<'_>,
+                stats: &mut RowStats,
+                batches: &[(Option<i64>, Vec<usize>)],
+                file: &str,
+            ) -> Result<EstimatorPlan> {
+                let own = stats.own.take();
                 match self {
-                    $(Estimator::$variant => <$module::$ty as Estimate>::batch(batch, plan),)*
+                    $(Estimator::$variant => {
+                        let own = match own {
+                            Some(EstimatorStats::$variant(own)) => own,
+                            // no rows: nothing was appended
+                            None => Default::default(),
+                            Some(other) => return Err(other.not_of(self)),
+                        };
+                        plan_of::<$module::$ty>(settings, stats, own, batches, file)
+                            .map(EstimatorPlan::$variant)
+                    })*
                 }
             }
 
-            pub(crate) fn token_outputs(self, rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+            /// This estimator's own statistics from the exchange bytes.
+            pub(crate) fn read_stats(self, input: &state::Reading<'_>) -> Result<EstimatorStats> {
                 match self {
-                    $(Estimator::$variant => <$module::$ty as Estimate>::token_outputs(rows, plan),)*
+                    $(Estimator::$variant => Ok(EstimatorStats::$variant(OwnStats::read(input)?)),)*
+                }
+            }
+
+            /// A plan of this estimator from the exchange bytes: its common part, read by the
+            /// engine, and its own.
+            pub(crate) fn read_plan(
+                self,
+                common: Plan,
+                input: &state::Reading<'_>,
+            ) -> Result<EstimatorPlan> {
+                match self {
+                    $(Estimator::$variant => Ok(EstimatorPlan::$variant(common.with_own(OwnPlan::read(input)?))),)*
+                }
+            }
+        }
+
+        impl EstimatorStats {
+            /// The estimator the statistics belong to.
+            pub fn estimator(&self) -> Estimator {
+                match self {
+                    $(EstimatorStats::$variant(_) => Estimator::$variant,)*
+                }
+            }
+
+            /// Append the next row group's; `false` (and nothing appended) when they are
+            /// another estimator's.
+            pub(crate) fn append(&mut self, next: EstimatorStats) -> bool {
+                match (self, next) {
+                    $((EstimatorStats::$variant(mine), EstimatorStats::$variant(next)) => {
+                        mine.append(next);
+                        true
+                    })*
+                    #[allow(unreachable_patterns)]
+                    _ => false,
+                }
+            }
+
+            pub(crate) fn write(&self, out: &mut state::Written) {
+                match self {
+                    $(EstimatorStats::$variant(s) => OwnStats::write(s, out),)*
+                }
+            }
+        }
+
+        impl EstimatorPlan {
+            /// The estimator the plan belongs to.
+            pub fn estimator(&self) -> Estimator {
+                match self {
+                    $(EstimatorPlan::$variant(_) => Estimator::$variant,)*
+                }
+            }
+
+            /// [`Plan::position`].
+            pub fn position(&self, row: usize) -> Option<usize> {
+                match self {
+                    $(EstimatorPlan::$variant(p) => p.position(row),)*
+                }
+            }
+
+            /// The plan's rows ([`Plan::rows`]) and their scalars ([`Plan::row_scalar`]).
+            pub fn scalars(&self) -> (Option<&[usize]>, &[f32]) {
+                match self {
+                    $(EstimatorPlan::$variant(p) => (p.rows.as_deref(), &p.row_scalar),)*
+                }
+            }
+
+            /// [`Plan::warnings`].
+            pub fn warnings(&self) -> &[String] {
+                match self {
+                    $(EstimatorPlan::$variant(p) => &p.warnings,)*
+                }
+            }
+
+            /// [`Plan::restrict`].
+            pub fn restrict(&self, rows: &[usize], steps: &[Option<i64>]) -> EstimatorPlan {
+                match self {
+                    $(EstimatorPlan::$variant(p) => EstimatorPlan::$variant(p.restrict(rows, steps)),)*
+                }
+            }
+
+            /// [`OwnPlan::nan_rows`].
+            pub fn nan_rows(&self) -> usize {
+                match self {
+                    $(EstimatorPlan::$variant(p) => p.own.nan_rows(),)*
+                }
+            }
+
+            pub(crate) fn write(&self, out: &mut state::Written) {
+                match self {
+                    $(EstimatorPlan::$variant(p) => OwnPlan::write(&p.own, out),)*
+                }
+            }
+
+            pub(crate) fn fingerprint<H: Hasher>(&self, h: &mut H) {
+                match self {
+                    $(EstimatorPlan::$variant(p) => p.fingerprint(h),)*
+                }
+            }
+
+            /// Pass 2: the estimator's token outputs of one row group.
+            pub(crate) fn token_outputs(&self, rows: &Rows<'_>) -> Result<Tokens> {
+                match self {
+                    $(EstimatorPlan::$variant(p) => <$module::$ty as Estimate>::token_outputs(rows, p),)*
                 }
             }
         }
@@ -291,9 +472,21 @@ impl Estimator {
     }
 }
 
+impl EstimatorStats {
+    /// The error for statistics of another estimator than `estimator` (the engine's stamp
+    /// checks refuse them before).
+    fn not_of(&self, estimator: Estimator) -> Error {
+        Error::usage(format!(
+            "these statistics are {}'s, not {}'s",
+            self.estimator().name(),
+            estimator.name()
+        ))
+    }
+}
+
 /// Pass 2 of an outcome estimator: each row's scalar broadcast onto its mask; returns equal
 /// advantages.
-pub fn broadcast_scalars(rows: &Rows<'_>, plan: &Plan) -> Tokens {
+pub fn broadcast_scalars<P>(rows: &Rows<'_>, plan: &Plan<P>) -> Tokens {
     let mut advantages = vec![0.0f32; rows.mask.len()];
     let first = rows.group.first_row;
     for i in 0..rows.rows() {

@@ -1,6 +1,16 @@
 //! Masked statistics shared by the estimators: verl's `masked_whiten` (reference §4.1),
 //! accumulated as mergeable moments so that row groups can be reduced in parallel and merged
-//! in a fixed order.
+//! in a fixed order; and the state the whitening estimators keep between the passes
+//! ([`RowMoments`] in pass 1, [`StepWhitening`] in the plan).
+
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+
+use serde_json::json;
+
+use crate::engine::fingerprint::V1;
+use crate::error::Result;
+use crate::estimators::state::{OwnPlan, OwnStats, Reading, Written, malformed, step_from_json};
 
 /// Count, mean and sum of squared deviations of the masked values (Chan et al.'s mergeable
 /// form of Welford's algorithm), in f64.
@@ -102,6 +112,117 @@ impl Whitening {
 
     pub fn apply(&self, v: f32) -> f32 {
         ((v as f64 - self.mean) * self.inv_std) as f32
+    }
+}
+
+/// Pass-1 statistics of the estimators that whiten over the batch's valid tokens: per row,
+/// the moments of the values they whiten (or, for SkyRL's batch normalisation, the row's
+/// length as the count of an empty [`Moments`]), in row order; empty when the configuration
+/// does not whiten.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowMoments(pub Vec<Moments>);
+
+impl OwnStats for RowMoments {
+    fn append(&mut self, next: Self) {
+        self.0.extend(next.0);
+    }
+
+    fn write(&self, out: &mut Written) {
+        if !self.0.is_empty() {
+            let column = |f: fn(&Moments) -> f64| self.0.iter().map(f).collect::<Vec<f64>>();
+            out.f64s("moments_n", &column(|m| m.n));
+            out.f64s("moments_mean", &column(|m| m.mean));
+            out.f64s("moments_m2", &column(|m| m.m2));
+        }
+    }
+
+    fn read(input: &Reading<'_>) -> Result<Self> {
+        if !input.has("moments_n") {
+            return Ok(RowMoments::default());
+        }
+        let (n, mean, m2) = (
+            input.f64s("moments_n")?,
+            input.f64s("moments_mean")?,
+            input.f64s("moments_m2")?,
+        );
+        Ok(RowMoments(
+            (0..n.len())
+                .map(|i| Moments {
+                    n: n[i],
+                    mean: mean[i],
+                    m2: m2[i],
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// The plan part of the estimators that whiten over the batch: each step's whitening
+/// (inserted by the batch work of the steps it whitens).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepWhitening(pub BTreeMap<Option<i64>, Whitening>);
+
+impl StepWhitening {
+    /// The whitening of a step the estimator whitens (its batch work inserted it).
+    pub fn of(&self, step: Option<i64>) -> Whitening {
+        self.0[&step]
+    }
+
+    pub fn insert(&mut self, step: Option<i64>, w: Whitening) {
+        self.0.insert(step, w);
+    }
+}
+
+impl OwnPlan for StepWhitening {
+    fn new(_: usize) -> Self {
+        StepWhitening::default()
+    }
+
+    fn restrict(&self, _: &[usize], steps: &[Option<i64>]) -> Self {
+        StepWhitening(
+            self.0
+                .iter()
+                .filter(|(s, _)| steps.contains(s))
+                .map(|(s, w)| (*s, *w))
+                .collect(),
+        )
+    }
+
+    fn write(&self, out: &mut Written) {
+        out.json(
+            "whitening",
+            self.0
+                .iter()
+                .map(|(s, w)| json!([s, w.mean.to_bits(), w.inv_std.to_bits()]))
+                .collect(),
+        );
+    }
+
+    fn read(input: &Reading<'_>) -> Result<Self> {
+        let entries = input
+            .json("whitening")
+            .as_array()
+            .ok_or_else(|| malformed("whitening"))?;
+        let mut whitening = BTreeMap::new();
+        for entry in entries {
+            let bits = |i: usize| entry[i].as_u64().ok_or_else(|| malformed("whitening"));
+            whitening.insert(
+                step_from_json(&entry[0])?,
+                Whitening {
+                    mean: f64::from_bits(bits(1)?),
+                    inv_std: f64::from_bits(bits(2)?),
+                },
+            );
+        }
+        Ok(StepWhitening(whitening))
+    }
+
+    fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H) {
+        V1 {
+            whitening: Some(&self.0),
+            ..V1::default()
+        }
+        .encode(rows, h);
     }
 }
 

@@ -26,50 +26,66 @@
 use crate::data::TokenRole;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
-use crate::estimators::moments::{Moments, Whitening};
-use crate::estimators::{Plan, RowStats, Rows, Tokens, TrainingBatch};
+use crate::estimators::moments::{Moments, RowMoments, StepWhitening, Whitening};
+use crate::estimators::{Plan, Rows, Tokens, TrainingBatch};
 
 use super::groups::group_sums;
 
 /// The `source` of the `openrlhf_*` estimators' declarations.
 pub const SOURCE: &str = "OpenRLHF";
 
-/// Steps 1–3 and 5's statistics for one batch: each row's clipped scalar, and with `whiten`
-/// (`openrlhf_reinforce_baseline`) the batch whitening over the valid tokens.
-pub fn batch(
-    batch: &TrainingBatch<'_>,
-    plan: &mut Plan,
-    shaping: fn(&[f64], &Grouping) -> Result<Vec<f64>, usize>,
-    whiten: bool,
-) -> Result<(), Error> {
+/// How the group turns the batch's scores into each row's scalar (`Err(row)`: a singleton).
+pub type ShapingFn = fn(&[f64], &Grouping) -> Result<Vec<f64>, usize>;
+
+/// Steps 1–3 for one batch: each row's clipped scalar.
+fn clipped<S, P>(
+    batch: &TrainingBatch<'_, S>,
+    plan: &mut Plan<P>,
+    shaping: ShapingFn,
+) -> Result<Vec<f64>, Error> {
     let g = batch.family_grouping(plan, true)?;
     let shaped = shaping(&batch.scores(), &g).map_err(|row| batch.singleton_error(&g, row))?;
     let clip_range = batch.settings.openrlhf_reward_clip;
-    let clipped: Vec<f64> = shaped.iter().map(|&a| clip(a, clip_range)).collect();
-    if whiten {
-        let m = if batch.settings.openrlhf_kl.active() {
-            // each row's valid tokens hold a + (its KL tail): pass 1's moments of the tail,
-            // shifted by the row's scalar
-            let mut m = Moments::default();
-            for (&a, &r) in clipped.iter().zip(batch.rows) {
-                let mut row = batch.stats.moments[r];
-                row.mean += a as f32 as f64;
-                m.merge(&row);
-            }
-            m
-        } else {
-            // every valid token holds the row's scalar (γ = 1, no KL)
-            batch.token_moments(&clipped)
-        };
-        let w = whitening(&m, batch.settings.openrlhf_no_std_norm).ok_or_else(|| {
-            Error::data(format!(
-                "{} {} whitens over the batch's valid tokens and found none (OpenRLHF divides 0 by 0)",
-                batch.at(),
-                batch.settings.estimator.name()
-            ))
-        })?;
-        plan.whitening.insert(batch.step, w);
-    }
+    Ok(shaped.iter().map(|&a| clip(a, clip_range)).collect())
+}
+
+/// Steps 1–3's statistics for one batch: each row's clipped scalar.
+pub fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan, shaping: ShapingFn) -> Result<(), Error> {
+    let scalars = clipped(batch, plan, shaping)?;
+    batch.set_scalars(plan, scalars);
+    Ok(())
+}
+
+/// Steps 1–3 and 5's statistics for one batch (`openrlhf_reinforce_baseline`): each row's
+/// clipped scalar and the batch whitening over the valid tokens.
+pub fn whitened_batch(
+    batch: &TrainingBatch<'_, RowMoments>,
+    plan: &mut Plan<StepWhitening>,
+    shaping: ShapingFn,
+) -> Result<(), Error> {
+    let clipped = clipped(batch, plan, shaping)?;
+    let m = if batch.settings.openrlhf_kl.active() {
+        // each row's valid tokens hold a + (its KL tail): pass 1's moments of the tail,
+        // shifted by the row's scalar
+        let mut m = Moments::default();
+        for (&a, &r) in clipped.iter().zip(batch.rows) {
+            let mut row = batch.own.0[r];
+            row.mean += a as f32 as f64;
+            m.merge(&row);
+        }
+        m
+    } else {
+        // every valid token holds the row's scalar (γ = 1, no KL)
+        batch.token_moments(&clipped)
+    };
+    let w = whitening(&m, batch.settings.openrlhf_no_std_norm).ok_or_else(|| {
+        Error::data(format!(
+            "{} {} whitens over the batch's valid tokens and found none (OpenRLHF divides 0 by 0)",
+            batch.at(),
+            batch.settings.estimator.name()
+        ))
+    })?;
+    plan.own.insert(batch.step, w);
     batch.set_scalars(plan, clipped);
     Ok(())
 }
@@ -77,7 +93,7 @@ pub fn batch(
 /// Pass 1 with OpenRLHF's KL and whitening (`openrlhf_reinforce_baseline`): per row, the
 /// moments over its valid tokens of the KL part of the returns (the returns of a zero
 /// scalar), which the batch shifts by the row's scalar. Nothing without KL.
-pub fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<(), Error> {
+pub fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<(), Error> {
     if !rows.settings.openrlhf_kl.active() {
         return Ok(());
     }
@@ -86,7 +102,7 @@ pub fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<(), Error> {
     for i in 0..rows.rows() {
         let s = rows.span(i);
         stats
-            .moments
+            .0
             .push(Moments::of_valid(&tail[s.clone()], &rows.mask[s]));
     }
     Ok(())
@@ -117,7 +133,11 @@ fn kl_returns(
 /// Steps 3–5 for one row group: γ = 1 returns of the row's scalar (with OpenRLHF's KL when
 /// `openrlhf.kl_coef` > 0); with `whiten` the whitened returns are the advantages and the
 /// returns are kept, else advantages = returns.
-pub fn token_outputs(rows: &Rows<'_>, plan: &Plan, whiten: bool) -> Result<Tokens, Error> {
+pub fn token_outputs<P>(
+    rows: &Rows<'_>,
+    plan: &Plan<P>,
+    whitening: Option<&StepWhitening>,
+) -> Result<Tokens, Error> {
     let n = rows.mask.len();
     let mut returns = vec![0.0f32; n];
     let first = rows.group.first_row;
@@ -133,15 +153,15 @@ pub fn token_outputs(rows: &Rows<'_>, plan: &Plan, whiten: bool) -> Result<Token
             );
         }
     }
-    if !whiten {
+    let Some(whitening) = whitening else {
         return Ok(Tokens {
             advantages: returns,
             returns: None,
         });
-    }
+    };
     let mut advantages = vec![0.0f32; n];
     for i in 0..rows.rows() {
-        let w = plan.whitening_of(rows.group.step_of(i));
+        let w = whitening.of(rows.group.step_of(i));
         for t in rows.span(i) {
             advantages[t] = w.apply(returns[t]);
         }

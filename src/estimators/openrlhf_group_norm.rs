@@ -41,13 +41,15 @@ impl Estimate for OpenrlhfGroupNorm {
         needs_tokens: None,
         family: Family::Openrlhf,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
-        openrlhf::batch(batch, plan, openrlhf_group_norm, false)
+        openrlhf::batch(batch, plan, openrlhf_group_norm)
     }
 
     fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        openrlhf::token_outputs(rows, plan, false)
+        openrlhf::token_outputs(rows, plan, None)
     }
 }
 

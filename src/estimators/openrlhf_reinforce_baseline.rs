@@ -17,8 +17,9 @@ use crate::estimators::groups::Grouping;
 
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
+use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -47,17 +48,19 @@ impl Estimate for OpenrlhfReinforceBaseline {
         ),
         family: Family::Openrlhf,
     };
+    type Stats = RowMoments;
+    type Plan = StepWhitening;
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         openrlhf::row_stats(rows, stats)
     }
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
-        openrlhf::batch(batch, plan, openrlhf_reinforce_baseline, true)
+    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+        openrlhf::whitened_batch(batch, plan, openrlhf_reinforce_baseline)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
-        openrlhf::token_outputs(rows, plan, true)
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+        openrlhf::token_outputs(rows, plan, Some(&plan.own))
     }
 }
 

@@ -5,8 +5,13 @@
 //! **Edge case / deviation**: when every row of a group has ℓ = 0, verl divides 0 by 0 and
 //! writes NaN over the whole rows (quirk §9.9); advcalc writes 0 there and counts the rows.
 
+use std::hash::Hasher;
+
+use crate::engine::fingerprint::V1;
 use crate::error::Result;
 use crate::estimators::groups::Grouping;
+use crate::estimators::state::malformed;
+use crate::estimators::state::{OwnPlan, Reading, Written};
 use crate::estimators::{
     Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
@@ -41,6 +46,42 @@ pub fn opo(scores: &[f64], lengths: &[f64], grouping: &Grouping) -> (Vec<f64>, u
     (a, empty_rows)
 }
 
+/// opo's part of the plan: how many rows it set to 0 where verl writes NaN (a warning of the
+/// whole input; a shard holds none).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NanRows(pub usize);
+
+impl OwnPlan for NanRows {
+    fn new(_: usize) -> Self {
+        NanRows(0)
+    }
+
+    fn restrict(&self, _: &[usize], _: &[Option<i64>]) -> Self {
+        NanRows(0)
+    }
+
+    fn write(&self, out: &mut Written) {
+        out.json("nan_rows", self.0.into());
+    }
+
+    fn read(input: &Reading<'_>) -> Result<Self> {
+        let n = input.json("nan_rows").as_u64();
+        Ok(NanRows(n.ok_or_else(|| malformed("nan_rows"))? as usize))
+    }
+
+    fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H) {
+        V1 {
+            nan_rows: self.0,
+            ..V1::default()
+        }
+        .encode(rows, h);
+    }
+
+    fn nan_rows(&self) -> usize {
+        self.0
+    }
+}
+
 /// `-e opo`: one scalar per row ([`Kind::Outcome`]).
 pub struct Opo;
 
@@ -55,15 +96,17 @@ impl Estimate for Opo {
         needs_tokens: Some("each row's valid-token count (its baseline is length-weighted)"),
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = NanRows;
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan<NanRows>) -> Result<()> {
         let (scalars, nan_rows) = opo(&batch.scores(), &batch.valid(), &batch.grouping());
-        plan.nan_rows += nan_rows;
+        plan.own.0 += nan_rows;
         batch.set_scalars(plan, scalars);
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<NanRows>) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

@@ -15,13 +15,19 @@
 //! (always on) the unique longest row's baseline is 0 from column `second_max_len` on — a
 //! token *count* used as a column index, which is off for masks with holes (quirk §9.12).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hasher;
+
+use serde_json::{Value, json};
 
 use crate::data::{GroupKey, TokenRole};
+use crate::engine::exchange::{array, key_from_text, key_text, malformed, step_from_json};
+use crate::engine::fingerprint::V1;
 use crate::error::Result;
+use crate::estimators::state::{OwnPlan, OwnStats, Reading, Written, bits, from_bits};
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// G and W of one row.
@@ -90,6 +96,115 @@ impl ColumnSums {
     }
 }
 
+/// Pass 1 of both OTB estimators: the column sums of each (step, uid) group, merged in
+/// row-group order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupColumns(pub BTreeMap<(Option<i64>, GroupKey), ColumnSums>);
+
+impl GroupColumns {
+    fn to_json(&self) -> Value {
+        self.0
+            .iter()
+            .map(|((s, k), c)| json!([s, key_text(k), bits(&c.num), bits(&c.den)]))
+            .collect()
+    }
+
+    fn from_json(v: &Value) -> Result<Self> {
+        array(v)?
+            .iter()
+            .map(|e| {
+                let key = key_from_text(e[1].as_str().ok_or_else(|| malformed("sums"))?)?;
+                let sums = ColumnSums {
+                    num: from_bits(&e[2])?,
+                    den: from_bits(&e[3])?,
+                };
+                Ok(((step_from_json(&e[0])?, key), sums))
+            })
+            .collect::<Result<_>>()
+            .map(GroupColumns)
+    }
+}
+
+impl OwnStats for GroupColumns {
+    fn append(&mut self, next: Self) {
+        for (key, sums) in next.0 {
+            self.0.entry(key).or_default().merge(&sums);
+        }
+    }
+
+    fn write(&self, out: &mut Written) {
+        out.json("columns", self.to_json());
+    }
+
+    fn read(input: &Reading<'_>) -> Result<Self> {
+        GroupColumns::from_json(input.json("columns"))
+    }
+}
+
+/// The plan of both OTB estimators: per row, whether its baseline is 0 (singleton group, or
+/// left out) and the position from which the zero-tail rule zeroes it; and the group column
+/// sums, moved here from pass 1's statistics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OtbPlan {
+    pub singleton: Vec<bool>,
+    pub zero_tail: Vec<Option<usize>>,
+    pub columns: GroupColumns,
+}
+
+impl OwnPlan for OtbPlan {
+    fn new(rows: usize) -> Self {
+        OtbPlan {
+            singleton: vec![false; rows],
+            zero_tail: vec![None; rows],
+            columns: GroupColumns::default(),
+        }
+    }
+
+    fn restrict(&self, positions: &[usize], steps: &[Option<i64>]) -> Self {
+        OtbPlan {
+            singleton: positions.iter().map(|&p| self.singleton[p]).collect(),
+            zero_tail: positions.iter().map(|&p| self.zero_tail[p]).collect(),
+            columns: GroupColumns(
+                self.columns
+                    .0
+                    .iter()
+                    .filter(|((s, _), _)| steps.contains(s))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn write(&self, out: &mut Written) {
+        out.bools("otb_singleton", &self.singleton);
+        out.opt_u64s(
+            "otb_zero_tail",
+            self.zero_tail.iter().map(|t| t.map(|t| t as u64)),
+        );
+        out.json("columns", self.columns.to_json());
+    }
+
+    fn read(input: &Reading<'_>) -> Result<Self> {
+        Ok(OtbPlan {
+            singleton: input.bools("otb_singleton")?,
+            zero_tail: input
+                .opt_u64s("otb_zero_tail")?
+                .into_iter()
+                .map(|t| t.map(|t| t as usize))
+                .collect(),
+            columns: GroupColumns::from_json(input.json("columns"))?,
+        })
+    }
+
+    fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H) {
+        V1 {
+            otb: Some((&self.singleton, &self.zero_tail, &self.columns.0)),
+            ..V1::default()
+        }
+        .encode(rows, h);
+    }
+}
+
 /// verl's zero-tail rule: given the group's valid-token counts, the member whose baseline is
 /// zeroed from position `second_max` on, if exactly one row has the maximum count.
 pub fn zero_tail(lengths: &[usize]) -> Option<(usize, usize)> {
@@ -128,7 +243,7 @@ fn row_terms_of(
 
 /// Pass 1 of both OTB estimators: each row's G·W and W added into its (step, uid) group's
 /// column sums, by absolute position or (`tir`) by the k-th valid token.
-pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<()> {
+pub fn column_sums(rows: &Rows<'_>, stats: &mut GroupColumns, tir: bool) -> Result<()> {
     let old = rows.old_log_probs()?;
     let spi = rows.token(TokenRole::SumPiSquared)?;
     let uid = rows.uid()?;
@@ -139,7 +254,7 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<(
         row_terms_of(rows, (old, spi), i, &mut g, &mut w);
         let m = &rows.mask[s];
         let sums = stats
-            .columns
+            .0
             .entry((rows.group.step_of(i), label.clone()))
             .or_default();
         if tir {
@@ -154,31 +269,31 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut RowStats, tir: bool) -> Result<(
 
 /// Between the passes: which rows have no baseline (singletons; with `tir`, rows without a
 /// valid token, left out of their group) and the zero-tail column of each group. Pass 2
-/// reads the group column sums from the plan, where the engine moves pass 1's.
-pub fn baselines(batch: &TrainingBatch<'_>, plan: &mut Plan, tir: bool) {
+/// reads the group column sums from the plan, where [`Estimate::keep`] moves pass 1's.
+pub fn baselines(batch: &TrainingBatch<'_, GroupColumns>, plan: &mut Plan<OtbPlan>, tir: bool) {
     let stats = batch.stats;
     let mut members: HashMap<&GroupKey, Vec<usize>> = HashMap::new();
     for &r in batch.rows {
         if !tir || stats.valid[r] > 0.0 {
             members.entry(&stats.uid[r]).or_default().push(r);
         } else {
-            plan.otb_singleton[r] = true;
+            plan.own.singleton[r] = true;
         }
     }
     for rows in members.values() {
         if rows.len() == 1 {
-            plan.otb_singleton[rows[0]] = true;
+            plan.own.singleton[rows[0]] = true;
             continue;
         }
         let lengths: Vec<usize> = rows.iter().map(|&r| stats.valid[r] as usize).collect();
         if let Some((member, from)) = zero_tail(&lengths) {
-            plan.otb_zero_tail[rows[member]] = Some(from);
+            plan.own.zero_tail[rows[member]] = Some(from);
         }
     }
 }
 
 /// Pass 2 of both OTB estimators: `advantages = (G − b)·m`, `returns = G`.
-pub fn advantages(rows: &Rows<'_>, plan: &Plan, tir: bool) -> Result<Tokens> {
+pub fn advantages(rows: &Rows<'_>, plan: &Plan<OtbPlan>, tir: bool) -> Result<Tokens> {
     let old = rows.old_log_probs()?;
     let spi = rows.token(TokenRole::SumPiSquared)?;
     let uid = rows.uid()?;
@@ -191,15 +306,17 @@ pub fn advantages(rows: &Rows<'_>, plan: &Plan, tir: bool) -> Result<Tokens> {
         let s = rows.span(i);
         row_terms_of(rows, (old, spi), i, &mut returns[s.clone()], &mut w);
         let m = &rows.mask[s.clone()];
-        let row = first + i;
-        let sums = if plan.otb_singleton(row) {
+        let at = plan.at(first + i);
+        let sums = if plan.own.singleton[at] {
             &empty
         } else {
-            plan.columns
+            plan.own
+                .columns
+                .0
                 .get(&(rows.group.step_of(i), label.clone()))
                 .unwrap_or(&empty)
         };
-        let tail = plan.otb_zero_tail(row);
+        let tail = plan.own.zero_tail[at];
         let k_of = if tir { compact_index(m) } else { Vec::new() };
         for (j, t) in s.enumerate() {
             let k = if tir { k_of[j].unwrap_or(0) } else { j };
@@ -231,17 +348,23 @@ impl Estimate for OptimalTokenBaseline {
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
         family: Family::Independent,
     };
+    type Stats = GroupColumns;
+    type Plan = OtbPlan;
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut GroupColumns) -> Result<()> {
         column_sums(rows, stats, false)
     }
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_, GroupColumns>, plan: &mut Plan<OtbPlan>) -> Result<()> {
         baselines(batch, plan, false);
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn keep(stats: GroupColumns, plan: &mut OtbPlan) {
+        plan.columns = stats;
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<OtbPlan>) -> Result<Tokens> {
         advantages(rows, plan, false)
     }
 }

@@ -48,6 +48,8 @@ impl Estimate for Reinforce {
         needs_tokens: Some("per-token rewards (a return-to-go over the policy tokens)"),
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
         Ok(())

@@ -22,10 +22,8 @@
 //! same (`masked_whiten(ret, m)·m`).
 
 use crate::error::Result;
-use crate::estimators::moments::Moments;
-use crate::estimators::{
-    Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
-};
+use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
+use crate::estimators::{Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL};
 
 /// How the return treats mask-0 (tool/observation) positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,8 +92,10 @@ impl Estimate for ReinforcePlusPlus {
         ),
         family: Family::Independent,
     };
+    type Stats = RowMoments;
+    type Plan = StepWhitening;
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         let s = rows.settings;
         let mut ret = Vec::new();
         for i in 0..rows.rows() {
@@ -103,24 +103,24 @@ impl Estimate for ReinforcePlusPlus {
             ret.resize(span.len(), 0.0f32);
             let m = &rows.mask[span.clone()];
             returns_row(s.mask_mode, &rows.rewards[span], m, s.gamma, &mut ret);
-            stats.moments.push(Moments::of_valid(&ret, m));
+            stats.0.push(Moments::of_valid(&ret, m));
         }
         Ok(())
     }
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
         let w = batch.whiten(&batch.merged_moments())?;
-        plan.whitening.insert(batch.step, w);
+        plan.own.insert(batch.step, w);
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
         let s = rows.settings;
         let n = rows.mask.len();
         let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);
         for i in 0..rows.rows() {
             let span = rows.span(i);
-            let w = plan.whitening_of(rows.group.step_of(i));
+            let w = plan.own.of(rows.group.step_of(i));
             returns_row(
                 s.mask_mode,
                 &rows.rewards[span.clone()],

@@ -42,6 +42,8 @@ impl Estimate for ReinforcePlusPlusBaseline {
         ),
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         let centred = reinforce_plus_plus_baseline(&batch.scores(), &batch.grouping());

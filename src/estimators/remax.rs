@@ -42,6 +42,8 @@ impl Estimate for Remax {
         needs_tokens: Some("per-token rewards and the greedy response's reward (reward_baselines)"),
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
         Ok(())

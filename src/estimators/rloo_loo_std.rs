@@ -232,6 +232,8 @@ impl Estimate for RlooLooStd {
         needs_tokens: None,
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(

@@ -39,6 +39,8 @@ impl Estimate for RlooVectorized {
         needs_tokens: None,
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
         batch.set_scalars(plan, rloo_vectorized(&batch.scores(), &batch.grouping()));

@@ -10,9 +10,9 @@
 //! holes in the mask this equals `optimal_token_baseline`.
 
 use crate::error::Result;
-use crate::estimators::optimal_token_baseline;
+use crate::estimators::optimal_token_baseline::{self, GroupColumns, OtbPlan};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, RowStats, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// Compacted index of each valid position of a row (`None` for mask-0 positions).
@@ -42,17 +42,23 @@ impl Estimate for TirOptimalTokenBaseline {
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
         family: Family::Independent,
     };
+    type Stats = GroupColumns;
+    type Plan = OtbPlan;
 
-    fn row_stats(rows: &Rows<'_>, stats: &mut RowStats) -> Result<()> {
+    fn row_stats(rows: &Rows<'_>, stats: &mut GroupColumns) -> Result<()> {
         optimal_token_baseline::column_sums(rows, stats, true)
     }
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_, GroupColumns>, plan: &mut Plan<OtbPlan>) -> Result<()> {
         optimal_token_baseline::baselines(batch, plan, true);
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn keep(stats: GroupColumns, plan: &mut OtbPlan) {
+        plan.columns = stats;
+    }
+
+    fn token_outputs(rows: &Rows<'_>, plan: &Plan<OtbPlan>) -> Result<Tokens> {
         optimal_token_baseline::advantages(rows, plan, true)
     }
 }

@@ -79,6 +79,8 @@ impl Estimate for TurnGae {
         ),
         family: Family::Independent,
     };
+    type Stats = ();
+    type Plan = ();
 
     fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
         Ok(())
