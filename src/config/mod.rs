@@ -13,7 +13,8 @@
 //! - `resolved.rs`: the resolved tree with verl's defaults and each value's origin (`advcalc config`)
 //! - `kl.rs`: `use_kl_in_reward`, `kl_penalty`, `kl_ctrl`
 //! - `rollout_correction.rs`: `rollout_correction` with verl's threshold parsing
-//! - `extensions.rs`: advcalc's own keys (`convention`, `group_size`, ...)
+//! - `extensions.rs`: advcalc's own keys (`convention`, `group_size`, ...), each declared once
+//! - `setting.rs`: how a declared setting's type is read and written back
 //! - `to_yaml.rs`: the resolved configuration as verl YAML
 
 mod extensions;
@@ -24,6 +25,7 @@ pub mod kl;
 pub mod resolved;
 pub mod rollout_correction;
 mod section;
+mod setting;
 mod sources;
 pub(crate) mod to_yaml;
 #[doc(hidden)]
@@ -203,7 +205,7 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoCo
     let rollout_correction = rollout_correction::read(s);
     let gdpo_reward_keys = s.opt_string_list("gdpo_reward_keys")?;
     let gdpo_reward_weights = s.opt_float_list("gdpo_reward_weights")?;
-    let ext = extensions::read(s);
+    let ext = Extensions::read(s);
     s.finish()?;
     let (kl_in_reward, rollout_correction, ext) = (kl_in_reward?, rollout_correction?, ext?);
 
@@ -417,7 +419,7 @@ mod tests {
         assert_eq!(x.convention, Convention::Trl);
         assert!(!x.whiten_advantages && x.openrlhf_no_std_norm && x.trl_normalize_advantages);
         assert_eq!(x.openrlhf_reward_clip, (-5.0, 5.0));
-        assert!(!x.nemo.normalize_rewards && x.nemo.use_leave_one_out_baseline);
+        assert!(!x.nemo_normalize_rewards && x.nemo_use_leave_one_out_baseline);
         // keys that do nothing here are noted
         assert!(c.notes.iter().any(|n| n.contains("whiten_advantages")));
     }

@@ -5,7 +5,6 @@
 //! reader (PyYAML, OmegaConf) could take for something else quoted (`"0.5_2"` would be the
 //! float 0.52 there).
 
-use super::extensions::mask_mode_name;
 use super::kl::{HORIZON, KL_COEF, TARGET_KL};
 use super::rollout_correction::{self, LOSS_TYPE, RolloutCorrection};
 use super::value::{Map, Value, yaml_float};
@@ -185,49 +184,9 @@ pub(crate) fn algorithm(config: &Config) -> Map {
         "gdpo_reward_weights",
         list_or_null(a.gdpo_reward_weights.iter().copied().collect()),
     );
-    let x = &a.ext;
-    put("convention", x.convention.name().into());
-    put("whiten_advantages", x.whiten_advantages.into());
-    put("mask_mode", mask_mode_name(x.mask_mode).into());
-    put(
-        "group_size",
-        x.group_size.map_or(Value::Null, |n| (n as u64).into()),
-    );
-    put(
-        "openrlhf",
-        map([
-            (
-                "reward_clip",
-                [x.openrlhf_reward_clip.0, x.openrlhf_reward_clip.1]
-                    .into_iter()
-                    .collect(),
-            ),
-            ("no_std_norm", x.openrlhf_no_std_norm.into()),
-            ("kl_coef", x.openrlhf_kl.coef.into()),
-            ("kl_estimator", x.openrlhf_kl.estimator.name().into()),
-        ]),
-    );
-    put(
-        "trl",
-        map([("normalize_advantages", x.trl_normalize_advantages.into())]),
-    );
-    put(
-        "nemo",
-        map([
-            (
-                "use_leave_one_out_baseline",
-                x.nemo.use_leave_one_out_baseline.into(),
-            ),
-            ("normalize_rewards", x.nemo.normalize_rewards.into()),
-            ("group_by", x.nemo_group_by.name().into()),
-        ]),
-    );
-    put(
-        "skyrl",
-        map([(
-            "advantage_batch_normalize",
-            x.skyrl_advantage_batch_normalize.into(),
-        )]),
-    );
+    // advcalc's extensions last, as their declaration lists them
+    for (key, value) in a.ext.to_map() {
+        put(&key, value);
+    }
     m
 }

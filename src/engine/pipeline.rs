@@ -6,16 +6,14 @@ use std::collections::BTreeMap;
 
 use arrow_buffer::ScalarBuffer;
 
-use crate::config::AlgoConfig;
+use crate::config::{AlgoConfig, Extensions};
 use crate::data::{RowGroup, TokenRole};
 use crate::error::{Error, Result};
-use crate::estimators::conventions::{self, FamilyOptions};
-use crate::estimators::reinforce_plus_plus::MaskMode;
+use crate::estimators::conventions;
 use crate::estimators::{Column, Estimator, Rows, Settings};
 use crate::io::schema::Needs;
 use crate::shaping::correction::{self, Correction, IsLevel};
 use crate::shaping::kl::{KlController, KlEstimator};
-use crate::shaping::openrlhf_kl::OpenrlhfKl;
 
 /// What a run computes, derived from the configuration.
 #[derive(Debug, Clone)]
@@ -34,17 +32,8 @@ pub struct Pipeline {
     pub norm_by_std: bool,
     pub gdpo_keys: Vec<String>,
     pub gdpo_weights: Vec<f64>,
-    /// `whiten_advantages` (gae).
-    pub whiten_advantages: bool,
-    /// `mask_mode` (reinforce_plus_plus).
-    pub mask_mode: MaskMode,
-    /// `--convention` and the framework switches of the GRPO/RLOO family.
-    pub family: FamilyOptions,
-    /// `openrlhf.reward_clip`, `openrlhf.no_std_norm` (the openrlhf_* estimators).
-    pub openrlhf_reward_clip: (f64, f64),
-    pub openrlhf_no_std_norm: bool,
-    /// `openrlhf.kl_coef`, `openrlhf.kl_estimator`.
-    pub openrlhf_kl: OpenrlhfKl,
+    /// advcalc's settings (`--convention`, `whiten_advantages`, ...), as validated.
+    pub ext: Extensions,
 }
 
 /// Constants per training batch, with a default for steps not (yet) known.
@@ -84,7 +73,6 @@ impl Pipeline {
     /// The stages and estimator settings of a validated configuration (a projection: every
     /// setting was checked by `Config::load`).
     pub fn new(algo: &AlgoConfig) -> Pipeline {
-        let x = &algo.ext;
         let (kl, controller) = match &algo.kl_in_reward {
             Some(k) => (Some(k.estimator), k.controller.clone()),
             // without KL in the reward β is never used
@@ -92,19 +80,7 @@ impl Pipeline {
         };
         let gdpo = algo.adv_estimator == Estimator::Gdpo;
         Pipeline {
-            whiten_advantages: x.whiten_advantages,
-            mask_mode: x.mask_mode,
-            family: FamilyOptions {
-                convention: x.convention,
-                group_size: x.group_size,
-                trl_normalize_advantages: x.trl_normalize_advantages,
-                nemo: x.nemo,
-                nemo_group_by: x.nemo_group_by,
-                skyrl_batch_normalize: x.skyrl_advantage_batch_normalize,
-            },
-            openrlhf_reward_clip: x.openrlhf_reward_clip,
-            openrlhf_no_std_norm: x.openrlhf_no_std_norm,
-            openrlhf_kl: x.openrlhf_kl,
+            ext: algo.ext.clone(),
             estimator: algo.adv_estimator,
             kl,
             controller,
@@ -133,13 +109,8 @@ impl Pipeline {
             gamma: self.gamma,
             lam: self.lam,
             norm_by_std: self.norm_by_std,
-            whiten_advantages: self.whiten_advantages,
-            mask_mode: self.mask_mode,
-            family: self.family,
             gdpo_weights: &self.gdpo_weights,
-            openrlhf_reward_clip: self.openrlhf_reward_clip,
-            openrlhf_no_std_norm: self.openrlhf_no_std_norm,
-            openrlhf_kl: self.openrlhf_kl,
+            ext: &self.ext,
         }
     }
 
@@ -148,8 +119,8 @@ impl Pipeline {
         let e = self.estimator;
         let mut tokens = Vec::new();
         let mut purpose = vec![format!("estimator {}", e.name())];
-        if self.family.convention != conventions::Convention::Verl && conventions::in_family(e) {
-            purpose[0] += &format!(" (--convention {})", self.family.convention.name());
+        if self.ext.convention != conventions::Convention::Verl && conventions::in_family(e) {
+            purpose[0] += &format!(" (--convention {})", self.ext.convention.name());
         }
         let old_log_probs = if self.bypass {
             TokenRole::RolloutLogProbs
@@ -164,7 +135,7 @@ impl Pipeline {
             tokens.extend([TokenRole::OldLogProbs, TokenRole::RolloutLogProbs]);
             purpose.push("rollout correction".into());
         }
-        let openrlhf_kl = e.is_openrlhf() && self.openrlhf_kl.active();
+        let openrlhf_kl = e.is_openrlhf() && self.ext.openrlhf_kl().active();
         if openrlhf_kl {
             tokens.extend([old_log_probs, TokenRole::RefLogProb]);
             purpose.push("OpenRLHF's KL in the reward (openrlhf.kl_coef)".into());
@@ -178,7 +149,7 @@ impl Pipeline {
             purpose: purpose.join(" with "),
             ..Default::default()
         };
-        if self.family.groups_by_prompt_ids(e) {
+        if self.ext.groups_by_prompt_ids(e) {
             needs.prompt_ids = true;
             needs.purpose += " (nemo.group_by: prompt_ids)";
         }
@@ -212,7 +183,7 @@ impl Pipeline {
                 old_log_probs.column()
             ));
         }
-        if self.family.skyrl_normalizes(e) {
+        if self.ext.skyrl_normalizes(e) {
             needs.token_data.push(
                 "skyrl.advantage_batch_normalize needs each row's tokens (it normalises over the padded batch)".into(),
             );

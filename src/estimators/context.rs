@@ -4,16 +4,15 @@
 
 use std::ops::Range;
 
+use crate::config::Extensions;
 use crate::data::{GroupKey, PositiveLogProbs, RowGroup, TokenRole};
 use crate::error::{Error, Result};
-use crate::estimators::conventions::{self, FamilyOptions};
+use crate::estimators::conventions;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, RowMoments, WhitenError, Whitening};
-use crate::estimators::reinforce_plus_plus::MaskMode;
 use crate::estimators::sessions::{OutputRow, fold_sessions};
 use crate::estimators::state::OwnPlan;
 use crate::estimators::{Estimator, EstimatorStats};
-use crate::shaping::openrlhf_kl::OpenrlhfKl;
 
 /// The validated settings an estimator may read (verl's `algorithm` keys and advcalc's).
 #[derive(Debug, Clone, Copy)]
@@ -23,19 +22,11 @@ pub struct Settings<'a> {
     pub lam: f64,
     /// `norm_adv_by_std_in_grpo`.
     pub norm_by_std: bool,
-    /// `whiten_advantages` (gae).
-    pub whiten_advantages: bool,
-    /// `mask_mode` (reinforce_plus_plus).
-    pub mask_mode: MaskMode,
-    /// `--convention` and the framework switches of the GRPO/RLOO family.
-    pub family: FamilyOptions,
     /// `gdpo_reward_weights`, one per `gdpo_reward_keys` column.
     pub gdpo_weights: &'a [f64],
-    /// `openrlhf.reward_clip`, `openrlhf.no_std_norm`.
-    pub openrlhf_reward_clip: (f64, f64),
-    pub openrlhf_no_std_norm: bool,
-    /// `openrlhf.kl_coef`, `openrlhf.kl_estimator` (the openrlhf_* estimators).
-    pub openrlhf_kl: OpenrlhfKl,
+    /// advcalc's settings, each declared once (`config/extensions.rs`): `--convention`,
+    /// `whiten_advantages`, `mask_mode`, the frameworks' switches.
+    pub ext: &'a Extensions,
 }
 
 /// One row group after stages 1–3: the shaped rewards, the mask after rejection and the IS
@@ -325,7 +316,7 @@ impl<S> TrainingBatch<'_, S> {
             return Ok(self.grouping());
         }
         let (g, warning) =
-            conventions::consecutive_grouping(&self.labels(), self.settings.family.group_size)
+            conventions::consecutive_grouping(&self.labels(), self.settings.ext.group_size)
                 .map_err(|msg| {
                     Error::data(format!(
                         "{} {}: {msg}",

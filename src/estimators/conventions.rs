@@ -34,6 +34,7 @@
 //! [`Info::family`]: super::Info::family
 //! [`Family::Convention`]: super::Family::Convention
 
+use crate::config::Extensions;
 use crate::data::GroupKey;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
@@ -254,26 +255,11 @@ pub fn settings_under(e: Estimator, c: Convention) -> Option<Result<Vec<&'static
     })
 }
 
-/// The convention and the framework switches it reads.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct FamilyOptions {
-    pub convention: Convention,
-    /// Consecutive-n group size; `None`: the first run of equal `uid`s.
-    pub group_size: Option<usize>,
-    /// TRL RLOOTrainer `normalize_advantages`.
-    pub trl_normalize_advantages: bool,
-    /// NeMo-RL `grpo.use_leave_one_out_baseline` / `grpo.normalize_rewards`.
-    pub nemo: NemoOptions,
-    /// `nemo.group_by`: NeMo's groups (`uid`, or identical prompt token ids).
-    pub nemo_group_by: NemoGroupBy,
-    /// SkyRL `trainer.algorithm.advantage_batch_normalize` (read under `skyrl`).
-    pub skyrl_batch_normalize: bool,
-}
-
-impl FamilyOptions {
+/// What the convention and its framework switches mean for an estimator.
+impl Extensions {
     /// Whether SkyRL's `advantage_batch_normalize` applies to `e` (the family under `skyrl`).
     pub fn skyrl_normalizes(&self, e: Estimator) -> bool {
-        self.skyrl_batch_normalize && self.convention == Convention::Skyrl && in_family(e)
+        self.skyrl_advantage_batch_normalize && self.convention == Convention::Skyrl && in_family(e)
     }
 
     /// Whether `e` groups by NeMo's prompt token ids (`nemo.group_by: prompt_ids` for
@@ -444,7 +430,7 @@ pub enum Refusal {
 /// `has_tokens[i]`: row `i` has a valid token (prime-rl's MaxRL leaves the others out).
 pub fn family_scalars(
     e: Estimator,
-    opts: &FamilyOptions,
+    opts: &Extensions,
     norm_by_std: bool,
     scores: &[f64],
     has_tokens: &[bool],
@@ -483,8 +469,8 @@ pub fn family_scalars(
             scores,
             grouping,
             NemoOptions {
-                normalize_rewards: opts.nemo.normalize_rewards && scale.divides(norm_by_std),
-                ..opts.nemo
+                normalize_rewards: opts.nemo_normalize_rewards && scale.divides(norm_by_std),
+                ..opts.nemo()
             },
         ),
         Rule::NemoRloo => rloo_loo_std(
@@ -511,11 +497,11 @@ pub fn family_batch(
     plan: &mut Plan<StepWhitening>,
 ) -> Result<(), Error> {
     let s = batch.settings;
-    let g = batch.family_grouping(plan, s.family.convention.consecutive())?;
+    let g = batch.family_grouping(plan, s.ext.convention.consecutive())?;
     let has_tokens: Vec<bool> = batch.valid().iter().map(|&v| v > 0.0).collect();
     let scalars = family_scalars(
         s.estimator,
-        &s.family,
+        s.ext,
         s.norm_by_std,
         &batch.scores(),
         &has_tokens,
@@ -525,7 +511,7 @@ pub fn family_batch(
         Refusal::Singleton(row) => batch.singleton_error(&g, row),
         Refusal::Undefined(msg) => Error::usage(msg),
     })?;
-    if s.family.skyrl_normalizes(s.estimator) {
+    if s.ext.skyrl_normalizes(s.estimator) {
         let lengths: Vec<f64> = batch.rows.iter().map(|&r| batch.own.0[r].n).collect();
         let w = skyrl_batch_normalize(&scalars, &batch.valid(), &lengths).ok_or_else(|| {
             Error::data(format!(
@@ -542,11 +528,7 @@ pub fn family_batch(
 /// Pass 1 of a family member: with SkyRL's batch normalisation, each row's length (the
 /// padded width is the longest), kept as the count of an empty [`Moments`]. Nothing else.
 pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<(), Error> {
-    if rows
-        .settings
-        .family
-        .skyrl_normalizes(rows.settings.estimator)
-    {
+    if rows.settings.ext.skyrl_normalizes(rows.settings.estimator) {
         for i in 0..rows.rows() {
             stats.0.push(Moments {
                 n: rows.span(i).len() as f64,
@@ -562,11 +544,7 @@ pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<(), E
 /// `(a·m − mean)·rstd` at every position and the un-normalised `a·m` as returns.
 pub fn family_token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Tokens {
     let plain = broadcast_scalars(rows, plan);
-    if !rows
-        .settings
-        .family
-        .skyrl_normalizes(rows.settings.estimator)
-    {
+    if !rows.settings.ext.skyrl_normalizes(rows.settings.estimator) {
         return plain;
     }
     let mut advantages = plain.advantages.clone();
@@ -588,8 +566,8 @@ mod tests {
     use super::*;
     use crate::estimators::test_support::{assert_close, grouping};
 
-    fn opts(c: Convention) -> FamilyOptions {
-        FamilyOptions {
+    fn opts(c: Convention) -> Extensions {
+        Extensions {
             convention: c,
             ..Default::default()
         }
@@ -655,12 +633,10 @@ mod tests {
         assert_close(&run(Grpo, NemoRl, &s, &l), &[2.121314, -2.121314, 0.0, 0.0]);
         assert_close(&run(Drgrpo, NemoRl, &s, &l), &[0.75, -0.75, 0.0, 0.0]);
         assert_close(&run(Rloo, NemoRl, &s, &l), &[0.75, -0.75, 0.0, 0.0]);
-        let plain = FamilyOptions {
+        let plain = Extensions {
             convention: NemoRl,
-            nemo: NemoOptions {
-                use_leave_one_out_baseline: false,
-                normalize_rewards: true,
-            },
+            nemo_use_leave_one_out_baseline: false,
+            nemo_normalize_rewards: true,
             ..Default::default()
         };
         assert_close(
@@ -691,7 +667,7 @@ mod tests {
         );
         assert_close(&run(Drgrpo, Trl, &s, &l), &[0.5, -0.5, 0.0, 0.0]);
         assert_close(&run(Rloo, Trl, &s, &l), &[1.0, -1.0, 0.0, 0.0]);
-        let normalized = FamilyOptions {
+        let normalized = Extensions {
             convention: Trl,
             trl_normalize_advantages: true,
             ..Default::default()
@@ -796,7 +772,7 @@ mod tests {
     fn trl_rloo_normalises_before_zeroing_nan_rows() {
         let l = ["a", "a", "b", "b", "c", "c"];
         let s = [1.0, f64::NAN, 0.0, 1.0, 0.5, 0.0];
-        let normalized = FamilyOptions {
+        let normalized = Extensions {
             convention: Convention::Trl,
             trl_normalize_advantages: true,
             ..Default::default()

@@ -61,7 +61,7 @@ impl Estimate for Drgrpo {
     type Plan = StepWhitening;
 
     fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
-        if batch.settings.family.convention != Convention::Verl {
+        if batch.settings.ext.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
         let scalars = match batch.folded_sessions(false) {

@@ -94,7 +94,7 @@ impl Estimate for Gae {
     fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         let s = rows.settings;
         // gae without whitening needs no batch statistics
-        if !s.whiten_advantages {
+        if !s.ext.whiten_advantages {
             return Ok(());
         }
         let values = rows.token(TokenRole::Values)?;
@@ -109,7 +109,7 @@ impl Estimate for Gae {
     }
 
     fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
-        if batch.settings.whiten_advantages {
+        if batch.settings.ext.whiten_advantages {
             let w = batch.whiten(&batch.merged_moments())?;
             plan.own.insert(batch.step, w);
         }
@@ -129,7 +129,7 @@ impl Estimate for Gae {
             for (j, t) in span.clone().enumerate() {
                 returns[t] = a_raw[j] + values[t];
             }
-            if s.whiten_advantages {
+            if s.ext.whiten_advantages {
                 let w = plan.own.of(rows.group.step_of(i));
                 for (j, t) in span.enumerate() {
                     advantages[t] = w.apply(a_raw[j]);

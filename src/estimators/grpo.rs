@@ -114,7 +114,7 @@ impl Estimate for Grpo {
     type Plan = StepWhitening;
 
     fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
-        if batch.settings.family.convention != Convention::Verl {
+        if batch.settings.ext.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
         let norm_by_std = batch.settings.norm_by_std;

@@ -45,7 +45,7 @@ fn clipped<S, P>(
 ) -> Result<Vec<f64>, Error> {
     let g = batch.family_grouping(plan, true)?;
     let shaped = shaping(&batch.scores(), &g).map_err(|row| batch.singleton_error(&g, row))?;
-    let clip_range = batch.settings.openrlhf_reward_clip;
+    let clip_range = batch.settings.ext.openrlhf_reward_clip;
     Ok(shaped.iter().map(|&a| clip(a, clip_range)).collect())
 }
 
@@ -64,7 +64,7 @@ pub fn whitened_batch(
     shaping: ShapingFn,
 ) -> Result<(), Error> {
     let clipped = clipped(batch, plan, shaping)?;
-    let m = if batch.settings.openrlhf_kl.active() {
+    let m = if batch.settings.ext.openrlhf_kl().active() {
         // each row's valid tokens hold a + (its KL tail): pass 1's moments of the tail,
         // shifted by the row's scalar
         let mut m = Moments::default();
@@ -78,7 +78,7 @@ pub fn whitened_batch(
         // every valid token holds the row's scalar (γ = 1, no KL)
         batch.token_moments(&clipped)
     };
-    let w = whitening(&m, batch.settings.openrlhf_no_std_norm).ok_or_else(|| {
+    let w = whitening(&m, batch.settings.ext.openrlhf_no_std_norm).ok_or_else(|| {
         Error::data(format!(
             "{} {} whitens over the batch's valid tokens and found none (OpenRLHF divides 0 by 0)",
             batch.at(),
@@ -94,7 +94,7 @@ pub fn whitened_batch(
 /// moments over its valid tokens of the KL part of the returns (the returns of a zero
 /// scalar), which the batch shifts by the row's scalar. Nothing without KL.
 pub fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<(), Error> {
-    if !rows.settings.openrlhf_kl.active() {
+    if !rows.settings.ext.openrlhf_kl().active() {
         return Ok(());
     }
     let mut tail = vec![0.0f32; rows.mask.len()];
@@ -116,7 +116,7 @@ fn kl_returns(
 ) -> Result<(), Error> {
     let old = rows.old_log_probs()?;
     let reference = rows.token(TokenRole::RefLogProb)?;
-    let kl = rows.settings.openrlhf_kl;
+    let kl = rows.settings.ext.openrlhf_kl();
     for i in 0..rows.rows() {
         let s = rows.span(i);
         kl.row_returns(
@@ -141,7 +141,7 @@ pub fn token_outputs<P>(
     let n = rows.mask.len();
     let mut returns = vec![0.0f32; n];
     let first = rows.group.first_row;
-    if rows.settings.openrlhf_kl.active() {
+    if rows.settings.ext.openrlhf_kl().active() {
         kl_returns(rows, |i| plan.scalar(first + i), &mut returns)?;
     } else {
         for i in 0..rows.rows() {

@@ -36,6 +36,14 @@ pub enum MaskMode {
 }
 
 impl MaskMode {
+    /// `mask_mode`'s spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            MaskMode::Carry => "carry",
+            MaskMode::Reset => "reset",
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "carry" => Some(MaskMode::Carry),
@@ -102,7 +110,7 @@ impl Estimate for ReinforcePlusPlus {
             let span = rows.span(i);
             ret.resize(span.len(), 0.0f32);
             let m = &rows.mask[span.clone()];
-            returns_row(s.mask_mode, &rows.rewards[span], m, s.gamma, &mut ret);
+            returns_row(s.ext.mask_mode, &rows.rewards[span], m, s.gamma, &mut ret);
             stats.0.push(Moments::of_valid(&ret, m));
         }
         Ok(())
@@ -122,7 +130,7 @@ impl Estimate for ReinforcePlusPlus {
             let span = rows.span(i);
             let w = plan.own.of(rows.group.step_of(i));
             returns_row(
-                s.mask_mode,
+                s.ext.mask_mode,
                 &rows.rewards[span.clone()],
                 &rows.mask[span.clone()],
                 s.gamma,

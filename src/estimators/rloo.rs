@@ -63,7 +63,7 @@ impl Estimate for Rloo {
     type Plan = StepWhitening;
 
     fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
-        if batch.settings.family.convention != Convention::Verl {
+        if batch.settings.ext.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
         batch.set_scalars(plan, rloo(&batch.scores(), &batch.grouping()));
