@@ -9,8 +9,9 @@
 use rayon::prelude::*;
 use serde_json::Value;
 
+use crate::commands::analysis::tokens::TokenStats;
 use crate::commands::compare::sums::Sums;
-use crate::commands::compare::{Collected, Comparison, TokenStats, Variant, summarise};
+use crate::commands::compare::{Collected, Comparison, Variant, summarise};
 use crate::commands::inspect::{self, Inspection, Tallies};
 use crate::config::Config;
 use crate::engine::Engine;

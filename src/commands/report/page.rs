@@ -5,12 +5,13 @@
 use serde_json::{Value, json};
 
 use crate::commands::compare::BUCKETS;
+use crate::commands::numbers::sig;
 use crate::error::Result;
 use crate::shaping::correction::IsLevel;
 
 use super::difficulty;
 use super::gather::{Facts, VariantFacts};
-use super::html::{CSS, Style, escape, num, sig, token};
+use super::html::{CSS, Style, escape, num, token};
 use super::plots::{self, Axes, Line, Panel, Reference, colour, css};
 use super::strips::{Feature, Reason, Strip};
 
