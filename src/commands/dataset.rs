@@ -143,7 +143,7 @@ pub fn run_opened(
             .iter()
             .map(|p| {
                 let mut kv =
-                    provenance_of(config, &p.name, p.stamp.as_ref().map(|s| s.len), p.rows);
+                    provenance_of(config, &p.name, p.identity.as_ref().map(|s| s.len), p.rows);
                 kv.push((format!("{PROVENANCE_PREFIX}dataset"), dataset.name.clone()));
                 kv.push((
                     format!("{PROVENANCE_PREFIX}plan"),
@@ -419,11 +419,11 @@ fn fate(config: &Config, part: &Part, dest: &Path, force: bool, resume: bool) ->
     // was last changed (and, after pass 1, from the same plan).
     let same_input = get(&stored, "input").as_deref() == Some(part.name.as_str())
         && get(&stored, "input_rows") == Some(part.rows.to_string())
-        && get(&stored, "input_bytes") == part.stamp.as_ref().map(|s| s.len.to_string())
+        && get(&stored, "input_bytes") == part.identity.as_ref().map(|s| s.len.to_string())
         && get(&stored, "dataset").is_some();
     let newer = match (
         std::fs::metadata(dest).and_then(|m| m.modified()),
-        part.stamp.as_ref().and_then(|s| s.modified),
+        part.identity.as_ref().and_then(|s| s.modified),
     ) {
         (Ok(out), Some(inp)) => out >= inp,
         _ => false,

@@ -18,7 +18,7 @@ const TEMP_SUFFIX: &str = ".parquet.tmp";
 /// and a key for this kernel boot and PID namespace. A process id only means something
 /// there: on a directory shared between machines or containers, another host's live run
 /// has a process id that may be dead here, or alive as an unrelated process.
-struct Origin {
+struct HostKey {
     host: String,
     /// 16 hex digits of a hash of the host name, the kernel's boot id and the PID
     /// namespace; `None` where they cannot be read (no `/proc`), and then no temporary
@@ -26,9 +26,9 @@ struct Origin {
     key: Option<String>,
 }
 
-fn origin() -> &'static Origin {
-    static ORIGIN: std::sync::OnceLock<Origin> = std::sync::OnceLock::new();
-    ORIGIN.get_or_init(|| {
+fn host_key() -> &'static HostKey {
+    static HOST_KEY: std::sync::OnceLock<HostKey> = std::sync::OnceLock::new();
+    HOST_KEY.get_or_init(|| {
         let read = |p: &str| {
             std::fs::read_to_string(p)
                 .ok()
@@ -59,7 +59,7 @@ fn origin() -> &'static Origin {
         if host.is_empty() {
             host = "host".into();
         }
-        Origin { host, key }
+        HostKey { host, key }
     })
 }
 
@@ -73,7 +73,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// The start of the names of temporary outputs that process `pid` of this host writes:
 /// `.advcalc-HOST-KEY-PID-` (then tempfile's random part and `.parquet.tmp` or `.arrow.tmp`).
 pub fn temp_prefix_for(pid: u32) -> String {
-    let o = origin();
+    let o = host_key();
     format!(
         "{TEMP_PREFIX}{}-{}-{pid}-",
         o.host,
@@ -115,11 +115,11 @@ pub(crate) fn temporary_in(dir: &Path, suffix: &str) -> std::io::Result<NamedTem
 }
 
 /// Delete temporary outputs left in `dir` by advcalc runs of this host (same host name, boot
-/// and PID namespace, `Origin`) that were killed: their process is gone. Another host's or
+/// and PID namespace, `HostKey`) that were killed: their process is gone. Another host's or
 /// container's files, and those of earlier boots, are never touched, whatever their process
 /// id; nor is anything where `/proc` cannot tell (the leftovers stay, to remove by hand).
 pub fn remove_stale_temporaries(dir: &Path) {
-    let o = origin();
+    let o = host_key();
     let Some(key) = &o.key else { return };
     let own = format!("{TEMP_PREFIX}{}-{key}-", o.host);
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -215,7 +215,7 @@ mod tests {
     #[test]
     fn only_this_hosts_dead_runs_temporaries_are_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let o = origin();
+        let o = host_key();
         let key = o
             .key
             .as_deref()
