@@ -336,7 +336,7 @@ pub fn run_opened(
             row_groups: dataset.units().len(),
             files: dataset.parts.len(),
             kept,
-            batches: prepared.batches.len(),
+            batches: prepared.training_batches.len(),
             warnings: prepared.warnings.clone(),
         })
     })

@@ -302,7 +302,7 @@ impl Passes<'_> {
             row_groups,
             files: 1,
             kept: 0,
-            batches: prepared.batches.len(),
+            batches: prepared.training_batches.len(),
             warnings: prepared.warnings.clone(),
         };
         let mut metric_parts = prepared.metric_parts.clone();

@@ -194,7 +194,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         .iter()
         .zip(&sums.rows)
         .map(|(p, rows)| {
-            p.batches
+            p.training_batches
                 .iter()
                 .map(|(step, batch)| (*step, TokenStats::of(batch.iter().map(|&r| &rows[r]))))
                 .collect()
