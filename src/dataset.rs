@@ -77,5 +77,5 @@ pub fn run_files(
 /// does before it writes there): a runner's tasks killed mid-write. Best effort: errors are
 /// ignored.
 pub fn remove_stale_temporaries(dir: &Path) {
-    crate::io::write::remove_stale_temporaries(dir);
+    crate::io::atomic::remove_stale_temporaries(dir);
 }

@@ -26,11 +26,12 @@ use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
+use crate::io::atomic::{canonical, parent_dir, remove_stale_temporaries};
 use crate::io::dataset::{Dataset, Part};
 use crate::io::format::{Format, is_stdio};
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
-use crate::io::write::{OutputEncoder, OutputSink, ParquetOutput, remove_stale_temporaries};
+use crate::io::write::{OutputEncoder, OutputSink, ParquetOutput};
 
 /// The provenance keys that say which configuration (and advcalc) made an output: an output
 /// that differs in any of them is refused by `--resume`, never mixed with this run's.
@@ -81,7 +82,7 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
         ))
         .with_hint("give a directory (created if missing)"));
     }
-    let parent = crate::io::write::parent_dir(out);
+    let parent = parent_dir(out);
     if !parent.is_dir() {
         return Err(Error::data(format!(
             "{out_name}: directory {} does not exist",
@@ -142,7 +143,7 @@ pub fn run_opened(
             .iter()
             .map(|p| {
                 let mut kv =
-                    provenance_of(config, &p.name, p.stamp.as_ref().map(|s| s.len), p.rows);
+                    provenance_of(config, &p.name, p.identity.as_ref().map(|s| s.len), p.rows);
                 kv.push((format!("{PROVENANCE_PREFIX}dataset"), dataset.name.clone()));
                 kv.push((
                     format!("{PROVENANCE_PREFIX}plan"),
@@ -184,7 +185,7 @@ pub fn run_opened(
         // Every output directory, created, and cleared of this host's dead runs' leftovers.
         for (p, dest) in dests.iter().enumerate() {
             if write[p] {
-                let dir = crate::io::write::parent_dir(dest);
+                let dir = parent_dir(dest);
                 std::fs::create_dir_all(&dir).map_err(|e| {
                     Error::data(format!("{}: cannot create the directory", dir.display()))
                         .with_source(e)
@@ -335,7 +336,7 @@ pub fn run_opened(
             row_groups: dataset.units().len(),
             files: dataset.parts.len(),
             kept,
-            batches: prepared.batches.len(),
+            batches: prepared.training_batches.len(),
             warnings: prepared.warnings.clone(),
         })
     })
@@ -347,14 +348,7 @@ fn check_overlap(dataset: &Dataset, out: &Path) -> Result<()> {
     let Some(base) = &dataset.base else {
         return Ok(());
     };
-    let canon = |p: &Path| -> Option<PathBuf> {
-        if let Ok(c) = p.canonicalize() {
-            return Some(c);
-        }
-        let parent = crate::io::write::parent_dir(p).canonicalize().ok()?;
-        Some(parent.join(p.file_name()?))
-    };
-    let (Some(inp), Some(outp)) = (canon(base), canon(out)) else {
+    let (Some(inp), Some(outp)) = (canonical(base), canonical(out)) else {
         return Ok(());
     };
     let say = |what: &str| {
@@ -425,11 +419,11 @@ fn fate(config: &Config, part: &Part, dest: &Path, force: bool, resume: bool) ->
     // was last changed (and, after pass 1, from the same plan).
     let same_input = get(&stored, "input").as_deref() == Some(part.name.as_str())
         && get(&stored, "input_rows") == Some(part.rows.to_string())
-        && get(&stored, "input_bytes") == part.stamp.as_ref().map(|s| s.len.to_string())
+        && get(&stored, "input_bytes") == part.identity.as_ref().map(|s| s.len.to_string())
         && get(&stored, "dataset").is_some();
     let newer = match (
         std::fs::metadata(dest).and_then(|m| m.modified()),
-        part.stamp.as_ref().and_then(|s| s.modified),
+        part.identity.as_ref().and_then(|s| s.modified),
     ) {
         (Ok(out), Some(inp)) => out >= inp,
         _ => false,

@@ -6,10 +6,12 @@
 //! [`crate::dataset::run_files`]. Everything else here (the passes over a dump, the findings,
 //! the page's parts) is internal.
 
+pub(crate) mod analysis;
 pub mod compare;
 pub mod config;
 pub(crate) mod dataset;
 pub mod estimators;
 pub mod inspect;
+pub(crate) mod numbers;
 pub mod report;
 pub(crate) mod run;

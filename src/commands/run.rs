@@ -22,15 +22,14 @@ use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
+use crate::io::atomic::{check_destination, same_file};
 use crate::io::dataset::{Dataset, is_dataset};
 use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
 use crate::io::sequence_output;
-use crate::io::write::{
-    EncodedRowGroup, OutputEncoder, ParquetOutput, check_destination, same_file,
-};
+use crate::io::write::{EncodedRowGroup, OutputEncoder, ParquetOutput};
 use crate::shaping::scores::Layout;
 
 /// How to run, beyond the algorithm configuration.
@@ -303,7 +302,7 @@ impl Passes<'_> {
             row_groups,
             files: 1,
             kept: 0,
-            batches: prepared.batches.len(),
+            batches: prepared.training_batches.len(),
             warnings: prepared.warnings.clone(),
         };
         let mut metric_parts = prepared.metric_parts.clone();

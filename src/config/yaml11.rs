@@ -735,17 +735,17 @@ fn construct_float(text: &str) -> Option<Value> {
     } else if body.contains(':') {
         let mut total = 0.0;
         for part in body.split(':') {
-            total = total * 60.0 + py_float(part)?;
+            total = total * 60.0 + float_digits(part)?;
         }
         total
     } else {
-        py_float(body)?
+        float_digits(body)?
     };
     Some(Value::Float(sign * x))
 }
 
 /// Python's `float()` on the digit forms the resolvers let through (`1.`, `.5`, `1.e5`).
-fn py_float(s: &str) -> Option<f64> {
+fn float_digits(s: &str) -> Option<f64> {
     if s.is_empty() {
         return None;
     }

@@ -63,7 +63,7 @@ pub struct Prepared {
     /// `--metrics` parts of pass 1 (rollout correction).
     pub(crate) metric_parts: metrics::Parts,
     /// The training batches: each step's global row indices (steps ascending).
-    pub(crate) batches: Vec<(Option<i64>, Vec<usize>)>,
+    pub(crate) training_batches: Vec<(Option<i64>, Vec<usize>)>,
     /// Things the user should know about the data.
     pub(crate) warnings: Vec<String>,
     /// Fingerprint of the configuration the plan was made for (0 inside the commands, which
@@ -251,7 +251,7 @@ impl<'a> Job<'a> {
                 self.file, p.count, p.column, p.row, p.token
             ));
         }
-        let batches = training_batches(stats.step.as_deref(), rows);
+        let training_batches = training_batches(stats.step.as_deref(), rows);
         if self.pipeline.correction_runs(self.has_rollout()).is_some() {
             if rows == 0 {
                 // say what is wrong with the input before what verl would raise on it
@@ -260,7 +260,7 @@ impl<'a> Job<'a> {
                     self.file
                 )));
             }
-            for (step, batch) in &batches {
+            for (step, batch) in &training_batches {
                 if batch.iter().all(|&r| stats.orig_valid[r] == 0.0) {
                     let at = step.map(|s| format!(" step {s}:")).unwrap_or_default();
                     return Err(Error::data(format!(
@@ -283,7 +283,7 @@ impl<'a> Job<'a> {
         }
         Ok(Prepared {
             config: 0,
-            batches,
+            training_batches,
             stats,
             plan,
             constants,

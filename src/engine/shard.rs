@@ -24,7 +24,10 @@ pub struct PlanShard {
 impl Prepared {
     /// The steps of the input, ascending (`[None]` without a step column).
     pub fn steps(&self) -> Vec<Option<i64>> {
-        self.batches.iter().map(|(step, _)| *step).collect()
+        self.training_batches
+            .iter()
+            .map(|(step, _)| *step)
+            .collect()
     }
 
     /// The shard of one step.
@@ -35,7 +38,7 @@ impl Prepared {
     /// The shard of several steps (the steps a record batch holds).
     pub fn for_steps(&self, steps: &[Option<i64>]) -> PlanShard {
         let mut rows: Vec<usize> = self
-            .batches
+            .training_batches
             .iter()
             .filter(|(step, _)| steps.contains(step))
             .flat_map(|(_, rows)| rows.iter().copied())

@@ -36,27 +36,27 @@ pub struct Part {
     pub first_row: usize,
     pub rows: usize,
     /// What the file looked like when it was opened, to notice a change before pass 2.
-    pub stamp: Option<Stamp>,
+    pub identity: Option<FileIdentity>,
     /// The temporary Parquet copy of an Arrow IPC file, removed on drop.
     _spool: Option<NamedTempFile>,
 }
 
 /// Size, modification time and inode of a file, as opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stamp {
+pub struct FileIdentity {
     pub len: u64,
     pub modified: Option<SystemTime>,
     pub ino: u64,
 }
 
-impl Stamp {
-    pub fn of(path: &Path) -> std::io::Result<Stamp> {
+impl FileIdentity {
+    pub fn of(path: &Path) -> std::io::Result<FileIdentity> {
         let meta = std::fs::metadata(path)?;
         #[cfg(unix)]
         let ino = std::os::unix::fs::MetadataExt::ino(&meta);
         #[cfg(not(unix))]
         let ino = 0;
-        Ok(Stamp {
+        Ok(FileIdentity {
             len: meta.len(),
             modified: meta.modified().ok(),
             ino,
@@ -68,20 +68,20 @@ impl Part {
     /// Refuse to go on when the file vanished or changed since it was opened (pass 1 read
     /// it): pass 2 would mix two versions of it.
     pub fn check_unchanged(&self) -> Result<()> {
-        let Some(stamp) = &self.stamp else {
+        let Some(opened) = &self.identity else {
             return Ok(());
         };
-        match Stamp::of(&self.path) {
+        match FileIdentity::of(&self.path) {
             Err(e) => Err(Error::data(format!(
                 "{}: vanished between the passes (pass 1 read it)",
                 self.name
             ))
             .with_source(e)
             .with_hint("keep the dataset's files in place while advcalc runs, then run again")),
-            Ok(now) if now != *stamp => {
-                let how = if now.len < stamp.len {
-                    format!("truncated from {} to {} bytes", stamp.len, now.len)
-                } else if now.ino != stamp.ino {
+            Ok(now) if now != *opened => {
+                let how = if now.len < opened.len {
+                    format!("truncated from {} to {} bytes", opened.len, now.len)
+                } else if now.ino != opened.ino {
                     "replaced by another file".to_string()
                 } else {
                     "modified".to_string()
@@ -153,7 +153,7 @@ impl Dataset {
             input: input.clone(),
             first_row: 0,
             rows,
-            stamp: None,
+            identity: None,
             _spool: None,
         };
         let mut d = Dataset {
@@ -225,7 +225,7 @@ impl Dataset {
             let full = base.join(&rel);
             let part_name = full.display().to_string();
             let file_format = format.unwrap_or_else(|| Format::of(&full, None));
-            let stamp = Stamp::of(&full).ok();
+            let identity = FileIdentity::of(&full).ok();
             let spool = match file_format {
                 Format::Parquet => None,
                 Format::Jsonl => {
@@ -251,7 +251,7 @@ impl Dataset {
                 input,
                 first_row: 0,
                 rows: 0,
-                stamp,
+                identity,
                 _spool: spool,
             });
         }

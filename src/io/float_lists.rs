@@ -24,7 +24,7 @@ use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::{ColumnDescPtr, SchemaDescriptor};
 
-use crate::io::list_chunk::Layout;
+use crate::io::list_chunk::ListLevels;
 
 /// Values per data page: 1 MiB of float32, parquet's default page size. A row is never
 /// split between pages, so a page holds more when one row is longer.
@@ -53,7 +53,7 @@ pub fn encode(
     values: &[f32],
 ) -> Result<Option<EncodedChunk>> {
     let descr = schema.column(leaf);
-    let Some(layout) = Layout::of(schema, leaf) else {
+    let Some(def_levels) = ListLevels::of(schema, leaf) else {
         return Ok(None);
     };
     if descr.physical_type() != parquet::basic::Type::FLOAT {
@@ -85,7 +85,7 @@ pub fn encode(
             let page_offsets = &offsets[first..=row];
             let from = page_offsets[0] as usize - start;
             let to = page_offsets[page_offsets.len() - 1] as usize - start;
-            let levels = page_body(&mut body, page_offsets, &values[from..to], layout);
+            let levels = page_body(&mut body, page_offsets, &values[from..to], def_levels);
             compress(&body, &mut compressed)?;
             let page = Page::DataPage {
                 buf: Bytes::from(std::mem::take(&mut compressed)),
@@ -129,7 +129,7 @@ pub fn encode(
 /// One version-1 page body, uncompressed, into `body`: the repetition levels, the definition
 /// levels (each prefixed by its length) and the values split into byte streams. Returns the
 /// number of levels (a row without values still has one).
-fn page_body(body: &mut Vec<u8>, offsets: &[i32], values: &[f32], layout: Layout) -> usize {
+fn page_body(body: &mut Vec<u8>, offsets: &[i32], values: &[f32], def_levels: ListLevels) -> usize {
     body.clear();
     let mut levels = 0;
     // repetition levels: per row a 0, then a 1 for each further value
@@ -144,11 +144,11 @@ fn page_body(body: &mut Vec<u8>, offsets: &[i32], values: &[f32], layout: Layout
     }
     rep.finish();
     // definition levels: every value present; a row without values is an empty list
-    let mut def = Runs::new(body, layout.def_width());
+    let mut def = Runs::new(body, def_levels.def_width());
     for w in offsets.windows(2) {
         match (w[1] - w[0]) as usize {
-            0 => def.push(layout.empty as u8, 1),
-            len => def.push(layout.value as u8, len),
+            0 => def.push(def_levels.empty as u8, 1),
+            len => def.push(def_levels.value as u8, len),
         }
     }
     def.finish();
@@ -248,9 +248,9 @@ mod tests {
     #[test]
     fn level_runs_by_hand() {
         // rows of 3, 0 and 1 values, an optional list of optional items (empty = 1, value = 3)
-        let layout = Layout { empty: 1, value: 3 };
+        let def_levels = ListLevels { empty: 1, value: 3 };
         let mut body = Vec::new();
-        let levels = page_body(&mut body, &[0, 3, 3, 4], &[1.0, 2.0, 3.0, 4.0], layout);
+        let levels = page_body(&mut body, &[0, 3, 3, 4], &[1.0, 2.0, 3.0, 4.0], def_levels);
         assert_eq!(levels, 5);
         // repetition: 0, 1, 1, 0, 0 → runs (0×1)(1×2)(0×2): headers 2, 4, 4
         assert_eq!(&body[..4], &6u32.to_le_bytes());

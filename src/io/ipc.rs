@@ -18,6 +18,7 @@ use parquet::file::properties::WriterProperties;
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
+use crate::io::atomic;
 use crate::io::format::{Format, is_stdio};
 
 /// Rows per spooled row group: the unit of parallel work, small enough to bound memory.
@@ -123,20 +124,8 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
             Err(WriteError::Input(e)) => Err(e),
         };
     }
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
     // Named like the Parquet output's temporary files, and cleaned up the same way.
-    crate::io::write::remove_stale_temporaries(&dir);
-    let prefix = crate::io::write::temp_prefix();
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix).suffix(".arrow.tmp");
-    // tempfile creates 0600 files; the output should get the usual umask-based mode.
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let tmp = builder
-        .tempfile_in(&dir)
+    let tmp = atomic::temporary_in(&atomic::parent_dir(output), ".arrow.tmp")
         .map_err(|e| fail("cannot create a temporary file").with_source(e))?;
     let handle = tmp
         .as_file()
@@ -153,14 +142,7 @@ pub fn export_parquet(parquet: &Path, output: &Path, format: Format, force: bool
     tmp.as_file()
         .sync_all()
         .map_err(|e| fail("write failed").with_source(e))?;
-    let persisted = if force {
-        tmp.persist(output)
-    } else {
-        tmp.persist_noclobber(output)
-    };
-    persisted
-        .map_err(|e| fail("cannot move the finished output into place").with_source(e.error))?;
-    Ok(())
+    atomic::persist(tmp, output, force, &name)
 }
 
 /// Why writing IPC stopped: the batches to write failed, or the sink did.

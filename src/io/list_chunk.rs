@@ -91,19 +91,21 @@ pub fn read(
         DataType::LargeList(child) => (child, true),
         _ => return Ok(None),
     };
-    let Some(layout) = Layout::of(rg.schema_descr(), leaf) else {
+    let Some(def_levels) = ListLevels::of(rg.schema_descr(), leaf) else {
         return Ok(None);
     };
     let physical = rg.column(leaf).column_descr().physical_type();
     match (child.data_type(), physical) {
-        (DataType::Float32, PhysicalType::FLOAT) => Chunk::<f32>::read(file, rg, leaf, layout)?
+        (DataType::Float32, PhysicalType::FLOAT) => Chunk::<f32>::read(file, rg, leaf, def_levels)?
             .map_or(Ok(None), |c| c.into_list::<Float32Type>(child, large, Some)),
-        (DataType::Float64, PhysicalType::DOUBLE) => Chunk::<f64>::read(file, rg, leaf, layout)?
-            .map_or(Ok(None), |c| c.into_list::<Float64Type>(child, large, Some)),
-        (DataType::Int64, PhysicalType::INT64) => Chunk::<i64>::read(file, rg, leaf, layout)?
+        (DataType::Float64, PhysicalType::DOUBLE) => {
+            Chunk::<f64>::read(file, rg, leaf, def_levels)?
+                .map_or(Ok(None), |c| c.into_list::<Float64Type>(child, large, Some))
+        }
+        (DataType::Int64, PhysicalType::INT64) => Chunk::<i64>::read(file, rg, leaf, def_levels)?
             .map_or(Ok(None), |c| c.into_list::<Int64Type>(child, large, Some)),
         (DataType::Int32 | DataType::Int16 | DataType::Int8, PhysicalType::INT32) => {
-            let Some(c) = Chunk::<i32>::read(file, rg, leaf, layout)? else {
+            let Some(c) = Chunk::<i32>::read(file, rg, leaf, def_levels)? else {
                 return Ok(None);
             };
             // A value out of the narrower type's range: parquet's reader has its own rule
@@ -123,15 +125,15 @@ pub fn read(
 /// The definition levels of a three-level list (`<list> (LIST) { repeated group { <leaf> } }`,
 /// the list and the leaf each optional or required); `io::float_lists` writes them too.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Layout {
+pub(crate) struct ListLevels {
     /// A present but empty list.
     pub(crate) empty: i16,
     /// A present value.
     pub(crate) value: i16,
 }
 
-impl Layout {
-    pub(crate) fn of(schema: &SchemaDescriptor, leaf: usize) -> Option<Layout> {
+impl ListLevels {
+    pub(crate) fn of(schema: &SchemaDescriptor, leaf: usize) -> Option<ListLevels> {
         let descr = schema.column(leaf);
         let root = schema.get_column_root(leaf);
         let [repeated] = root.get_fields() else {
@@ -150,11 +152,11 @@ impl Layout {
         };
         let list = optional(root.get_basic_info().repetition())?;
         let item = optional(descr.self_type().get_basic_info().repetition())?;
-        let layout = Layout {
+        let def_levels = ListLevels {
             empty: list,
             value: list + 1 + item,
         };
-        (descr.max_def_level() == layout.value).then_some(layout)
+        (descr.max_def_level() == def_levels.value).then_some(def_levels)
     }
 
     /// The bit width of the definition levels.
@@ -210,7 +212,7 @@ impl<T: Physical> Chunk<T> {
         file: &PositionalFile,
         rg: &RowGroupMetaData,
         leaf: usize,
-        layout: Layout,
+        def_levels: ListLevels,
     ) -> Decoded<Chunk<T>> {
         let meta = rg.column(leaf);
         let rows = usize::try_from(rg.num_rows()).map_err(|_| malformed("negative row count"))?;
@@ -282,7 +284,7 @@ impl<T: Physical> Chunk<T> {
                 }
             };
             let before = chunk.values.len();
-            let Some(present) = chunk.levels(&rep, &def, count, layout, &mut scratch)? else {
+            let Some(present) = chunk.levels(&rep, &def, count, def_levels, &mut scratch)? else {
                 return Ok(None);
             };
             match encoding {
@@ -315,14 +317,14 @@ impl<T: Physical> Chunk<T> {
         rep: &[u8],
         def: &[u8],
         count: usize,
-        layout: Layout,
+        def_levels: ListLevels,
         scratch: &mut Scratch,
     ) -> Decoded<usize> {
         let base = self.values.len() as i64;
-        let defs = Hybrid::new(def, layout.def_width());
+        let defs = Hybrid::new(def, def_levels.def_width());
         let all_present = matches!(
             defs.clone().next()?,
-            Some(Run::Repeat { value, count: c }) if value == layout.value as u64 && c >= count
+            Some(Run::Repeat { value, count: c }) if value == def_levels.value as u64 && c >= count
         );
         if self.offsets.is_empty() && self.values.is_empty() && count > 0 {
             // The chunk's first level must start a row.
@@ -377,7 +379,7 @@ impl<T: Physical> Chunk<T> {
         }
         // The general case: both level streams one per byte, then one walk.
         unpack_levels(rep, 1, count, &mut scratch.rep)?;
-        unpack_levels(def, layout.def_width(), count, &mut scratch.def)?;
+        unpack_levels(def, def_levels.def_width(), count, &mut scratch.def)?;
         let mut present = 0usize;
         for (&r, &d) in scratch.rep.iter().zip(&scratch.def) {
             let d = d as i16;
@@ -386,9 +388,9 @@ impl<T: Physical> Chunk<T> {
             } else if r != 1 {
                 return Err(malformed("repetition level above 1"));
             }
-            if d == layout.value {
+            if d == def_levels.value {
                 present += 1;
-            } else if !(d == layout.empty && r == 0) {
+            } else if !(d == def_levels.empty && r == 0) {
                 // a null list, a null element, or a level the layout cannot have
                 return Ok(None);
             }

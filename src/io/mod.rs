@@ -2,6 +2,7 @@
 //! Parquet first), plain slices to the pipeline, Arrow arrays out.
 
 pub mod assemble;
+pub mod atomic;
 pub mod columns;
 pub mod convert;
 pub mod dataset;

@@ -26,10 +26,10 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
 use crate::error::{Error, Result};
+use crate::io::atomic::{parent_dir, persist, temporary_output};
 use crate::io::format::Format;
 use crate::io::ipc;
 use crate::io::jsonl::{JsonlInput, field_batches};
-use crate::io::write::{persist, temporary_output};
 
 /// The per-row output column.
 pub const ADVANTAGE: &str = "advantage";
@@ -63,11 +63,7 @@ pub fn write(
         write_parquet(input, &advantages, tmp.as_file(), &name, metadata)?;
         return ipc::export_parquet(tmp.path(), output, format, force);
     }
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let tmp = temporary_output(&dir, &name)?;
+    let tmp = temporary_output(&parent_dir(output), &name)?;
     write_parquet(input, &advantages, tmp.as_file(), &name, metadata)?;
     tmp.as_file()
         .sync_all()

@@ -6,7 +6,7 @@ use crate::data::GroupKey;
 use crate::engine::job::Prepared;
 use crate::estimators::groups::Grouping;
 
-use super::sums::RowSums;
+use crate::commands::analysis::tokens::RowSums;
 
 /// Group pass-rate buckets: the fraction of a group's rows that are correct. The two ends
 /// are exact: groups all wrong or all right carry no signal for the GRPO family.

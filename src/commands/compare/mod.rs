@@ -25,10 +25,11 @@ use std::path::PathBuf;
 
 use rayon::prelude::*;
 
+pub use crate::commands::analysis::tokens::TokenStats;
 pub(crate) use buckets::BUCKETS;
 pub use buckets::BucketSummary;
 pub use report::Comparison;
-pub use summary::{PairSummary, TokenStats, VariantSummary};
+pub use summary::{PairSummary, VariantSummary};
 
 use crate::config::Config;
 use crate::engine::Engine;

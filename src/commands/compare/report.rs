@@ -5,9 +5,9 @@ use serde_json::{Value, json};
 
 use super::buckets::BUCKETS;
 use super::summary::{PairSummary, VariantSummary};
-use crate::commands::inspect::Warning;
-use crate::commands::inspect::findings::fragile_findings;
-use crate::commands::inspect::fragile::{Fragile, fragile_json, fragile_rows};
+use crate::commands::analysis::Warning;
+use crate::commands::analysis::fragile::{Fragile, fragile_findings, fragile_json, fragile_rows};
+use crate::commands::numbers::{fixed6, pct2};
 use crate::estimators::conventions::Convention;
 
 /// The whole comparison.
@@ -116,17 +116,17 @@ impl Comparison {
             self.variants.iter().map(f).collect()
         };
         t.row("valid tokens", num(&|v| v.tokens.valid_tokens.to_string()));
-        t.row("mean", num(&|v| fmt(v.tokens.mean)));
-        t.row("std", num(&|v| fmt(v.tokens.std)));
-        t.row("min", num(&|v| fmt(v.tokens.min)));
-        t.row("max", num(&|v| fmt(v.tokens.max)));
-        t.row("exactly zero", num(&|v| percent(v.tokens.zero_fraction)));
-        t.row("Σ adv, correct rows", num(&|v| fmt(v.weight_correct)));
-        t.row("Σ adv, incorrect rows", num(&|v| fmt(v.weight_incorrect)));
+        t.row("mean", num(&|v| fixed6(v.tokens.mean)));
+        t.row("std", num(&|v| fixed6(v.tokens.std)));
+        t.row("min", num(&|v| fixed6(v.tokens.min)));
+        t.row("max", num(&|v| fixed6(v.tokens.max)));
+        t.row("exactly zero", num(&|v| pct2(v.tokens.zero_fraction)));
+        t.row("Σ adv, correct rows", num(&|v| fixed6(v.weight_correct)));
         t.row(
-            "|adv| on correct rows",
-            num(&|v| percent(v.abs_share_correct)),
+            "Σ adv, incorrect rows",
+            num(&|v| fixed6(v.weight_incorrect)),
         );
+        t.row("|adv| on correct rows", num(&|v| pct2(v.abs_share_correct)));
         let mut out = format!(
             "{}: {} rows, {} correct (score > {})\n\n",
             self.file, self.rows, self.correct_rows, self.correct_above
@@ -144,7 +144,7 @@ impl Comparison {
                     v.buckets
                         .as_ref()
                         .and_then(|b| b[k].mean_abs)
-                        .map_or("-".into(), fmt)
+                        .map_or("-".into(), fixed6)
                 }));
                 b.row(name, cells);
             }
@@ -162,7 +162,7 @@ impl Comparison {
                 p.row(
                     &format!("{} vs {}", pair.a, pair.b),
                     vec![
-                        pair.sign_agreement.map_or("-".into(), percent),
+                        pair.sign_agreement.map_or("-".into(), pct2),
                         pair.rank_correlation
                             .map_or("-".into(), |r| format!("{r:.4}")),
                     ],
@@ -192,20 +192,6 @@ impl Comparison {
         }
         out
     }
-}
-
-fn fmt(x: f64) -> String {
-    // No "-0.000000" for tiny negative means.
-    let s = format!("{x:.6}");
-    if s == "-0.000000" {
-        "0.000000".into()
-    } else {
-        s
-    }
-}
-
-fn percent(x: f64) -> String {
-    format!("{:.2}%", 100.0 * x)
 }
 
 /// A left-labelled table with right-aligned value columns.

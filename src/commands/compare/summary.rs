@@ -1,15 +1,14 @@
 //! The summarise step: every row's sums → each variant's token statistics, correct/incorrect
 //! weights and pass-rate buckets, and each pair's sign agreement and rank correlation.
 
-use serde_json::{Map, Value, json};
-
 use super::Collected;
 use super::Variant;
 use super::buckets::{BucketSummary, RowBuckets};
 use super::report::Comparison;
 use super::spearman::spearman;
-use super::sums::{RowSums, Sums};
-use crate::commands::inspect::fragile::{Fragile, fragile_groups};
+use super::sums::Sums;
+use crate::commands::analysis::fragile::{Fragile, fragile_groups};
+use crate::commands::analysis::tokens::{RowSums, TokenStats};
 use crate::estimators::groups::Grouping;
 
 /// One variant's advantages, summarised.
@@ -31,70 +30,6 @@ pub struct VariantSummary {
     pub abs_share_correct: f64,
     /// The data warnings `run` would print for this variant.
     pub warnings: Vec<String>,
-}
-
-/// Advantage statistics over a set of valid tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TokenStats {
-    /// Valid tokens counted.
-    pub valid_tokens: u64,
-    /// Mean advantage.
-    pub mean: f64,
-    /// Population standard deviation.
-    pub std: f64,
-    /// Smallest advantage.
-    pub min: f64,
-    /// Largest advantage.
-    pub max: f64,
-    /// Fraction of the valid tokens whose advantage is exactly 0.
-    pub zero_fraction: f64,
-}
-
-impl TokenStats {
-    /// Add up rows' sums in the given order (0 everywhere without a valid token).
-    pub(crate) fn of<'a>(rows: impl IntoIterator<Item = &'a RowSums>) -> Self {
-        let mut t = RowSums::empty();
-        for r in rows {
-            t.valid += r.valid;
-            t.sum += r.sum;
-            t.sum_sq += r.sum_sq;
-            t.zeros += r.zeros;
-            t.min = t.min.min(r.min);
-            t.max = t.max.max(r.max);
-        }
-        if t.valid == 0 {
-            return TokenStats {
-                valid_tokens: 0,
-                mean: 0.0,
-                std: 0.0,
-                min: 0.0,
-                max: 0.0,
-                zero_fraction: 0.0,
-            };
-        }
-        let n = t.valid as f64;
-        let mean = t.sum / n;
-        TokenStats {
-            valid_tokens: t.valid,
-            mean,
-            std: (t.sum_sq / n - mean * mean).max(0.0).sqrt(),
-            min: t.min,
-            max: t.max,
-            zero_fraction: t.zeros as f64 / n,
-        }
-    }
-
-    /// The statistics as JSON fields.
-    pub fn to_json(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("valid_tokens".into(), json!(self.valid_tokens));
-        m.insert("mean".into(), json!(self.mean));
-        m.insert("std".into(), json!(self.std));
-        m.insert("min".into(), json!(self.min));
-        m.insert("max".into(), json!(self.max));
-        m.insert("zero_fraction".into(), json!(self.zero_fraction));
-        m
-    }
 }
 
 /// Two variants against each other.

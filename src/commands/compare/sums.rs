@@ -2,41 +2,8 @@
 //! advantages (O(rows) scalars, never tokens), each row's raw score, and per pair of
 //! variants integer sign-agreement counts. Row groups' sums are appended in row-group order.
 
+use crate::commands::analysis::tokens::RowSums;
 use crate::engine::job::GroupOutputs;
-
-/// Per row and variant: sums over the row's valid tokens' advantages.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RowSums {
-    /// Valid tokens.
-    pub(crate) valid: u64,
-    /// Σ advantage.
-    pub(crate) sum: f64,
-    /// Σ advantage².
-    pub(crate) sum_sq: f64,
-    /// Σ |advantage|.
-    pub(crate) sum_abs: f64,
-    /// Valid tokens whose advantage is exactly 0.
-    pub(crate) zeros: u64,
-    /// Smallest advantage (+∞ without a valid token).
-    pub(crate) min: f64,
-    /// Largest advantage (−∞ without a valid token).
-    pub(crate) max: f64,
-}
-
-impl RowSums {
-    /// No token yet.
-    pub(crate) fn empty() -> Self {
-        RowSums {
-            valid: 0,
-            sum: 0.0,
-            sum_sq: 0.0,
-            sum_abs: 0.0,
-            zeros: 0,
-            min: f64::INFINITY,
-            max: f64::NEG_INFINITY,
-        }
-    }
-}
 
 /// Every variant's sums over some rows (one row group's, or the whole file's in order).
 pub(crate) struct Sums {

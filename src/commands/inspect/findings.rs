@@ -3,16 +3,19 @@
 
 use std::collections::BTreeMap;
 
+use crate::commands::analysis::Warning;
+use crate::commands::analysis::fragile::{fragile_findings, fragile_groups};
+use crate::commands::analysis::tokens::TokenStats;
+use crate::commands::numbers::{num, pct};
 use crate::estimators::conventions::Convention;
 use crate::estimators::groups::Grouping;
 use crate::shaping::scores::Layout;
 
 use super::checks::Checks;
 use super::distribution::Distribution;
-use super::fragile::{Fragile, TIGHT_SPREAD_DEPARTURE, departure, fragile_groups, groups};
 use super::report::{
-    Groups, Kl, KlShaping, Mismatch, Rejection, ScoreSums, StepReport, ToolSpans, Warning,
-    fraction, histogram, num, pct,
+    Groups, Kl, KlShaping, Mismatch, Rejection, ScoreSums, StepReport, ToolSpans, fraction,
+    histogram,
 };
 use super::tally::StepTally;
 use super::thresholds::{
@@ -20,7 +23,6 @@ use super::thresholds::{
     NO_SIGNAL_GROUP_FRACTION, RATIO_EXTREME, RATIO_HIGH, RATIO_LOW, REJECTED_FRACTION,
     ZERO_ADVANTAGE_FRACTION,
 };
-use crate::commands::compare::TokenStats;
 
 /// Sum in row order (the order of the rows in the file, whatever the row-group layout).
 fn sum(values: impl Iterator<Item = f64>) -> f64 {
@@ -343,96 +345,6 @@ pub fn warnings(r: &StepReport, convention: Convention) -> Vec<Warning> {
         );
     }
     w
-}
-
-/// The findings of a step's numerically fragile groups (also `compare`'s): which trainers'
-/// arithmetic departs from the exact answer there, and by about how much. A finding is a
-/// warning when it concerns the trainer of the run (`conventions`: `--convention`, verl by
-/// default), and a note when only other trainers' arithmetic departs: `(warnings, notes)`.
-pub fn fragile_findings(f: &Fragile, conventions: &[Convention]) -> (Vec<Warning>, Vec<Warning>) {
-    let (mut warnings, mut notes) = (Vec::new(), Vec::new());
-    let who = |pick: &dyn Fn(&super::fragile::Departure) -> Option<String>| -> String {
-        f.departures
-            .iter()
-            .filter_map(|d| pick(d).map(|what| format!("{} {what}", d.rule.trainer)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let concerned = |departs: &dyn Fn(&super::fragile::Departure) -> bool| {
-        f.departures
-            .iter()
-            .any(|d| d.rule.concerns(conventions) && departs(d))
-    };
-    let run = conventions
-        .iter()
-        .map(|c| c.name())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if f.equal_inexact_groups > 0 {
-        let departs = who(&|d| {
-            d.equal_scores.map(|(_, hi)| {
-                format!(
-                    "up to ±{}{}",
-                    num(hi),
-                    d.equal_scores_clipped
-                        .map(|(_, c)| format!(" (±{} after its clip)", num(c)))
-                        .unwrap_or_default()
-                )
-            })
-        });
-        let exact = who(&|d| d.equal_scores.is_none().then(|| "0".to_string()));
-        let finding = Warning {
-            code: "equal_inexact_scores",
-            message: format!(
-                "{} ({} rows) of equal scores that float32 cannot average exactly (e.g. {}): the exact advantage is 0, as advcalc writes, but a trainer's float32 mean lands an ulp or two off while the std is 0 or a residue as small, so it trains on noise, the same sign on every row of the group: {departs} per row; {exact}. Round rewards to multiples of a power of two (e.g. 1/1024), or drop zero-variance groups before training",
-                groups(f.equal_inexact_groups),
-                f.equal_inexact_rows,
-                f.equal_inexact_example.map(num).unwrap_or_default(),
-            ),
-        };
-        if concerned(&|d| d.equal_scores.is_some()) {
-            warnings.push(finding);
-        } else {
-            notes.push(not_this_run(finding, &run));
-        }
-    }
-    if f.tight_spread_groups > 0 {
-        let over = |d: &super::fragile::Departure| {
-            d.tight_spread.is_some_and(|t| t > TIGHT_SPREAD_DEPARTURE)
-        };
-        let departs = who(&|d| {
-            d.tight_spread
-                .filter(|&t| t > TIGHT_SPREAD_DEPARTURE)
-                .map(|t| format!("up to {}", departure(t)))
-        });
-        let finding = Warning {
-            code: "tight_spread_groups",
-            message: format!(
-                "{} ({} rows) with scores so close (within the group, or among a row's leave-one-out siblings for NeMo-RL) that a trainer's ε or float32 arithmetic changes their normalised advantages by more than {}: {departs} off the exact answer; trainers disagree on these rows. Rescale the rewards, or use a mean-only estimator (drgrpo) for such groups",
-                groups(f.tight_spread_groups),
-                f.tight_spread_rows,
-                pct(TIGHT_SPREAD_DEPARTURE),
-            ),
-        };
-        if concerned(&over) {
-            warnings.push(finding);
-        } else {
-            notes.push(not_this_run(finding, &run));
-        }
-    }
-    (warnings, notes)
-}
-
-/// A fragile-group finding that concerns only other trainers than the run's: a note that
-/// says so first.
-fn not_this_run(finding: Warning, run: &str) -> Warning {
-    Warning {
-        code: finding.code,
-        message: format!(
-            "not this run's trainer ({run}: its arithmetic stays within the threshold here), other trainers': {}",
-            finding.message
-        ),
-    }
 }
 
 /// Warnings on the configured estimator's advantages of one step (`inspect -e`).

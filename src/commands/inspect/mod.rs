@@ -10,7 +10,6 @@
 mod checks;
 mod distribution;
 pub(crate) mod findings;
-pub(crate) mod fragile;
 mod report;
 mod scan;
 mod spans;
@@ -22,15 +21,19 @@ use std::path::PathBuf;
 
 use rayon::prelude::*;
 
-pub use fragile::{Departure, Fragile, RULES, Rule, TIGHT_SPREAD_DEPARTURE};
+pub use crate::commands::analysis::Warning;
+pub use crate::commands::analysis::fragile::{
+    Departure, Fragile, RULES, Rule, TIGHT_SPREAD_DEPARTURE,
+};
 pub use report::{
-    Groups, Kl, KlShaping, Mismatch, Rejection, Report, ScoreSums, StepReport, ToolSpans, Warning,
+    Groups, Kl, KlShaping, Mismatch, Rejection, Report, ScoreSums, StepReport, ToolSpans,
 };
 pub use tally::ColumnCounts;
 
 use arrow_array::RecordBatch;
 
-use crate::commands::compare::{CompareOptions, StepAdvantages, TokenStats, advantages_by_step};
+use crate::commands::analysis::tokens::TokenStats;
+use crate::commands::compare::{CompareOptions, StepAdvantages, advantages_by_step};
 use crate::config::Config;
 use crate::data::TokenRole;
 use crate::engine::passes::thread_pool;

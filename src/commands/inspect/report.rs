@@ -5,21 +5,14 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::commands::analysis::Warning;
+use crate::commands::analysis::fragile::{Fragile, fragile_json, fragile_rows};
+use crate::commands::numbers::{num, pct};
 use crate::shaping::scores::Layout;
 
 use super::distribution::Distribution;
-use super::fragile::{Fragile, fragile_json, fragile_rows};
 use super::tally::ColumnCounts;
 use super::thresholds::{RATIO_EXTREME, RATIO_HIGH, RATIO_LOW};
-
-/// A finding that is likely a mistake: a stable snake_case code and a one-line explanation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Warning {
-    /// Stable across releases (docs/inspect.md lists them), e.g. `masked_reward`.
-    pub code: &'static str,
-    /// What was found, why it matters and what to do; may be reworded.
-    pub message: String,
-}
 
 /// The findings, per step.
 #[derive(Debug, Clone, Default)]
@@ -686,29 +679,6 @@ fn paren_pct(f: Option<f64>) -> String {
     f.map(|f| format!(" ({})", pct(f))).unwrap_or_default()
 }
 
-/// A fraction as a percentage with one decimal.
-pub fn pct(f: f64) -> String {
-    format!("{:.1}%", 100.0 * f)
-}
-
-/// A number for a human: up to 4 decimals without trailing zeros, scientific when tiny or
-/// huge.
-pub fn num(x: f64) -> String {
-    if x == 0.0 {
-        return "0".into(); // -0.0 too: a sign on zero tells a reader nothing
-    }
-    if x.is_nan() || x.is_infinite() {
-        return format!("{x}");
-    }
-    let a = x.abs();
-    if !(1e-3..1e7).contains(&a) {
-        return format!("{x:.3e}");
-    }
-    let s = format!("{x:.4}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" { "0".into() } else { s.into() }
-}
-
 fn num_opt(x: Option<f64>) -> String {
     x.map_or("n/a".into(), num)
 }
@@ -718,14 +688,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_for_humans() {
-        assert_eq!(num(0.0), "0");
-        assert_eq!(num(-0.0), "0");
-        assert_eq!(num(1.0), "1");
-        assert_eq!(num(-2.5), "-2.5");
-        assert_eq!(num(1.0 / 3.0), "0.3333");
-        assert_eq!(num(1e-5), "1.000e-5");
-        assert_eq!(pct(0.125), "12.5%");
+    fn group_size_histogram() {
         let mut sizes = BTreeMap::new();
         sizes.insert(8, 3);
         sizes.insert(7, 1);
@@ -769,7 +732,7 @@ mod tests {
         // the estimator's name. Valid-token advantages [1.5, -0.5, 0, -1]: mean 0, population
         // std √((2.25 + 0.25 + 0 + 1)/4) = √0.875 = 0.93541435, min -1, max 1.5, one zero of
         // four tokens.
-        let stats = crate::commands::compare::TokenStats {
+        let stats = crate::commands::analysis::tokens::TokenStats {
             valid_tokens: 4,
             mean: 0.0,
             std: 0.875f64.sqrt(),

@@ -9,8 +9,9 @@
 use rayon::prelude::*;
 use serde_json::Value;
 
+use crate::commands::analysis::tokens::TokenStats;
 use crate::commands::compare::sums::Sums;
-use crate::commands::compare::{Collected, Comparison, TokenStats, Variant, summarise};
+use crate::commands::compare::{Collected, Comparison, Variant, summarise};
 use crate::commands::inspect::{self, Inspection, Tallies};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -193,7 +194,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         .iter()
         .zip(&sums.rows)
         .map(|(p, rows)| {
-            p.batches
+            p.training_batches
                 .iter()
                 .map(|(step, batch)| (*step, TokenStats::of(batch.iter().map(|&r| &rows[r]))))
                 .collect()

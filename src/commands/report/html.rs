@@ -6,6 +6,8 @@
 
 use serde_json::Value;
 
+use crate::commands::numbers::{sig, sig_pct};
+
 /// `s` with `&`, `<`, `>` and `"` escaped (text and attribute values alike).
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -54,30 +56,9 @@ pub fn num(src: &str, json: &Value, pointer: &str, style: Style) -> String {
 /// A number for the eye: integers whole, others to four significant digits.
 pub fn show(x: f64, integer: bool, style: Style) -> String {
     match style {
-        Style::Percent => format!("{}%", sig(x * 100.0)),
+        Style::Percent => sig_pct(x),
         Style::Plain if integer => format!("{}", x as i64),
         Style::Plain => sig(x),
-    }
-}
-
-/// Four significant digits, without trailing zeros; exponent form for very small or large.
-pub fn sig(x: f64) -> String {
-    if x == 0.0 {
-        return "0".into();
-    }
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    let mag = x.abs().log10().floor() as i32;
-    if !(-4..6).contains(&mag) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - mag).max(0) as usize;
-    let s = format!("{x:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
     }
 }
 
@@ -146,12 +127,7 @@ mod tests {
     }
 
     #[test]
-    fn four_significant_digits() {
-        assert_eq!(sig(1234.5678), "1235");
-        assert_eq!(sig(0.000123456), "0.0001235");
-        assert_eq!(sig(-2.5), "-2.5");
-        assert_eq!(sig(1.0), "1");
-        assert_eq!(sig(1.5e-7), "1.500e-7");
+    fn escaped() {
         assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
     }
 }

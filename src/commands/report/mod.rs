@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use crate::commands::compare::{CompareOptions, Variant};
 use crate::error::{Error, Result};
-use crate::io::write::{check_destination, parent_dir, persist, same_file, temporary_output};
+use crate::io::atomic::{check_destination, parent_dir, persist, same_file, temporary_output};
 
 /// How to make the report, beyond the variants.
 #[derive(Debug, Clone)]

@@ -5,12 +5,13 @@
 use serde_json::{Value, json};
 
 use crate::commands::compare::BUCKETS;
+use crate::commands::numbers::sig;
 use crate::error::Result;
 use crate::shaping::correction::IsLevel;
 
 use super::difficulty;
 use super::gather::{Facts, VariantFacts};
-use super::html::{CSS, Style, escape, num, sig, token};
+use super::html::{CSS, Style, escape, num, token};
 use super::plots::{self, Axes, Line, Panel, Reference, colour, css};
 use super::strips::{Feature, Reason, Strip};
 
@@ -39,7 +40,7 @@ pub const WIDTH: u32 = 1000;
 const STEP_CHART: (u32, u32) = (352, 250);
 
 /// One section: present with its body, or absent with the reason.
-struct Section {
+struct PageSection {
     id: &'static str,
     title: &'static str,
     caption: String,
@@ -167,7 +168,7 @@ fn step_name(step: Option<i64>) -> String {
 }
 
 /// 1. The inspect findings: warnings first, with their fixes, then the numbers per step.
-fn findings(f: &Facts) -> Section {
+fn findings(f: &Facts) -> PageSection {
     let j = &f.inspect_json;
     let first = &f.variants[0].label;
     let mut body = String::new();
@@ -279,7 +280,7 @@ fn findings(f: &Facts) -> Section {
         );
     }
     body += "</table>\n<p class=\"meta\">— : the dump lacks the columns for that check (see the notes). docs/inspect.md explains each finding.</p>\n";
-    Section {
+    PageSection {
         id: "findings",
         title: "Inspect findings",
         caption: format!(
@@ -318,11 +319,11 @@ pub fn advantage_steps(v: &VariantFacts) -> Value {
 }
 
 /// 2. Per step: score, no-signal groups, KL, IS weights, rejection, advantage std.
-fn steps(f: &Facts) -> Result<Section> {
+fn steps(f: &Facts) -> Result<PageSection> {
     let caption = "How the batch drifts over training steps: falling no-signal share and a steady KL and IS weight are healthy; a jump in any of them marks the step to inspect. Shares are in percent, as in the tables; an IS weight max on the dashed threshold line means truncation is active.".to_string();
     let has_steps = f.inspect.steps.iter().any(|s| s.step.is_some());
     if !has_steps {
-        return Ok(Section {
+        return Ok(PageSection {
             id: "steps",
             title: "Per step",
             caption,
@@ -539,7 +540,7 @@ fn steps(f: &Facts) -> Result<Section> {
         body +=
             "<p class=\"meta\">No IS-weight plot: no variant computes rollout IS weights.</p>\n";
     }
-    Ok(Section {
+    Ok(PageSection {
         id: "steps",
         title: "Per step",
         caption,
@@ -548,7 +549,7 @@ fn steps(f: &Facts) -> Result<Section> {
 }
 
 /// 3. Advantage distributions, one panel per variant on one shared axis.
-fn distributions(f: &Facts) -> Result<Section> {
+fn distributions(f: &Facts) -> Result<PageSection> {
     let caption = "Each panel is one variant's advantages over every valid token, all on the same axis: compare spread and tails; a spike at 0 is tokens that get no gradient.".to_string();
     let c = &f.comparison_json;
     let total: u64 = f
@@ -558,7 +559,7 @@ fn distributions(f: &Facts) -> Result<Section> {
         .map(|v| v.tokens.valid_tokens)
         .sum();
     if total == 0 {
-        return Ok(Section {
+        return Ok(PageSection {
             id: "distributions",
             title: "Advantage distributions",
             caption,
@@ -648,7 +649,7 @@ fn distributions(f: &Facts) -> Result<Section> {
         }
         body += "</table>\n";
     }
-    Ok(Section {
+    Ok(PageSection {
         id: "distributions",
         title: "Advantage distributions",
         caption,
@@ -657,10 +658,10 @@ fn distributions(f: &Facts) -> Result<Section> {
 }
 
 /// 4. The difficulty-bias curve.
-fn difficulty_bias(f: &Facts) -> Result<Section> {
+fn difficulty_bias(f: &Facts) -> Result<PageSection> {
     let caption = "Mean |advantage| per token against the share of the group's rows that are correct: a flat line weighs easy and hard prompts alike, a peak shows the difficulty the estimator amplifies; groups at 0 and 1 give group baselines nothing to learn from.".to_string();
     let Some(groups) = &f.groups else {
-        return Ok(Section {
+        return Ok(PageSection {
             id: "difficulty",
             title: "Difficulty bias",
             caption,
@@ -756,7 +757,7 @@ fn difficulty_bias(f: &Facts) -> Result<Section> {
         body += "</tr>\n";
     }
     body += "</table>\n";
-    Ok(Section {
+    Ok(PageSection {
         id: "difficulty",
         title: "Difficulty bias",
         caption,
@@ -866,10 +867,10 @@ fn why(s: &Strip, f: &Facts) -> String {
 }
 
 /// 5. Token strips.
-fn token_strips(f: &Facts) -> Result<Section> {
+fn token_strips(f: &Facts) -> Result<PageSection> {
     let caption = "Each cell is one token of the response, coloured by its advantage (blue: made more likely, red: less likely, white: 0), one strip per variant for the same row; light grey cells are tool tokens the policy did not write, dark grey cells tokens that rejection removed, and the triangle marks where the reward sits. Rows with tool spans or rejected tokens are drawn first: without them an outcome-level estimator paints a row in one colour.".to_string();
     if f.sequence_level {
-        return Ok(Section {
+        return Ok(PageSection {
             id: "strips",
             title: "Token strips",
             caption,
@@ -879,7 +880,7 @@ fn token_strips(f: &Facts) -> Result<Section> {
         });
     }
     if f.strips.is_empty() {
-        return Ok(Section {
+        return Ok(PageSection {
             id: "strips",
             title: "Token strips",
             caption,
@@ -919,7 +920,7 @@ fn token_strips(f: &Facts) -> Result<Section> {
         body += &figure(plots::strip(s, &labels, WIDTH)?);
     }
     body += "<p class=\"meta\">Rows are chosen without looking at the advantages (docs/report.md): a correct and an incorrect row of one group, the rows with tool spans or rejected tokens first, the group whose pass rate is nearest 50% on a tie; then, if the dump has rows with tool spans (or rejected tokens) and neither row of the pair has any, one such row; then the rows named with <code>--rows</code>.</p>\n";
-    Ok(Section {
+    Ok(PageSection {
         id: "strips",
         title: "Token strips",
         caption,
@@ -928,13 +929,13 @@ fn token_strips(f: &Facts) -> Result<Section> {
 }
 
 /// 6. Rollout correction: the IS-weight distribution and what each rejection option removed.
-fn correction(f: &Facts) -> Result<Section> {
+fn correction(f: &Facts) -> Result<PageSection> {
     let caption = "With rollout correction configured: how the IS weights spread around 1 (mass far above 1 means the rollout engine and the trainer disagree) and how many tokens and rows each rejection option took out of the update.".to_string();
     let with: Vec<usize> = (0..f.variants.len())
         .filter(|&v| f.variants[v].correction.is_some())
         .collect();
     if with.is_empty() {
-        return Ok(Section {
+        return Ok(PageSection {
             id: "correction",
             title: "Rollout correction",
             caption,
@@ -1120,7 +1121,7 @@ fn correction(f: &Facts) -> Result<Section> {
             body += "<p class=\"meta\">No rejection option is configured (<code>rollout_rs</code>).</p>\n";
         }
     }
-    Ok(Section {
+    Ok(PageSection {
         id: "correction",
         title: "Rollout correction",
         caption,

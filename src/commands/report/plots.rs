@@ -5,6 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::commands::numbers::{sig, sig_pct};
 use crate::error::{Error, Result};
 
 use super::strips::Strip;
@@ -44,11 +45,6 @@ const TITLE: f64 = 15.0;
 /// The page's font at `px` rendered pixels.
 fn font(px: f64) -> FontDesc<'static> {
     (FONT, px * SVG_FONT_SCALE).into_font()
-}
-
-/// A fraction as a percentage, as the page's tables write it.
-fn percent(x: f64) -> String {
-    format!("{}%", super::html::sig(x * 100.0))
 }
 
 fn drawing<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> Error {
@@ -171,7 +167,7 @@ pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<Strin
             .map_err(drawing)?;
         let whole = |x: &f64| {
             if !integer_x {
-                super::html::sig(*x)
+                sig(*x)
             } else if (x - x.round()).abs() < 1e-9 {
                 format!("{}", x.round() as i64)
             } else {
@@ -179,11 +175,7 @@ pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<Strin
             }
         };
         let y_label = |y: &f64| {
-            if axes.percent {
-                percent(*y)
-            } else {
-                super::html::sig(*y)
-            }
+            if axes.percent { sig_pct(*y) } else { sig(*y) }
         };
         chart
             .configure_mesh()
@@ -293,7 +285,7 @@ pub fn histograms(
                 .map_err(drawing)?;
             let mut mesh = chart.configure_mesh();
             mesh.y_desc("share of tokens")
-                .y_label_formatter(&|y| percent(*y))
+                .y_label_formatter(&|y| sig_pct(*y))
                 .y_labels(4)
                 .x_labels(10)
                 .light_line_style(WHITE)
@@ -380,7 +372,7 @@ pub fn bars(title: &str, items: &[(String, f64)], width: u32) -> Result<String> 
                     String::new()
                 }
             })
-            .x_label_formatter(&|x| percent(*x))
+            .x_label_formatter(&|x| sig_pct(*x))
             .label_style(font(SMALL))
             .draw()
             .map_err(drawing)?;
@@ -398,7 +390,7 @@ pub fn bars(title: &str, items: &[(String, f64)], width: u32) -> Result<String> 
             .draw_series(items.iter().enumerate().map(|(i, (_, v))| {
                 let y = (n - 1 - i) as f64;
                 Text::new(
-                    percent(*v),
+                    sig_pct(*v),
                     (*v + xmax * 0.01, y + 0.5),
                     font(SMALL)
                         .color(&BLACK)
@@ -535,8 +527,8 @@ pub fn strip(strip: &Strip, labels: &[String], width: u32) -> Result<String> {
             "0".to_string(),
         )];
         if scale > 0.0 {
-            ends.push((left as i32, super::html::sig(-scale)));
-            ends.push((end, format!("+{}", super::html::sig(scale))));
+            ends.push((left as i32, sig(-scale)));
+            ends.push((end, format!("+{}", sig(scale))));
         }
         for (x, label) in ends {
             root.draw(&Text::new(
