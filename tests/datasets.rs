@@ -62,6 +62,19 @@ fn step_batch(step: i64, rows: usize, with_step: bool) -> RecordBatch {
     RecordBatch::try_from_iter(cols).unwrap()
 }
 
+/// `dir/in/step=1.parquet` and `step=2.parquet`: eight rows each (`step_batch`), written
+/// `rows_per_group` rows a row group.
+fn two_steps_in(dir: &Path, rows_per_group: usize) {
+    std::fs::create_dir(dir.join("in")).unwrap();
+    for s in 1..=2 {
+        write_parquet(
+            &dir.join(format!("in/step={s}.parquet")),
+            &step_batch(s, 8, true),
+            rows_per_group,
+        );
+    }
+}
+
 /// advcalc's temporary files anywhere under `dir`.
 fn leftovers_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -458,14 +471,7 @@ fn resume_after_a_kill_redoes_only_the_missing_files() {
 fn resume_refuses_outputs_of_another_configuration() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::create_dir(dir.join("in")).unwrap();
-    for s in 1..=2 {
-        write_parquet(
-            &dir.join(format!("in/step={s}.parquet")),
-            &step_batch(s, 8, true),
-            4,
-        );
-    }
+    two_steps_in(dir, 4);
     let out = run_in(dir, &["run", "-q", "-e", "grpo", "in", "out"]);
     assert!(out.status.success(), "{}", stderr(&out));
     std::fs::remove_file(dir.join("out/step=2.parquet")).unwrap();
@@ -536,14 +542,7 @@ fn resume_refuses_outputs_of_another_configuration() {
 fn a_fixed_datasets_plan_fingerprints_are_committed_values() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::create_dir(dir.join("in")).unwrap();
-    for s in 1..=2 {
-        write_parquet(
-            &dir.join(format!("in/step={s}.parquet")),
-            &step_batch(s, 8, true),
-            3,
-        );
-    }
+    two_steps_in(dir, 3);
     let plans = |args: &[&str], out: &str| -> Vec<String> {
         let out_dir = dir.join(out);
         let out = run_in(dir, &[&["run", "-q"], args, &["in", out]].concat());
