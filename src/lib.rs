@@ -47,7 +47,7 @@ mod test_support;
 
 pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
-pub use engine::job::Prepared;
+pub use engine::job::Plan;
 pub use engine::kept::DEFAULT_MEMORY;
 pub use engine::pipeline::Constants;
 pub use engine::shard::PlanShard;

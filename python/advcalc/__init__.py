@@ -391,7 +391,7 @@ def run(
     is the same bytes either way. Other arguments as in :func:`compute`.
 
     Returns:
-        ``{"rows", "row_groups", "batches", "warnings"}``.
+        ``{"rows", "row_groups", "training_batches", "warnings"}``.
     """
     cfg = _config_args(config, set, estimator, convention)
     read = _read_args(input_format, layout, threads, allow_nonfinite)
@@ -409,7 +409,7 @@ def run(
             path, dst, cfg, read, output_format, bool(force), metrics, memory
         )
     warns = _say(warns, notes)
-    return {"rows": rows, "row_groups": row_groups, "batches": batches, "warnings": warns}
+    return {"rows": rows, "row_groups": row_groups, "training_batches": batches, "warnings": warns}
 
 
 def inspect(

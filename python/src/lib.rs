@@ -219,7 +219,7 @@ fn collect_stream(
 
 /// What `compute` returns to the Python layer: the result as a pyarrow Table (no copy), the
 /// metrics as JSON text, the warnings and notes.
-type Computed = (PyArrowType<Table>, Option<String>, Vec<String>, Vec<String>);
+type ComputedParts = (PyArrowType<Table>, Option<String>, Vec<String>, Vec<String>);
 
 /// `advcalc.compute` on an Arrow C stream: the engine on the batches in memory. `name`
 /// names the input in messages (default `<stream>`).
@@ -232,7 +232,7 @@ fn compute_stream(
     read: ReadArgs,
     metrics: bool,
     name: Option<String>,
-) -> PyResult<Computed> {
+) -> PyResult<ComputedParts> {
     let reader = data.0;
     let name = name.unwrap_or_else(|| "<stream>".to_string());
     let done = run_engine(py, move || {
@@ -253,7 +253,7 @@ fn compute_path(
     config: ConfigArgs,
     read: ReadArgs,
     metrics: bool,
-) -> PyResult<Option<Computed>> {
+) -> PyResult<Option<ComputedParts>> {
     let done = run_engine(py, move || {
         // a JSONL dump is told by its name (or a directory's .jsonl files) before it is read,
         // so that only `run` parses it
@@ -302,7 +302,7 @@ fn compute_in_memory(
     Ok((engine.output_schema(), computed, config.notes))
 }
 
-fn into_python(py: Python<'_>, (schema, result, notes): InMemory) -> PyResult<Computed> {
+fn into_python(py: Python<'_>, (schema, result, notes): InMemory) -> PyResult<ComputedParts> {
     let metrics = result.metrics.map(|m| m.to_string());
     let table = Table::try_new(result.batches, schema).map_err(|e| {
         to_python(
@@ -360,7 +360,7 @@ fn run(
         Ok((
             summary.rows,
             summary.row_groups,
-            summary.batches,
+            summary.training_batches,
             summary.warnings,
             config.notes,
         ))
@@ -650,7 +650,7 @@ fn merge_stats<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound<'py,
 /// The plan of pass 2, held by the driver; `shard(steps)` cuts what one task needs.
 #[pyclass(name = "Plan", frozen)]
 struct PyPlan {
-    prepared: advcalc::Prepared,
+    prepared: advcalc::Plan,
 }
 
 #[pymethods]

@@ -150,7 +150,7 @@ def test_config_as_a_path_yaml_text_or_a_dict_is_the_same(tmp_path: Path) -> Non
 def test_run_writes_the_cli_file_atomically(tmp_path: Path) -> None:
     out = tmp_path / "out.parquet"
     summary = advcalc.run(DEMO, out, estimator="grpo", metrics=tmp_path / "m.json")
-    assert (summary["rows"], summary["batches"]) == (256, 1)
+    assert (summary["rows"], summary["training_batches"]) == (256, 1)
     same_columns(pq.read_table(out), cli_run(DEMO, tmp_path / "cli.parquet", ["-e", "grpo"]))
     # the provenance the CLI writes is there too
     assert pq.read_schema(out).metadata[b"advcalc.estimator"] == b"grpo"

@@ -152,8 +152,12 @@ fn run(cli: Cli) -> Result<(), Error> {
             say(&format!(
                 "advcalc: {} rows in {} batch{}{files} -> {} ({})",
                 summary.rows,
-                summary.batches,
-                if summary.batches == 1 { "" } else { "es" },
+                summary.training_batches,
+                if summary.training_batches == 1 {
+                    ""
+                } else {
+                    "es"
+                },
                 options.output.display(),
                 config.algorithm.adv_estimator.name()
             ));

@@ -336,7 +336,7 @@ pub fn run_opened(
             row_groups: dataset.units().len(),
             files: dataset.parts.len(),
             kept,
-            batches: prepared.training_batches.len(),
+            training_batches: prepared.training_batches.len(),
             warnings: prepared.warnings.clone(),
         })
     })

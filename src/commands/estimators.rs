@@ -27,7 +27,7 @@ fn by_convention(e: Estimator) -> Option<Vec<ConventionSettings>> {
 fn parameters(e: Estimator) -> Vec<&'static str> {
     match conventions::settings_under(e, Convention::default()) {
         Some(Ok(list)) => std::iter::once("convention").chain(list).collect(),
-        Some(Err(_)) | None => e.info().settings.to_vec(),
+        Some(Err(_)) | None => e.settings(),
     }
 }
 

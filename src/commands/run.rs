@@ -85,7 +85,7 @@ pub struct RunSummary {
     /// Output files a dataset's `--resume` kept as they were.
     pub kept: usize,
     /// Training batches: one per `step` value, or one without a `step` column.
-    pub batches: usize,
+    pub training_batches: usize,
     /// Things the user should know about the data (printed by `main`).
     pub warnings: Vec<String>,
 }
@@ -118,7 +118,7 @@ pub struct RunSummary {
 /// };
 /// let summary = run(&config, &opts)?;
 /// // the demo dump: 256 rows in row groups of 64, no `step` column
-/// assert_eq!((summary.rows, summary.row_groups, summary.batches), (256, 4, 1));
+/// assert_eq!((summary.rows, summary.row_groups, summary.training_batches), (256, 4, 1));
 /// assert!(opts.output.is_file());
 /// // OUT exists now: without `force` a second run refuses to overwrite it
 /// assert_eq!(run(&config, &opts).unwrap_err().kind(), ErrorKind::Usage);
@@ -267,7 +267,7 @@ pub(crate) fn encode_row_group(
     job: &Job<'_>,
     batch: &arrow_array::RecordBatch,
     first_row: usize,
-    prepared: &crate::engine::job::Prepared,
+    prepared: &crate::engine::job::Plan,
     encoder: &OutputEncoder,
     row_group: usize,
     with_metrics: bool,
@@ -302,7 +302,7 @@ impl Passes<'_> {
             row_groups,
             files: 1,
             kept: 0,
-            batches: prepared.training_batches.len(),
+            training_batches: prepared.training_batches.len(),
             warnings: prepared.warnings.clone(),
         };
         let mut metric_parts = prepared.metric_parts.clone();

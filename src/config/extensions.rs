@@ -7,78 +7,135 @@
 //! `advcalc estimators` prints. Then [`check`]: the combinations that cannot work.
 
 use super::section::{Invalid, Section};
-use super::setting::{Reader, SettingValue};
-use super::value::{Map, Value};
+use super::setting::{Reader, SettingList};
+use super::value::Map;
 use crate::error::Result;
-use crate::estimators::Estimator;
 use crate::estimators::conventions::{self, Convention};
 use crate::estimators::reinforce_plus_plus::MaskMode;
 use crate::estimators::rloo_loo_std::{NemoGroupBy, NemoOptions};
+use crate::estimators::{Estimator, EstimatorSettings};
 use crate::shaping::openrlhf_kl::{ApproxKl, OpenrlhfKl};
 
-/// Generates [`Extensions`] from the `settings!` list below: the struct (one field per
-/// setting, its doc the entry's), its defaults, its reading ([`Extensions::read`], in the
-/// list's order), its YAML ([`Extensions::to_map`]) and the keys set away from their defaults
-/// ([`Extensions::changed`], the unused-key notes). Each entry is
+/// Generates a struct of declared settings from a list, [`Extensions`] here and an
+/// estimator's own [`Estimate::Options`](crate::estimators::Estimate::Options) in its file:
+/// the struct (one field per setting, its doc the entry's), its defaults, and its
+/// [`SettingList`] impl: its keys, its reading (in the list's order), its YAML and the keys
+/// set away from their defaults (the unused-key notes). Each entry is
 /// `"key" => field: Type = default,` with `sub.key` for a key of the subsection `sub`; the
-/// type implements `setting::SettingValue`.
+/// type implements `setting::SettingValue`. `+ field: Type` after the list adds a field
+/// holding another [`SettingList`], read after the list's keys (`Extensions` holds every
+/// estimator's own settings that way).
 macro_rules! settings {
-    ($($(#[$doc:meta])* $key:literal => $field:ident: $ty:ty = $default:expr,)*) => {
-        /// advcalc's extension keys, validated: one field per entry of the `settings!` list
-        /// in `config/extensions.rs`, which declares each key once.
+    (
+        $(#[$sdoc:meta])* $vis:vis struct $name:ident {
+            $($(#[$doc:meta])* $key:literal => $field:ident: $ty:ty = $default:expr,)*
+        }
+        $(+ $(#[$xdoc:meta])* $extra:ident: $extra_ty:ty)?
+    ) => {
+        $(#[$sdoc])*
         #[derive(Debug, Clone, PartialEq)]
-        pub struct Extensions {
+        $vis struct $name {
             $($(#[$doc])* pub $field: $ty,)*
+            $($(#[$xdoc])* pub $extra: $extra_ty,)?
         }
 
-        impl Default for Extensions {
+        impl Default for $name {
             fn default() -> Self {
-                Extensions {
+                $name {
                     $($field: $default,)*
+                    $($extra: <$extra_ty>::default(),)?
                 }
             }
         }
 
-        impl Extensions {
-            /// Every key, in the list's order (dotted below a subsection).
-            pub const KEYS: [&'static str; [$($key),*].len()] = [$($key),*];
+        impl $crate::config::setting::SettingList for $name {
+            fn keys() -> Vec<&'static str> {
+                #[allow(unused_mut)]
+                let mut keys: Vec<&'static str> = vec![$($key),*];
+                $(keys.extend(<$extra_ty as $crate::config::setting::SettingList>::keys());)?
+                keys
+            }
 
-            /// Read every key from the algorithm section, in the list's order.
-            pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
-                let d = Extensions::default();
-                let mut r = Reader::new(s);
+            fn read(
+                r: &mut $crate::config::setting::Reader<'_, '_>,
+            ) -> $crate::error::Result<Self> {
+                #[allow(unused_variables)]
+                let d = <$name>::default();
                 $(let $field = match r.at($key)? {
-                    (Some(section), leaf) => SettingValue::read(section, leaf, d.$field)?,
+                    (Some(section), leaf) => {
+                        $crate::config::setting::SettingValue::read(section, leaf, d.$field)?
+                    }
                     (None, _) => d.$field,
                 };)*
-                r.close()?;
-                Ok(Extensions { $($field,)* })
+                $(let $extra = $crate::config::setting::SettingList::read(r)?;)?
+                Ok($name { $($field,)* $($extra,)? })
             }
 
-            /// Every key with its value (the resolved configuration's), subsections nested.
-            pub(crate) fn to_map(&self) -> Map {
-                let mut m = Map::new();
-                $(insert(&mut m, $key, SettingValue::to_value(&self.$field));)*
-                m
+            #[allow(unused_variables)]
+            fn to_map(&self, m: &mut $crate::config::value::Map) {
+                $($crate::config::setting::insert(
+                    m,
+                    $key,
+                    $crate::config::setting::SettingValue::to_value(&self.$field),
+                );)*
+                $($crate::config::setting::SettingList::to_map(&self.$extra, m);)?
             }
 
-            /// The keys whose values differ from their defaults, in the list's order.
-            pub(crate) fn changed(&self) -> Vec<&'static str> {
-                let d = Extensions::default();
+            fn changed(&self) -> Vec<&'static str> {
+                #[allow(unused_variables)]
+                let d = <$name>::default();
+                #[allow(unused_mut)]
                 let mut keys = Vec::new();
                 $(if self.$field != d.$field {
                     keys.push($key);
                 })*
+                $(keys.extend($crate::config::setting::SettingList::changed(&self.$extra));)?
                 keys
             }
         }
     };
 }
+// For the estimators that declare settings of their own (none of the shipped ones does yet:
+// a test below declares one).
+#[allow(unused_imports)]
+pub(crate) use settings;
 
-// advcalc's settings, each declared once, in the order of the resolved configuration. A new
-// setting is one entry here; the estimators that read it say so in their declaration (`Info::
-// settings`, a family member's `reads`) and read it as `settings.ext.FIELD`.
+impl Extensions {
+    /// Every key, in the list's order (dotted below a subsection), then the estimators' own.
+    pub fn keys() -> Vec<&'static str> {
+        <Extensions as SettingList>::keys()
+    }
+
+    /// Read every key from the algorithm section, in the list's order.
+    pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
+        let mut r = Reader::new(s);
+        let x = <Extensions as SettingList>::read(&mut r)?;
+        r.close()?;
+        Ok(x)
+    }
+
+    /// Every key with its value (the resolved configuration's), subsections nested.
+    pub(crate) fn to_map(&self) -> Map {
+        let mut m = Map::new();
+        SettingList::to_map(self, &mut m);
+        m
+    }
+
+    /// The keys whose values differ from their defaults, in the list's order.
+    pub(crate) fn changed(&self) -> Vec<&'static str> {
+        SettingList::changed(self)
+    }
+}
+
+// advcalc's settings that several estimators or conventions read, each declared once, in the
+// order of the resolved configuration. A new one is one entry here; the estimators that read
+// it say so in their declaration (`Info::settings`, a family member's `reads`) and read it as
+// `settings.ext.FIELD`. A setting only one estimator reads is declared in its file instead
+// (its `Estimate::Options`), and read as `settings.ext.estimators.NAME.FIELD`.
 settings! {
+    /// advcalc's extension keys, validated: one field per entry of the `settings!` list in
+    /// `config/extensions.rs`, which declares each key once, and every estimator's own.
+    pub struct Extensions {
     /// `convention` (or `--convention`): whose numbers the GRPO/RLOO family gives.
     "convention" => convention: Convention = Convention::Verl,
     /// `whiten_advantages` (gae only): false writes A_raw·m instead of the whitened values.
@@ -109,6 +166,9 @@ settings! {
     /// `skyrl.advantage_batch_normalize`: SkyRL's `trainer.algorithm` flag (the family under
     /// `--convention skyrl`).
     "skyrl.advantage_batch_normalize" => skyrl_advantage_batch_normalize: bool = false,
+    }
+    + /// Every estimator's own settings (its `Estimate::Options`), a field per estimator.
+    estimators: EstimatorSettings
 }
 
 impl Extensions {
@@ -126,21 +186,6 @@ impl Extensions {
         NemoOptions {
             use_leave_one_out_baseline: self.nemo_use_leave_one_out_baseline,
             normalize_rewards: self.nemo_normalize_rewards,
-        }
-    }
-}
-
-/// `value` at the dotted `key` of `m` (one level of subsection).
-fn insert(m: &mut Map, key: &str, value: Value) {
-    match key.split_once('.') {
-        None => m.insert(key, value),
-        Some((sub, leaf)) => {
-            if !matches!(m.get(sub), Some(Value::Map(_))) {
-                m.insert(sub, Value::Map(Map::new()));
-            }
-            if let Some(Value::Map(section)) = m.get_mut(sub) {
-                section.insert(leaf, value);
-            }
         }
     }
 }
@@ -201,7 +246,7 @@ pub(crate) fn check(
     let reads: Vec<&str> = match conventions::settings_under(e, c) {
         Some(Ok(list)) => list,
         Some(Err(_)) => Vec::new(),
-        None => e.info().settings.to_vec(),
+        None => e.settings(),
     };
     // `convention` is read by every family member; for another estimator the note above
     // says what it changes.
@@ -220,6 +265,54 @@ pub(crate) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A list declared as an estimator declares its own (`Estimate::Options`).
+    settings! {
+        /// A scratch estimator's own settings.
+        pub struct Scratch {
+            /// `scratch.scale`: a number.
+            "scratch.scale" => scale: f64 = 1.0,
+            /// `scratch.centred`: a flag.
+            "scratch.centred" => centred: bool = true,
+        }
+    }
+
+    fn scratch(yaml: &str) -> Result<Scratch> {
+        let origins = crate::config::sources::Origins::default();
+        let value = crate::config::yaml11::parse(yaml).unwrap();
+        let mut root = Section::root(&origins, value)?;
+        let mut r = Reader::new(&mut root);
+        let x = <Scratch as SettingList>::read(&mut r)?;
+        r.close()?;
+        root.finish()?;
+        Ok(x)
+    }
+
+    // Its keys, reading, unknown keys, YAML and changed keys all come from the declaration.
+    #[test]
+    fn a_declared_list_is_read_written_and_checked() {
+        assert_eq!(Scratch::keys(), ["scratch.scale", "scratch.centred"]);
+        let d = scratch("{}").unwrap();
+        assert_eq!((d.scale, d.centred), (1.0, true));
+        assert!(d.changed().is_empty());
+        let x = scratch("scratch:\n  scale: 2.5\n").unwrap();
+        assert_eq!((x.scale, x.centred), (2.5, true));
+        assert_eq!(x.changed(), ["scratch.scale"]);
+        let mut m = Map::new();
+        x.to_map(&mut m);
+        let yaml = "scratch:\n  scale: 2.5\n  centred: true\n";
+        assert_eq!(
+            crate::config::value::Value::Map(m),
+            crate::config::yaml11::parse(yaml).unwrap()
+        );
+        let e = scratch("scratch:\n  scael: 2\n").unwrap_err();
+        assert!(e.to_string().contains("scratch.scael"), "{e}");
+        assert!(e.hint().is_some_and(|h| h.contains("scale")), "{e:?}");
+        let e = scratch("scratch:\n  scale: yes please\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scratch.scale"), "{e}");
+    }
 
     // The note's list names exactly the estimators that declare themselves family members.
     #[test]
@@ -240,7 +333,7 @@ mod tests {
     #[test]
     fn each_subsection_is_listed_together() {
         let mut seen: Vec<&str> = Vec::new();
-        for key in Extensions::KEYS {
+        for key in Extensions::keys() {
             if let Some((sub, _)) = key.split_once('.') {
                 if seen.last() != Some(&sub) {
                     assert!(!seen.contains(&sub), "{key}: `{sub}` listed apart");
@@ -264,7 +357,7 @@ mod tests {
                     format!("{path}.{k}")
                 };
                 match v {
-                    Value::Map(sub) if !sub.is_empty() => leaves(sub, &p, out),
+                    crate::config::Value::Map(sub) if !sub.is_empty() => leaves(sub, &p, out),
                     _ => out.push(p),
                 }
             }
@@ -272,11 +365,11 @@ mod tests {
         let config = crate::Config::load(&Default::default()).unwrap();
         let mut known = Vec::new();
         leaves(&super::super::to_yaml::algorithm(&config), "", &mut known);
-        for key in Extensions::KEYS {
+        for key in Extensions::keys() {
             assert!(known.iter().any(|k| k == key), "{key}");
         }
         for e in Estimator::ALL {
-            let mut named: Vec<&str> = e.info().settings.to_vec();
+            let mut named: Vec<&str> = e.settings();
             for c in Convention::ALL {
                 if let Some(Ok(list)) = conventions::settings_under(e, c) {
                     named.extend(list);

@@ -36,7 +36,7 @@ const TRAINER_SECTIONS: [&str; 12] = [
 
 /// What a config file's top level is.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Shape {
+pub(crate) enum FileKind {
     /// A trainer config with an `algorithm:` section (Hydra's `defaults:` may be beside it).
     Trainer,
     /// A trainer config without an `algorithm:` section: verl's defaults apply.
@@ -47,12 +47,12 @@ pub(crate) enum Shape {
     Composition { defaults: Vec<String> },
 }
 
-pub(crate) fn shape(top: &Map) -> Shape {
+pub(crate) fn file_kind(top: &Map) -> FileKind {
     if top.contains_key("algorithm") {
-        return Shape::Trainer;
+        return FileKind::Trainer;
     }
     if let Some(defaults) = top.get("defaults") {
-        return Shape::Composition {
+        return FileKind::Composition {
             defaults: default_names(defaults),
         };
     }
@@ -60,9 +60,9 @@ pub(crate) fn shape(top: &Map) -> Shape {
         .keys()
         .any(|k| TRAINER_SECTIONS.contains(&k.as_str()) || k == "hydra")
     {
-        return Shape::TrainerWithoutAlgorithm;
+        return FileKind::TrainerWithoutAlgorithm;
     }
-    Shape::Section
+    FileKind::Section
 }
 
 /// The entries of a defaults list as written (`ppo_trainer`, `override model_engine: megatron`).
@@ -141,21 +141,21 @@ mod tests {
     use super::*;
     use crate::config::yaml11;
 
-    fn shape_of(yaml: &str) -> Shape {
+    fn shape_of(yaml: &str) -> FileKind {
         match yaml11::parse(yaml).unwrap() {
-            Value::Map(m) => shape(&m),
+            Value::Map(m) => file_kind(&m),
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn files_are_recognised() {
-        assert_eq!(shape_of("algorithm:\n  gamma: 1\n"), Shape::Trainer);
+        assert_eq!(shape_of("algorithm:\n  gamma: 1\n"), FileKind::Trainer);
         assert_eq!(
             shape_of(
                 "defaults:\n  - ppo_trainer\n  - override model_engine: megatron\n  - _self_\n"
             ),
-            Shape::Composition {
+            FileKind::Composition {
                 defaults: vec![
                     "ppo_trainer".into(),
                     "override model_engine: megatron".into(),
@@ -165,9 +165,9 @@ mod tests {
         );
         assert_eq!(
             shape_of("trainer:\n  total_epochs: 1\n"),
-            Shape::TrainerWithoutAlgorithm
+            FileKind::TrainerWithoutAlgorithm
         );
-        assert_eq!(shape_of("gamma: 0.9\n"), Shape::Section);
+        assert_eq!(shape_of("gamma: 0.9\n"), FileKind::Section);
         let e = composition_error("m.yaml", &["ppo_trainer".into()]);
         assert!(e.message().contains("Hydra composition"), "{}", e.message());
         assert!(e.hint().unwrap().contains(".hydra/config.yaml"));

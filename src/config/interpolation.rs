@@ -95,7 +95,7 @@ pub fn has_interpolation(s: &str) -> bool {
 }
 
 /// The resolver's results: a failure knows its kind.
-type Resolved<T> = Result<T, Fail>;
+type Resolving<T> = Result<T, Fail>;
 
 struct Resolver<'a> {
     root: &'a Value,
@@ -105,7 +105,7 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    fn node(&mut self, path: &[String]) -> Resolved<Value> {
+    fn node(&mut self, path: &[String]) -> Resolving<Value> {
         let raw = lookup(self.root, path).ok_or_else(|| {
             Fail::new(
                 Failure::MissingKey,
@@ -152,7 +152,7 @@ impl Resolver<'_> {
 
     /// A string value: one interpolation alone keeps the target's type; anything else is a
     /// string built from the parts.
-    fn string(&mut self, s: &str, at: &[String]) -> Resolved<Value> {
+    fn string(&mut self, s: &str, at: &[String]) -> Resolving<Value> {
         // bounded, so that no file can exhaust the stack of the recursive resolver
         if self.stack.len() > MAX_CHAIN {
             return Err(format!("a chain of more than {MAX_CHAIN} interpolations").into());
@@ -164,21 +164,21 @@ impl Resolver<'_> {
         self.concat(&parts, at)
     }
 
-    fn concat(&mut self, parts: &[Part], at: &[String]) -> Resolved<Value> {
-        if let [Part::Interp(i)] = parts {
+    fn concat(&mut self, parts: &[Piece], at: &[String]) -> Resolving<Value> {
+        if let [Piece::Interp(i)] = parts {
             return self.interp(i, at);
         }
         let mut out = String::new();
         for part in parts {
             match part {
-                Part::Text(t) => out.push_str(t),
-                Part::Interp(i) => out.push_str(&self.interp(i, at)?.py_str()),
+                Piece::Text(t) => out.push_str(t),
+                Piece::Interp(i) => out.push_str(&self.interp(i, at)?.py_str()),
             }
         }
         Ok(Value::Str(out))
     }
 
-    fn interp(&mut self, i: &Interp, at: &[String]) -> Resolved<Value> {
+    fn interp(&mut self, i: &Interp, at: &[String]) -> Resolving<Value> {
         match i {
             Interp::Node(key) => {
                 let key = self.concat(key, at)?.py_str();
@@ -203,30 +203,30 @@ impl Resolver<'_> {
         }
     }
 
-    fn arg(&mut self, arg: &Arg, at: &[String]) -> Resolved<Value> {
+    fn arg(&mut self, arg: &Arg, at: &[String]) -> Resolving<Value> {
         match arg {
             Arg::Quoted(parts) => Ok(Value::Str(self.concat_str(parts, at)?)),
             Arg::Plain(parts) => match parts.as_slice() {
-                [Part::Interp(_)] => self.concat(parts, at),
-                [Part::Text(t)] => Ok(primitive(t.trim())),
+                [Piece::Interp(_)] => self.concat(parts, at),
+                [Piece::Text(t)] => Ok(primitive(t.trim())),
                 [] => Ok(Value::Str(String::new())),
                 _ => Ok(Value::Str(self.concat_str(parts, at)?.trim().to_string())),
             },
         }
     }
 
-    fn concat_str(&mut self, parts: &[Part], at: &[String]) -> Resolved<String> {
+    fn concat_str(&mut self, parts: &[Piece], at: &[String]) -> Resolving<String> {
         let mut out = String::new();
         for part in parts {
             match part {
-                Part::Text(t) => out.push_str(t),
-                Part::Interp(i) => out.push_str(&self.interp(i, at)?.py_str()),
+                Piece::Text(t) => out.push_str(t),
+                Piece::Interp(i) => out.push_str(&self.interp(i, at)?.py_str()),
             }
         }
         Ok(out)
     }
 
-    fn call(&mut self, name: &str, args: Vec<Value>, at: &[String]) -> Resolved<Value> {
+    fn call(&mut self, name: &str, args: Vec<Value>, at: &[String]) -> Resolving<Value> {
         match name {
             "oc.env" => {
                 let (key, default) = match args.as_slice() {
@@ -444,26 +444,26 @@ fn decode(s: &str) -> Value {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Part {
+enum Piece {
     Text(String),
     Interp(Interp),
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum Interp {
-    Node(Vec<Part>),
+    Node(Vec<Piece>),
     Resolver { name: String, args: Vec<Arg> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum Arg {
-    Quoted(Vec<Part>),
-    Plain(Vec<Part>),
+    Quoted(Vec<Piece>),
+    Plain(Vec<Piece>),
 }
 
 /// A top-level string: text, `\${` (a literal `${`), `\\${` (a backslash, then an
 /// interpolation), and interpolations.
-fn parse_top(s: &str) -> Res<Vec<Part>> {
+fn parse_top(s: &str) -> Res<Vec<Piece>> {
     let chars: Vec<char> = s.chars().collect();
     parse_parts(&chars, s, true)
 }
@@ -530,13 +530,13 @@ fn matching_brace(chars: &[char], from: usize) -> Option<usize> {
 }
 
 /// Text with nested interpolations (a key, an argument, a quoted string's content).
-fn parse_inner(chars: &[char], whole: &str) -> Res<Vec<Part>> {
+fn parse_inner(chars: &[char], whole: &str) -> Res<Vec<Piece>> {
     parse_parts(chars, whole, false)
 }
 
 /// Text and interpolations; `escapes`: the top level's `\${` and `\\${` (OmegaConf's grammar
 /// has them only there).
-fn parse_parts(chars: &[char], whole: &str, escapes: bool) -> Res<Vec<Part>> {
+fn parse_parts(chars: &[char], whole: &str, escapes: bool) -> Res<Vec<Piece>> {
     let mut parts = Vec::new();
     let mut text = String::new();
     let mut i = 0;
@@ -550,10 +550,10 @@ fn parse_parts(chars: &[char], whole: &str, escapes: bool) -> Res<Vec<Part>> {
             i += 3;
         } else if at(i, "${") {
             if !text.is_empty() {
-                parts.push(Part::Text(std::mem::take(&mut text)));
+                parts.push(Piece::Text(std::mem::take(&mut text)));
             }
             let (interp, next) = parse_interp(chars, i, whole)?;
-            parts.push(Part::Interp(interp));
+            parts.push(Piece::Interp(interp));
             i = next;
         } else {
             text.push(chars[i]);
@@ -561,7 +561,7 @@ fn parse_parts(chars: &[char], whole: &str, escapes: bool) -> Res<Vec<Part>> {
         }
     }
     if !text.is_empty() {
-        parts.push(Part::Text(text));
+        parts.push(Piece::Text(text));
     }
     Ok(parts)
 }

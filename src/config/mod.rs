@@ -17,7 +17,7 @@
 //! - `setting.rs`: how a declared setting's type is read and written back
 //! - `to_yaml.rs`: the resolved configuration as verl YAML
 
-mod extensions;
+pub(crate) mod extensions;
 mod hydra;
 #[doc(hidden)] // public for the fuzz targets and tests, not API
 pub mod interpolation;
@@ -25,7 +25,7 @@ pub mod kl;
 pub mod resolved;
 pub mod rollout_correction;
 mod section;
-mod setting;
+pub(crate) mod setting;
 mod sources;
 pub(crate) mod to_yaml;
 #[doc(hidden)]

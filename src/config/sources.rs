@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::hydra::{self, Shape};
+use super::hydra::{self, FileKind};
 use super::interpolation::{self, Failure};
 use super::value::{Map, Value};
 use super::yaml11;
@@ -270,22 +270,22 @@ fn file_root(doc: Value, name: &str, notes: &mut Vec<String>) -> Result<Map> {
         Value::Map(m) => m,
         _ => return Err(Error::usage(format!("{name}: expected a YAML mapping"))),
     };
-    match hydra::shape(&top) {
-        Shape::Trainer => {
+    match hydra::file_kind(&top) {
+        FileKind::Trainer => {
             if let Some(defaults) = top.get("defaults") {
                 notes.push(hydra::defaults_note(name, defaults));
             }
             Ok(top)
         }
-        Shape::TrainerWithoutAlgorithm => {
+        FileKind::TrainerWithoutAlgorithm => {
             notes.push(format!(
                 "{name} has no algorithm: section: verl's defaults apply to every algorithm setting"
             ));
             Ok(top)
         }
-        Shape::Composition { defaults } => Err(hydra::composition_error(name, &defaults)),
+        FileKind::Composition { defaults } => Err(hydra::composition_error(name, &defaults)),
         // the section alone: `${algorithm.x}` and `${.x}` both reach its keys
-        Shape::Section => {
+        FileKind::Section => {
             let mut root = Map::new();
             root.insert("algorithm", Value::Map(top));
             Ok(root)

@@ -22,7 +22,7 @@ use crate::engine::pipeline::{Constants, StepConstants};
 use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
 use crate::estimators::state::{Reading, Written};
-use crate::estimators::{Estimator, Plan, RowStats, Stamp};
+use crate::estimators::{Estimator, EstimatorPlan, RowStats, Stamp};
 
 const KEY: &str = "advcalc.exchange";
 /// 2: the estimator's own state under its name (1: every estimator's fields in one layout).
@@ -203,7 +203,7 @@ pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
         .column_by_name("row_scalar")
         .and_then(|c| c.as_any().downcast_ref::<Float32Array>())
         .ok_or_else(|| malformed("row_scalar"))?;
-    let common = Plan {
+    let common = EstimatorPlan {
         rows: meta["indexed"].as_bool().unwrap_or(true).then_some(rows),
         row_scalar: scalars.values().to_vec(),
         own: (),

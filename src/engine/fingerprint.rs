@@ -28,10 +28,10 @@
 //! - The configuration ([`config`]): FNV-1a over the UTF-8 bytes of [`Config::to_yaml`]
 //!   (itself deterministic, and written into every output as `advcalc.config`).
 //! - The step constants ([`constants`]) a pass ran with: [`Constants`].
-//! - A dataset output's plan ([`plan`]; `Prepared::fingerprint`, `advcalc.plan`): the
+//! - A dataset output's plan ([`plan`]; `Plan::fingerprint`, `advcalc.plan`): the
 //!   configuration's fingerprint (`u64`), the rows' steps (a sequence of `Option<i64>`), the
 //!   steps' constants (a sequence of [`StepConstants`], in the steps' order) and the
-//!   estimator's [`Plan`] restricted to the rows, without its `rows` field (the same rows
+//!   estimator's [`EstimatorPlan`] restricted to the rows, without its `rows` field (the same rows
 //!   elsewhere in the input give the same outputs): its `row_scalar`, then the estimator's own
 //!   part ([`OwnPlan::fingerprint`]), then its `warnings`. The plan's first layout held every
 //!   estimator's fields in one struct; the estimators of that layout encode its slots
@@ -48,7 +48,7 @@ use crate::engine::pipeline::{Constants, StepConstants};
 use crate::estimators::moments::Whitening;
 use crate::estimators::optimal_token_baseline::ColumnSums;
 use crate::estimators::state::OwnPlan;
-use crate::estimators::{EstimatorPlan, Plan};
+use crate::estimators::{AnyEstimatorPlan, EstimatorPlan};
 
 const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -104,13 +104,13 @@ pub(crate) fn constants(constants: &Constants) -> u64 {
     hash(constants)
 }
 
-/// The fingerprint of what pass 2 computes some rows with (`Prepared::fingerprint`): `plan`
+/// The fingerprint of what pass 2 computes some rows with (`Plan::fingerprint`): `plan`
 /// is the estimator's plan restricted to them; its `rows` field is left out.
 pub(crate) fn plan(
     config: u64,
     steps: &[Option<i64>],
     constants: &[StepConstants],
-    plan: &EstimatorPlan,
+    plan: &AnyEstimatorPlan,
 ) -> u64 {
     let mut h = Fnv1a::default();
     (config, steps, constants).encode(&mut h);
@@ -301,11 +301,11 @@ impl Encode for ColumnSums {
     }
 }
 
-/// `row_scalar`, the estimator's own part, `warnings` (a [`Plan`]'s fields, `rows` left out).
-impl<P: OwnPlan> Plan<P> {
+/// `row_scalar`, the estimator's own part, `warnings` (a [`EstimatorPlan`]'s fields, `rows` left out).
+impl<P: OwnPlan> EstimatorPlan<P> {
     pub(crate) fn fingerprint<H: Hasher>(&self, h: &mut H) {
         // every field named, so that a new one cannot be left out of the fingerprint unseen
-        let Plan {
+        let EstimatorPlan {
             rows: _,
             row_scalar,
             own,
@@ -433,8 +433,8 @@ mod tests {
         )])
     }
 
-    fn sample_plan<P>(own: P) -> Plan<P> {
-        Plan {
+    fn sample_plan<P>(own: P) -> EstimatorPlan<P> {
+        EstimatorPlan {
             rows: Some(vec![4, 5, 6]),
             row_scalar: vec![0.5, -1.25, f32::NAN],
             own,
@@ -463,7 +463,7 @@ mod tests {
     }
 
     /// [`super::plan`]'s hash for any plan part (the engine's plans are one estimator's).
-    fn typed<P: OwnPlan>(plan: &Plan<P>) -> u64 {
+    fn typed<P: OwnPlan>(plan: &EstimatorPlan<P>) -> u64 {
         let (steps, constants) = steps_and_constants();
         let mut h = Fnv1a::default();
         (CONFIG, &steps[..], &constants[..]).encode(&mut h);
@@ -471,7 +471,7 @@ mod tests {
         h.finish()
     }
 
-    fn engine(plan: &EstimatorPlan) -> u64 {
+    fn engine(plan: &AnyEstimatorPlan) -> u64 {
         let (steps, constants) = steps_and_constants();
         super::plan(CONFIG, &steps, &constants, plan)
     }
@@ -481,7 +481,7 @@ mod tests {
         let plan = sample_plan(all_slots());
         assert_eq!(typed(&plan), 0xa73b_697c_cdc9_e510);
         // the rows are left out; any other field counts
-        let elsewhere = Plan {
+        let elsewhere = EstimatorPlan {
             rows: Some(vec![7, 8, 9]),
             ..sample_plan(all_slots())
         };
@@ -507,9 +507,9 @@ mod tests {
             columns: BTreeMap::new(),
             nan_rows: 0,
         };
-        let grpo = EstimatorPlan::RlooVectorized(sample_plan(()));
+        let grpo = AnyEstimatorPlan::RlooVectorized(sample_plan(()));
         assert_eq!(engine(&grpo), typed(&sample_plan(none.clone())));
-        let gae = EstimatorPlan::Gae(sample_plan(StepWhitening(whitening())));
+        let gae = AnyEstimatorPlan::Gae(sample_plan(StepWhitening(whitening())));
         let slots = AllSlots {
             whitening: whitening(),
             ..none.clone()
@@ -526,9 +526,9 @@ mod tests {
             columns: columns(),
             ..none.clone()
         };
-        let otb = EstimatorPlan::OptimalTokenBaseline(sample_plan(otb));
+        let otb = AnyEstimatorPlan::OptimalTokenBaseline(sample_plan(otb));
         assert_eq!(engine(&otb), typed(&sample_plan(slots)));
-        let opo = EstimatorPlan::Opo(sample_plan(NanRows(1)));
+        let opo = AnyEstimatorPlan::Opo(sample_plan(NanRows(1)));
         let slots = AllSlots {
             nan_rows: 1,
             ..none

@@ -13,7 +13,7 @@ use crate::engine::plan::{self, step_constants, training_batches};
 use crate::engine::row_stats::{Scope, row_stats};
 use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
-use crate::estimators::{EstimatorPlan, RowStats};
+use crate::estimators::{AnyEstimatorPlan, RowStats};
 use crate::interrupt;
 use crate::io::assemble::assemble;
 use crate::io::decode::{DecodeOptions, decode};
@@ -51,11 +51,11 @@ pub enum StatsPass {
 
 /// Everything pass 2 needs, worked out from the merged pass-1 statistics.
 #[derive(Debug, Clone)]
-pub struct Prepared {
+pub struct Plan {
     /// The merged pass-1 statistics of every row, in input order.
     pub(crate) stats: RowStats,
     /// The estimator's batch work for every row and step.
-    pub(crate) plan: EstimatorPlan,
+    pub(crate) plan: AnyEstimatorPlan,
     /// Per step: the KL coefficient used and the IS normalisation factor.
     pub(crate) constants: Constants,
     /// Per step: the KL controller's (current KL, β) for the metrics.
@@ -71,7 +71,7 @@ pub struct Prepared {
     pub(crate) config: u64,
 }
 
-impl Prepared {
+impl Plan {
     /// Things the user should know about the data (what `run` prints as warnings).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -236,7 +236,7 @@ impl<'a> Job<'a> {
     }
 
     /// Between the passes: check the merged statistics and run the estimator's batch work.
-    pub fn prepare(&self, stats: RowStats, metric_parts: metrics::Parts) -> Result<Prepared> {
+    pub fn prepare(&self, stats: RowStats, metric_parts: metrics::Parts) -> Result<Plan> {
         let rows = stats.rows();
         let mut warnings = Vec::new();
         if stats.dropped_scores > 0 {
@@ -281,7 +281,7 @@ impl<'a> Job<'a> {
                 plan.nan_rows()
             ));
         }
-        Ok(Prepared {
+        Ok(Plan {
             config: 0,
             training_batches,
             stats,
@@ -298,7 +298,7 @@ impl<'a> Job<'a> {
         &self,
         batch: &RecordBatch,
         first_row: usize,
-        prepared: &Prepared,
+        prepared: &Plan,
     ) -> Result<GroupOutputs> {
         self.row_group_outputs_with(batch, first_row, &prepared.constants, &prepared.plan, None)
     }
@@ -309,7 +309,7 @@ impl<'a> Job<'a> {
         batch: &RecordBatch,
         first_row: usize,
         constants: &Constants,
-        plan: &EstimatorPlan,
+        plan: &AnyEstimatorPlan,
         steps: Option<&[Option<i64>]>,
     ) -> Result<GroupOutputs> {
         let group = self.decode(batch, first_row, false)?;

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::data::RowGroup;
 use crate::data::TokenRole;
-use crate::engine::job::{Job, Prepared};
+use crate::engine::job::{Job, Plan};
 use crate::engine::pipeline::Pipeline;
 use crate::engine::plan::training_batches;
 use crate::shaping::correction::{
@@ -521,7 +521,7 @@ pub fn advantage_metrics(p: &StepParts, out: &mut Map<String, Value>) {
 
 /// The `--metrics` JSON: one object per training batch (a single object without a step
 /// column), verl's metric names where verl has them.
-pub fn to_json(job: &Job<'_>, prepared: &Prepared, parts: &Parts) -> Value {
+pub fn to_json(job: &Job<'_>, prepared: &Plan, parts: &Parts) -> Value {
     let (stats, kl_metrics, constants, plan) = (
         &prepared.stats,
         &prepared.kl_metrics,

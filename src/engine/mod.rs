@@ -20,7 +20,7 @@ use arrow_schema::SchemaRef;
 
 use crate::config::Config;
 use crate::data::TokenRole;
-use crate::engine::job::{GroupOutputs, Job, Prepared, StatsPass};
+use crate::engine::job::{GroupOutputs, Job, Plan, StatsPass};
 use crate::engine::pipeline::{Constants, Pipeline};
 use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
@@ -34,8 +34,8 @@ use crate::shaping::scores::Layout;
 ///
 /// A pass-1 call takes the constants of the steps ([`Engine::start`], or after the pre-pass
 /// that an adaptive KL controller needs, [`Engine::constants`]); the statistics of every
-/// record batch, appended in input order, make the [`Prepared`] plan, which shards by step
-/// ([`Prepared::for_step`]) for pass 2. [`RowStats`] and [`PlanShard`] serialise to bytes
+/// record batch, appended in input order, make the [`Plan`] plan, which shards by step
+/// ([`Plan::for_step`]) for pass 2. [`RowStats`] and [`PlanShard`] serialise to bytes
 /// (`to_bytes`, `from_bytes`), so either pass can run in another process or on another
 /// machine. Results do not depend on how the input is cut into record batches (except the
 /// OTB estimators' column sums, added per record batch: last-bit f64 differences at most).
@@ -307,7 +307,7 @@ impl Engine {
     /// Between the passes: the merged statistics of the whole input (appended in input order)
     /// to the plan of pass 2 — KL controller over the steps, IS normalisation, and per
     /// training batch the estimator's group and batch statistics.
-    pub fn plan(&self, stats: RowStats) -> Result<Prepared> {
+    pub fn plan(&self, stats: RowStats) -> Result<Plan> {
         // pass 1 must have run with the constants its configuration calls for: the pre-pass's
         // (which the pass-1 statistics reproduce) or the start
         let expected = if self.needs_prepass() {
@@ -324,7 +324,7 @@ impl Engine {
     /// Pass 2 on one record batch: the batch with the computed columns (the output schema:
     /// input columns, `loss_mask`, `token_level_rewards`, `advantages`, `returns` and, with
     /// IS weights, `rollout_is_weights`). `shard` must cover the steps of the batch's rows
-    /// ([`Prepared::for_steps`], or [`Prepared::whole`]); a row it does not hold is an error.
+    /// ([`Plan::for_steps`], or [`Plan::whole`]); a row it does not hold is an error.
     pub fn token_outputs(
         &self,
         batch: &RecordBatch,

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::engine::job::{Job, Prepared, StatsPass};
+use crate::engine::job::{Job, Plan, StatsPass};
 use crate::engine::kept::Kept;
 use crate::engine::metrics;
 use crate::engine::pipeline::Constants;
@@ -68,7 +68,7 @@ pub fn prepare_jobs(
     jobs: &[Job<'_>],
     projection: &[usize],
     progress: &Progress,
-) -> Result<Vec<Prepared>> {
+) -> Result<Vec<Plan>> {
     prepare_jobs_keeping(input, jobs, projection, progress, &Kept::none())
 }
 
@@ -80,7 +80,7 @@ pub fn prepare_jobs_keeping(
     projection: &[usize],
     progress: &Progress,
     kept: &Kept,
-) -> Result<Vec<Prepared>> {
+) -> Result<Vec<Plan>> {
     let mut constants: Vec<Constants> = jobs.iter().map(Job::initial_constants).collect();
     let pre: Vec<usize> = (0..jobs.len())
         .filter(|&j| jobs[j].needs_prepass())

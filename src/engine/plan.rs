@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
 use crate::error::Result;
-use crate::estimators::{EstimatorPlan, RowStats};
+use crate::estimators::{AnyEstimatorPlan, RowStats};
 
 /// The training batches: global row indices of each step, steps ascending, rows in file
 /// order. Without a `step` column the whole input is one batch.
@@ -70,7 +70,7 @@ pub fn step_constants(
 
 /// Per training batch, the estimator's batch work (verl's `compute_advantage`); the
 /// estimator's own statistics move out of `stats` into the plan's making.
-pub fn plan(pipeline: &Pipeline, stats: &mut RowStats, file: &str) -> Result<EstimatorPlan> {
+pub fn plan(pipeline: &Pipeline, stats: &mut RowStats, file: &str) -> Result<AnyEstimatorPlan> {
     let settings = pipeline.settings();
     let batches = training_batches(stats.step.as_deref(), stats.rows());
     pipeline.estimator.plan(&settings, stats, &batches, file)

@@ -2,10 +2,10 @@
 //! task needs only the shard of the steps its record batches hold. A shard serialises to
 //! bytes (Arrow IPC, `engine::exchange`) to cross process and machine boundaries.
 
-use crate::engine::job::Prepared;
+use crate::engine::job::Plan;
 use crate::engine::pipeline::Constants;
 use crate::error::Result;
-use crate::estimators::EstimatorPlan;
+use crate::estimators::AnyEstimatorPlan;
 
 /// What pass 2 needs for some steps: their constants (KL coefficient, IS normalisation) and
 /// the estimator's plan for their rows.
@@ -18,10 +18,10 @@ pub struct PlanShard {
     /// The steps' constants (KL coefficient, IS normalisation).
     pub(crate) constants: Constants,
     /// The estimator's plan, restricted to the steps' rows.
-    pub(crate) plan: EstimatorPlan,
+    pub(crate) plan: AnyEstimatorPlan,
 }
 
-impl Prepared {
+impl Plan {
     /// The steps of the input, ascending (`[None]` without a step column).
     pub fn steps(&self) -> Vec<Option<i64>> {
         self.training_batches

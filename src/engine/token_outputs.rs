@@ -4,13 +4,13 @@
 use crate::data::{RowGroup, TokenOutputs, TokenRole};
 use crate::engine::pipeline::{Pipeline, Shaped};
 use crate::error::Result;
-use crate::estimators::EstimatorPlan;
+use crate::estimators::AnyEstimatorPlan;
 
 pub fn token_outputs(
     pipeline: &Pipeline,
     group: &RowGroup,
     shaped: Shaped,
-    plan: &EstimatorPlan,
+    plan: &AnyEstimatorPlan,
     file: &str,
 ) -> Result<TokenOutputs> {
     let settings = pipeline.settings();

@@ -12,7 +12,7 @@ use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, RowMoments, WhitenError, Whitening};
 use crate::estimators::sessions::{OutputRow, fold_sessions};
 use crate::estimators::state::OwnPlan;
-use crate::estimators::{Estimator, EstimatorStats};
+use crate::estimators::{AnyEstimatorStats, Estimator};
 
 /// The validated settings an estimator may read (verl's `algorithm` keys and advcalc's).
 #[derive(Debug, Clone, Copy)]
@@ -99,7 +99,7 @@ pub struct RowStats {
     pub(crate) components: Vec<Vec<f64>>,
     /// The estimator's own statistics ([`Estimate::Stats`](super::Estimate::Stats)); `None`
     /// from the constants pre-pass, and in an empty value nothing was appended to yet.
-    pub(crate) own: Option<EstimatorStats>,
+    pub(crate) own: Option<AnyEstimatorStats>,
     /// Rows whose scalar score had no position.
     pub(crate) dropped_scores: usize,
     /// Positive values in log-probability columns (a warning).
@@ -192,7 +192,7 @@ impl RowStats {
 /// input, or the rows of a shard's steps) the outcome scalar, and the estimator's own part
 /// ([`Estimate::Plan`](super::Estimate::Plan): `()` for most).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan<P = ()> {
+pub struct EstimatorPlan<P = ()> {
     /// The global row index of each entry of the per-row vectors, ascending; `None`: every
     /// row of the input, in order (the whole plan; a shard lists its rows).
     pub rows: Option<Vec<usize>>,
@@ -207,10 +207,10 @@ pub struct Plan<P = ()> {
     pub warnings: Vec<String>,
 }
 
-impl<P: OwnPlan> Plan<P> {
+impl<P: OwnPlan> EstimatorPlan<P> {
     /// An empty plan for `rows` rows.
     pub fn new(rows: usize) -> Self {
-        Plan {
+        EstimatorPlan {
             rows: None,
             row_scalar: vec![0.0; rows],
             own: P::new(rows),
@@ -222,7 +222,7 @@ impl<P: OwnPlan> Plan<P> {
     /// steps: their per-row entries, and the steps' part of the estimator's own.
     pub fn restrict(&self, rows: &[usize], steps: &[Option<i64>]) -> Self {
         let positions: Vec<usize> = rows.iter().map(|&r| self.at(r)).collect();
-        Plan {
+        EstimatorPlan {
             rows: Some(rows.to_vec()),
             row_scalar: positions.iter().map(|&p| self.row_scalar[p]).collect(),
             own: self.own.restrict(&positions, steps),
@@ -231,10 +231,10 @@ impl<P: OwnPlan> Plan<P> {
     }
 }
 
-impl<P> Plan<P> {
+impl<P> EstimatorPlan<P> {
     /// The plan with `own` as the estimator's part.
-    pub fn with_own<Q>(self, own: Q) -> Plan<Q> {
-        Plan {
+    pub fn with_own<Q>(self, own: Q) -> EstimatorPlan<Q> {
+        EstimatorPlan {
             rows: self.rows,
             row_scalar: self.row_scalar,
             own,
@@ -311,7 +311,11 @@ impl<S> TrainingBatch<'_, S> {
 
     /// The groups of the convention (consecutive blocks for trl, openrlhf and open-instruct,
     /// and for the openrlhf_* estimators), with a warning when blocks and uids disagree.
-    pub fn family_grouping<P>(&self, plan: &mut Plan<P>, consecutive: bool) -> Result<Grouping> {
+    pub fn family_grouping<P>(
+        &self,
+        plan: &mut EstimatorPlan<P>,
+        consecutive: bool,
+    ) -> Result<Grouping> {
         if !consecutive {
             return Ok(self.grouping());
         }
@@ -389,7 +393,7 @@ impl<S> TrainingBatch<'_, S> {
     }
 
     /// Store one scalar per row of the batch for pass 2 to broadcast.
-    pub fn set_scalars<P>(&self, plan: &mut Plan<P>, scalars: Vec<f64>) {
+    pub fn set_scalars<P>(&self, plan: &mut EstimatorPlan<P>, scalars: Vec<f64>) {
         for (&r, a) in self.rows.iter().zip(scalars) {
             plan.row_scalar[r] = a as f32;
         }

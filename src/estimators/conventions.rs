@@ -39,7 +39,7 @@ use crate::data::GroupKey;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
-use crate::estimators::{Plan, Rows, Tokens, TrainingBatch, broadcast_scalars};
+use crate::estimators::{EstimatorPlan, Rows, Tokens, TrainingBatch, broadcast_scalars};
 
 use super::Estimator;
 use super::grpo_batch_std::{BatchStdRule, grpo_batch_std};
@@ -251,6 +251,11 @@ pub fn settings_under(e: Estimator, c: Convention) -> Option<Result<Vec<&'static
             .chain(under.reads)
             .chain(c.switches())
             .copied()
+            .chain(
+                e.settings()
+                    .into_iter()
+                    .filter(|k| !e.info().settings.contains(k)),
+            )
             .collect()),
     })
 }
@@ -494,7 +499,7 @@ pub fn family_scalars(
 /// [`family_scalars`].
 pub fn family_batch(
     batch: &TrainingBatch<'_, RowMoments>,
-    plan: &mut Plan<StepWhitening>,
+    plan: &mut EstimatorPlan<StepWhitening>,
 ) -> Result<(), Error> {
     let s = batch.settings;
     let g = batch.family_grouping(plan, s.ext.convention.consecutive())?;
@@ -542,7 +547,7 @@ pub fn family_row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<(), E
 
 /// Pass 2 of a family member: `a·m`, or with SkyRL's batch normalisation
 /// `(a·m − mean)·rstd` at every position and the un-normalised `a·m` as returns.
-pub fn family_token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Tokens {
+pub fn family_token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Tokens {
     let plain = broadcast_scalars(rows, plan);
     if !rows.settings.ext.skyrl_normalizes(rows.settings.estimator) {
         return plain;

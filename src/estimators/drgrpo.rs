@@ -15,7 +15,9 @@ use crate::error::Result;
 use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Under};
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{RowMoments, StepWhitening};
-use crate::estimators::{Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
+use crate::estimators::{
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch,
+};
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
 pub fn drgrpo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -59,8 +61,12 @@ impl Estimate for Drgrpo {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         if batch.settings.ext.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
@@ -76,7 +82,7 @@ impl Estimate for Drgrpo {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

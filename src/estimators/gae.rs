@@ -26,7 +26,7 @@ use crate::data::TokenRole;
 use crate::error::Result;
 use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// A_raw of one row.
@@ -90,6 +90,7 @@ impl Estimate for Gae {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         let s = rows.settings;
@@ -108,7 +109,10 @@ impl Estimate for Gae {
         Ok(())
     }
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         if batch.settings.ext.whiten_advantages {
             let w = batch.whiten(&batch.merged_moments())?;
             plan.own.insert(batch.step, w);
@@ -116,7 +120,7 @@ impl Estimate for Gae {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         let s = rows.settings;
         let values = rows.token(TokenRole::Values)?;
         let n = rows.mask.len();

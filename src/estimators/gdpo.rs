@@ -15,7 +15,7 @@ use super::grpo::grpo;
 use crate::error::Result;
 use crate::estimators::reinforce_plus_plus_baseline::whitened;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
 };
 
@@ -52,8 +52,9 @@ impl Estimate for Gdpo {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         let components: Vec<Vec<f64>> = batch
             .stats
             .components
@@ -65,7 +66,7 @@ impl Estimate for Gdpo {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

@@ -29,7 +29,7 @@ use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Unde
 use crate::estimators::groups::{Grouping, group_means, group_sums};
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// verl's default `epsilon` for the GRPO family.
@@ -112,8 +112,12 @@ impl Estimate for Grpo {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         if batch.settings.ext.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
@@ -130,7 +134,7 @@ impl Estimate for Grpo {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

@@ -22,7 +22,7 @@ use crate::estimators::conventions::{Convention, Member, Rule, Under};
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, conventions,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, conventions,
 };
 
 /// How a framework defines the batch-std advantage.
@@ -121,8 +121,12 @@ impl Estimate for GrpoBatchStd {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         conventions::family_batch(batch, plan)
     }
 
@@ -130,7 +134,7 @@ impl Estimate for GrpoBatchStd {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

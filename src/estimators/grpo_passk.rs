@@ -11,7 +11,7 @@ use crate::estimators::groups::Grouping;
 use super::grpo::{EPSILON, group_mean_std};
 use crate::error::{Error, Result};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
 };
 
@@ -65,8 +65,9 @@ impl Estimate for GrpoPassk {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         let g = batch.grouping();
         let scalars =
             grpo_passk(&batch.scores(), &g, batch.settings.norm_by_std).map_err(|group| {
@@ -80,7 +81,7 @@ impl Estimate for GrpoPassk {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

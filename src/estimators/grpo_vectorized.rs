@@ -23,7 +23,7 @@ use crate::estimators::groups::Grouping;
 use super::grpo;
 use crate::error::{Error, Result};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
 };
 
@@ -99,8 +99,9 @@ impl Estimate for GrpoVectorized {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         let labels = batch.labels();
         let g = canonical_grouping(&labels).map_err(|i| {
             Error::data(format!(
@@ -113,7 +114,7 @@ impl Estimate for GrpoVectorized {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

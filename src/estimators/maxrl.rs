@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::estimators::conventions::{Convention, Member, Rule, Under};
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, conventions,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, conventions,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,8 +105,12 @@ impl Estimate for Maxrl {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         conventions::family_batch(batch, plan)
     }
 
@@ -114,7 +118,7 @@ impl Estimate for Maxrl {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

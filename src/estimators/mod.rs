@@ -18,9 +18,10 @@ pub mod state;
 
 use std::hash::Hasher;
 
+use crate::config::setting::SettingList;
 use crate::error::{Error, Result};
 
-pub use context::{Plan, RowStats, Rows, Settings, Stamp, Tokens, TrainingBatch};
+pub use context::{EstimatorPlan, RowStats, Rows, Settings, Stamp, Tokens, TrainingBatch};
 pub use state::{OwnPlan, OwnStats};
 
 /// Where an estimator comes from (verl 0.9.1's own names first).
@@ -125,6 +126,10 @@ pub trait Estimate {
     /// Its own part of the plan (a whitening per step, OTB's baselines), beside each row's
     /// scalar; `()` for most estimators.
     type Plan: OwnPlan;
+    /// Its own settings, declared in its file with `settings!` (key, type, default, doc) and
+    /// read as `settings.ext.estimators.NAME.FIELD`; `()` for an estimator that reads only
+    /// verl's keys and advcalc's shared ones (`config/extensions.rs`).
+    type Options: SettingList;
 
     /// Pass 1: its own statistics of one row group (a fresh value per row group; the engine
     /// appends them in row-group order).
@@ -133,7 +138,10 @@ pub trait Estimate {
     }
 
     /// Between the passes, once per training batch: group and batch statistics into `plan`.
-    fn batch(batch: &TrainingBatch<'_, Self::Stats>, plan: &mut Plan<Self::Plan>) -> Result<()>;
+    fn batch(
+        batch: &TrainingBatch<'_, Self::Stats>,
+        plan: &mut EstimatorPlan<Self::Plan>,
+    ) -> Result<()>;
 
     /// After the last training batch: the pass-1 statistics pass 2 reads, moved into the
     /// plan (OTB's group column sums). Nothing by default.
@@ -142,7 +150,7 @@ pub trait Estimate {
     /// Pass 2: the token outputs of one row group. Outcome estimators ([`Kind::Outcome`])
     /// broadcast their row scalars with [`broadcast_scalars`]; there is no default, so a
     /// token-level estimator cannot forget its own.
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<Self::Plan>) -> Result<Tokens>;
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<Self::Plan>) -> Result<Tokens>;
 }
 
 /// Between the passes for estimator `E`: its batch work per training batch (`batches`: each
@@ -153,8 +161,8 @@ fn plan_of<E: Estimate>(
     own: E::Stats,
     batches: &[(Option<i64>, Vec<usize>)],
     file: &str,
-) -> Result<Plan<E::Plan>> {
-    let mut plan = Plan::new(stats.rows());
+) -> Result<EstimatorPlan<E::Plan>> {
+    let mut plan = EstimatorPlan::new(stats.rows());
     for (step, rows) in batches {
         let batch = TrainingBatch {
             settings,
@@ -172,7 +180,7 @@ fn plan_of<E: Estimate>(
 
 /// Generates [`Estimator`] and its dispatch from one list: `Variant => module::Type`, where
 /// `module` is the estimator's name (its file, declared just above the list), with the
-/// engine's carriers of each estimator's own state ([`EstimatorStats`], [`EstimatorPlan`]).
+/// engine's carriers of each estimator's own state ([`AnyEstimatorStats`], [`AnyEstimatorPlan`]).
 macro_rules! registry {
     ($($variant:ident => $module:ident :: $ty:ident,)*) => {
         /// Every estimator advcalc knows: verl 0.9.1's names (reference §5) in its registry's
@@ -185,14 +193,43 @@ macro_rules! registry {
         /// One estimator's own pass-1 statistics ([`Estimate::Stats`]), as the engine carries
         /// them ([`RowStats`]).
         #[derive(Debug, Clone, PartialEq)]
-        pub enum EstimatorStats {
+        pub enum AnyEstimatorStats {
             $($variant(<$module::$ty as Estimate>::Stats),)*
         }
 
         /// One estimator's plan (with its [`Estimate::Plan`]), as the engine carries it.
         #[derive(Debug, Clone, PartialEq)]
-        pub enum EstimatorPlan {
-            $($variant(Plan<<$module::$ty as Estimate>::Plan>),)*
+        pub enum AnyEstimatorPlan {
+            $($variant(EstimatorPlan<<$module::$ty as Estimate>::Plan>),)*
+        }
+
+        /// Every estimator's own settings ([`Estimate::Options`]), a field per estimator,
+        /// named as it; read after advcalc's shared keys (`Extensions::estimators`).
+        #[derive(Debug, Clone, PartialEq, Default)]
+        pub struct EstimatorSettings {
+            $(
+                #[doc = concat!("`", stringify!($module), "`'s own settings.")]
+                pub $module: <$module::$ty as Estimate>::Options,
+            )*
+        }
+
+        impl SettingList for EstimatorSettings {
+            fn keys() -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $(keys.extend(<<$module::$ty as Estimate>::Options as SettingList>::keys());)*
+                keys
+            }
+            fn read(r: &mut crate::config::setting::Reader<'_, '_>) -> Result<Self> {
+                Ok(EstimatorSettings { $($module: SettingList::read(r)?,)* })
+            }
+            fn to_map(&self, m: &mut crate::config::value::Map) {
+                $(self.$module.to_map(m);)*
+            }
+            fn changed(&self) -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $(keys.extend(self.$module.changed());)*
+                keys
+            }
         }
 
         impl Estimator {
@@ -213,13 +250,23 @@ macro_rules! registry {
                 }
             }
 
+            /// The `algorithm.*` keys it reads whatever the convention: those its declaration
+            /// names ([`Info::settings`]), then its own ([`Estimate::Options`]).
+            pub fn settings(self) -> Vec<&'static str> {
+                let mut keys = self.info().settings.to_vec();
+                keys.extend(match self {
+                    $(Estimator::$variant => <<$module::$ty as Estimate>::Options as SettingList>::keys(),)*
+                });
+                keys
+            }
+
             /// Pass 1: the estimator's own statistics of one row group.
-            pub(crate) fn row_stats(self, rows: &Rows<'_>) -> Result<EstimatorStats> {
+            pub(crate) fn row_stats(self, rows: &Rows<'_>) -> Result<AnyEstimatorStats> {
                 match self {
                     $(Estimator::$variant => {
                         let mut stats = Default::default();
                         <$module::$ty as Estimate>::row_stats(rows, &mut stats)?;
-                        Ok(EstimatorStats::$variant(stats))
+                        Ok(AnyEstimatorStats::$variant(stats))
                     })*
                 }
             }
@@ -232,26 +279,26 @@ macro_rules! registry {
                 stats: &mut RowStats,
                 batches: &[(Option<i64>, Vec<usize>)],
                 file: &str,
-            ) -> Result<EstimatorPlan> {
+            ) -> Result<AnyEstimatorPlan> {
                 let own = stats.own.take();
                 match self {
                     $(Estimator::$variant => {
                         let own = match own {
-                            Some(EstimatorStats::$variant(own)) => own,
+                            Some(AnyEstimatorStats::$variant(own)) => own,
                             // no rows: nothing was appended
                             None => Default::default(),
                             Some(other) => return Err(other.not_of(self)),
                         };
                         plan_of::<$module::$ty>(settings, stats, own, batches, file)
-                            .map(EstimatorPlan::$variant)
+                            .map(AnyEstimatorPlan::$variant)
                     })*
                 }
             }
 
             /// This estimator's own statistics from the exchange bytes.
-            pub(crate) fn read_stats(self, input: &state::Reading<'_>) -> Result<EstimatorStats> {
+            pub(crate) fn read_stats(self, input: &state::Reading<'_>) -> Result<AnyEstimatorStats> {
                 match self {
-                    $(Estimator::$variant => Ok(EstimatorStats::$variant(OwnStats::read(input)?)),)*
+                    $(Estimator::$variant => Ok(AnyEstimatorStats::$variant(OwnStats::read(input)?)),)*
                 }
             }
 
@@ -259,28 +306,28 @@ macro_rules! registry {
             /// engine, and its own.
             pub(crate) fn read_plan(
                 self,
-                common: Plan,
+                common: EstimatorPlan,
                 input: &state::Reading<'_>,
-            ) -> Result<EstimatorPlan> {
+            ) -> Result<AnyEstimatorPlan> {
                 match self {
-                    $(Estimator::$variant => Ok(EstimatorPlan::$variant(common.with_own(OwnPlan::read(input)?))),)*
+                    $(Estimator::$variant => Ok(AnyEstimatorPlan::$variant(common.with_own(OwnPlan::read(input)?))),)*
                 }
             }
         }
 
-        impl EstimatorStats {
+        impl AnyEstimatorStats {
             /// The estimator the statistics belong to.
             pub fn estimator(&self) -> Estimator {
                 match self {
-                    $(EstimatorStats::$variant(_) => Estimator::$variant,)*
+                    $(AnyEstimatorStats::$variant(_) => Estimator::$variant,)*
                 }
             }
 
             /// Append the next row group's; `false` (and nothing appended) when they are
             /// another estimator's.
-            pub(crate) fn append(&mut self, next: EstimatorStats) -> bool {
+            pub(crate) fn append(&mut self, next: AnyEstimatorStats) -> bool {
                 match (self, next) {
-                    $((EstimatorStats::$variant(mine), EstimatorStats::$variant(next)) => {
+                    $((AnyEstimatorStats::$variant(mine), AnyEstimatorStats::$variant(next)) => {
                         mine.append(next);
                         true
                     })*
@@ -291,70 +338,70 @@ macro_rules! registry {
 
             pub(crate) fn write(&self, out: &mut state::Written) {
                 match self {
-                    $(EstimatorStats::$variant(s) => OwnStats::write(s, out),)*
+                    $(AnyEstimatorStats::$variant(s) => OwnStats::write(s, out),)*
                 }
             }
         }
 
-        impl EstimatorPlan {
+        impl AnyEstimatorPlan {
             /// The estimator the plan belongs to.
             pub fn estimator(&self) -> Estimator {
                 match self {
-                    $(EstimatorPlan::$variant(_) => Estimator::$variant,)*
+                    $(AnyEstimatorPlan::$variant(_) => Estimator::$variant,)*
                 }
             }
 
-            /// [`Plan::position`].
+            /// [`EstimatorPlan::position`].
             pub fn position(&self, row: usize) -> Option<usize> {
                 match self {
-                    $(EstimatorPlan::$variant(p) => p.position(row),)*
+                    $(AnyEstimatorPlan::$variant(p) => p.position(row),)*
                 }
             }
 
-            /// The plan's rows ([`Plan::rows`]) and their scalars ([`Plan::row_scalar`]).
+            /// The plan's rows ([`EstimatorPlan::rows`]) and their scalars ([`EstimatorPlan::row_scalar`]).
             pub fn scalars(&self) -> (Option<&[usize]>, &[f32]) {
                 match self {
-                    $(EstimatorPlan::$variant(p) => (p.rows.as_deref(), &p.row_scalar),)*
+                    $(AnyEstimatorPlan::$variant(p) => (p.rows.as_deref(), &p.row_scalar),)*
                 }
             }
 
-            /// [`Plan::warnings`].
+            /// [`EstimatorPlan::warnings`].
             pub fn warnings(&self) -> &[String] {
                 match self {
-                    $(EstimatorPlan::$variant(p) => &p.warnings,)*
+                    $(AnyEstimatorPlan::$variant(p) => &p.warnings,)*
                 }
             }
 
-            /// [`Plan::restrict`].
-            pub fn restrict(&self, rows: &[usize], steps: &[Option<i64>]) -> EstimatorPlan {
+            /// [`EstimatorPlan::restrict`].
+            pub fn restrict(&self, rows: &[usize], steps: &[Option<i64>]) -> AnyEstimatorPlan {
                 match self {
-                    $(EstimatorPlan::$variant(p) => EstimatorPlan::$variant(p.restrict(rows, steps)),)*
+                    $(AnyEstimatorPlan::$variant(p) => AnyEstimatorPlan::$variant(p.restrict(rows, steps)),)*
                 }
             }
 
             /// [`OwnPlan::nan_rows`].
             pub fn nan_rows(&self) -> usize {
                 match self {
-                    $(EstimatorPlan::$variant(p) => p.own.nan_rows(),)*
+                    $(AnyEstimatorPlan::$variant(p) => p.own.nan_rows(),)*
                 }
             }
 
             pub(crate) fn write(&self, out: &mut state::Written) {
                 match self {
-                    $(EstimatorPlan::$variant(p) => OwnPlan::write(&p.own, out),)*
+                    $(AnyEstimatorPlan::$variant(p) => OwnPlan::write(&p.own, out),)*
                 }
             }
 
             pub(crate) fn fingerprint<H: Hasher>(&self, h: &mut H) {
                 match self {
-                    $(EstimatorPlan::$variant(p) => p.fingerprint(h),)*
+                    $(AnyEstimatorPlan::$variant(p) => p.fingerprint(h),)*
                 }
             }
 
             /// Pass 2: the estimator's token outputs of one row group.
             pub(crate) fn token_outputs(&self, rows: &Rows<'_>) -> Result<Tokens> {
                 match self {
-                    $(EstimatorPlan::$variant(p) => <$module::$ty as Estimate>::token_outputs(rows, p),)*
+                    $(AnyEstimatorPlan::$variant(p) => <$module::$ty as Estimate>::token_outputs(rows, p),)*
                 }
             }
         }
@@ -472,7 +519,7 @@ impl Estimator {
     }
 }
 
-impl EstimatorStats {
+impl AnyEstimatorStats {
     /// The error for statistics of another estimator than `estimator` (the engine's stamp
     /// checks refuse them before).
     fn not_of(&self, estimator: Estimator) -> Error {
@@ -486,7 +533,7 @@ impl EstimatorStats {
 
 /// Pass 2 of an outcome estimator: each row's scalar broadcast onto its mask; returns equal
 /// advantages.
-pub fn broadcast_scalars<P>(rows: &Rows<'_>, plan: &Plan<P>) -> Tokens {
+pub fn broadcast_scalars<P>(rows: &Rows<'_>, plan: &EstimatorPlan<P>) -> Tokens {
     let mut advantages = vec![0.0f32; rows.mask.len()];
     let first = rows.group.first_row;
     for i in 0..rows.rows() {

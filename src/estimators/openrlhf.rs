@@ -27,7 +27,7 @@ use crate::data::TokenRole;
 use crate::error::Error;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, RowMoments, StepWhitening, Whitening};
-use crate::estimators::{Plan, Rows, Tokens, TrainingBatch};
+use crate::estimators::{EstimatorPlan, Rows, Tokens, TrainingBatch};
 
 use super::groups::group_sums;
 
@@ -40,7 +40,7 @@ pub type ShapingFn = fn(&[f64], &Grouping) -> Result<Vec<f64>, usize>;
 /// Steps 1–3 for one batch: each row's clipped scalar.
 fn clipped<S, P>(
     batch: &TrainingBatch<'_, S>,
-    plan: &mut Plan<P>,
+    plan: &mut EstimatorPlan<P>,
     shaping: ShapingFn,
 ) -> Result<Vec<f64>, Error> {
     let g = batch.family_grouping(plan, true)?;
@@ -50,7 +50,11 @@ fn clipped<S, P>(
 }
 
 /// Steps 1–3's statistics for one batch: each row's clipped scalar.
-pub fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan, shaping: ShapingFn) -> Result<(), Error> {
+pub fn batch(
+    batch: &TrainingBatch<'_>,
+    plan: &mut EstimatorPlan,
+    shaping: ShapingFn,
+) -> Result<(), Error> {
     let scalars = clipped(batch, plan, shaping)?;
     batch.set_scalars(plan, scalars);
     Ok(())
@@ -60,7 +64,7 @@ pub fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan, shaping: ShapingFn) -> 
 /// clipped scalar and the batch whitening over the valid tokens.
 pub fn whitened_batch(
     batch: &TrainingBatch<'_, RowMoments>,
-    plan: &mut Plan<StepWhitening>,
+    plan: &mut EstimatorPlan<StepWhitening>,
     shaping: ShapingFn,
 ) -> Result<(), Error> {
     let clipped = clipped(batch, plan, shaping)?;
@@ -135,7 +139,7 @@ fn kl_returns(
 /// returns are kept, else advantages = returns.
 pub fn token_outputs<P>(
     rows: &Rows<'_>,
-    plan: &Plan<P>,
+    plan: &EstimatorPlan<P>,
     whitening: Option<&StepWhitening>,
 ) -> Result<Tokens, Error> {
     let n = rows.mask.len();

@@ -14,7 +14,7 @@ use crate::estimators::groups::Grouping;
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_dr_grpo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -42,12 +42,13 @@ impl Estimate for OpenrlhfDrGrpo {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         openrlhf::batch(batch, plan, openrlhf_dr_grpo)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         openrlhf::token_outputs(rows, plan, None)
     }
 }

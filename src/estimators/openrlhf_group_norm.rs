@@ -15,7 +15,7 @@ use crate::estimators::groups::Grouping;
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_group_norm(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -43,12 +43,13 @@ impl Estimate for OpenrlhfGroupNorm {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         openrlhf::batch(batch, plan, openrlhf_group_norm)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         openrlhf::token_outputs(rows, plan, None)
     }
 }

@@ -19,7 +19,7 @@ use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, openrlhf,
 };
 
 pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -50,16 +50,20 @@ impl Estimate for OpenrlhfReinforceBaseline {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         openrlhf::row_stats(rows, stats)
     }
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         openrlhf::whitened_batch(batch, plan, openrlhf_reinforce_baseline)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         openrlhf::token_outputs(rows, plan, Some(&plan.own))
     }
 }

@@ -13,7 +13,7 @@ use crate::estimators::groups::Grouping;
 use crate::estimators::state::malformed;
 use crate::estimators::state::{OwnPlan, Reading, Written};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
 };
 
@@ -98,15 +98,16 @@ impl Estimate for Opo {
     };
     type Stats = ();
     type Plan = NanRows;
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan<NanRows>) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan<NanRows>) -> Result<()> {
         let (scalars, nan_rows) = opo(&batch.scores(), &batch.valid(), &batch.grouping());
         plan.own.0 += nan_rows;
         batch.set_scalars(plan, scalars);
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<NanRows>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<NanRows>) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

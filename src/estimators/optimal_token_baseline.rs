@@ -27,7 +27,7 @@ use crate::error::Result;
 use crate::estimators::state::{OwnPlan, OwnStats, Reading, Written, bits, from_bits};
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// G and W of one row.
@@ -270,7 +270,11 @@ pub fn column_sums(rows: &Rows<'_>, stats: &mut GroupColumns, tir: bool) -> Resu
 /// Between the passes: which rows have no baseline (singletons; with `tir`, rows without a
 /// valid token, left out of their group) and the zero-tail column of each group. Pass 2
 /// reads the group column sums from the plan, where [`Estimate::keep`] moves pass 1's.
-pub fn baselines(batch: &TrainingBatch<'_, GroupColumns>, plan: &mut Plan<OtbPlan>, tir: bool) {
+pub fn baselines(
+    batch: &TrainingBatch<'_, GroupColumns>,
+    plan: &mut EstimatorPlan<OtbPlan>,
+    tir: bool,
+) {
     let stats = batch.stats;
     let mut members: HashMap<&GroupKey, Vec<usize>> = HashMap::new();
     for &r in batch.rows {
@@ -293,7 +297,7 @@ pub fn baselines(batch: &TrainingBatch<'_, GroupColumns>, plan: &mut Plan<OtbPla
 }
 
 /// Pass 2 of both OTB estimators: `advantages = (G − b)·m`, `returns = G`.
-pub fn advantages(rows: &Rows<'_>, plan: &Plan<OtbPlan>, tir: bool) -> Result<Tokens> {
+pub fn advantages(rows: &Rows<'_>, plan: &EstimatorPlan<OtbPlan>, tir: bool) -> Result<Tokens> {
     let old = rows.old_log_probs()?;
     let spi = rows.token(TokenRole::SumPiSquared)?;
     let uid = rows.uid()?;
@@ -350,12 +354,16 @@ impl Estimate for OptimalTokenBaseline {
     };
     type Stats = GroupColumns;
     type Plan = OtbPlan;
+    type Options = ();
 
     fn row_stats(rows: &Rows<'_>, stats: &mut GroupColumns) -> Result<()> {
         column_sums(rows, stats, false)
     }
 
-    fn batch(batch: &TrainingBatch<'_, GroupColumns>, plan: &mut Plan<OtbPlan>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, GroupColumns>,
+        plan: &mut EstimatorPlan<OtbPlan>,
+    ) -> Result<()> {
         baselines(batch, plan, false);
         Ok(())
     }
@@ -364,7 +372,7 @@ impl Estimate for OptimalTokenBaseline {
         plan.columns = stats;
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<OtbPlan>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<OtbPlan>) -> Result<Tokens> {
         advantages(rows, plan, false)
     }
 }

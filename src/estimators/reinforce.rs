@@ -18,7 +18,7 @@
 //! §5.11) without the whitening.
 
 use crate::error::Result;
-use crate::estimators::{Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
+use crate::estimators::{Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch};
 
 /// The masked discounted return-to-go of one row.
 pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {
@@ -50,12 +50,13 @@ impl Estimate for Reinforce {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
+    fn batch(_: &TrainingBatch<'_>, _: &mut EstimatorPlan) -> Result<()> {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, _: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, _: &EstimatorPlan) -> Result<Tokens> {
         let mut advantages = vec![0.0f32; rows.mask.len()];
         for i in 0..rows.rows() {
             let s = rows.span(i);

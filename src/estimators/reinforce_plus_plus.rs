@@ -23,7 +23,9 @@
 
 use crate::error::Result;
 use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
-use crate::estimators::{Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL};
+use crate::estimators::{
+    Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+};
 
 /// How the return treats mask-0 (tool/observation) positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,6 +104,7 @@ impl Estimate for ReinforcePlusPlus {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
     fn row_stats(rows: &Rows<'_>, stats: &mut RowMoments) -> Result<()> {
         let s = rows.settings;
@@ -116,13 +119,16 @@ impl Estimate for ReinforcePlusPlus {
         Ok(())
     }
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         let w = batch.whiten(&batch.merged_moments())?;
         plan.own.insert(batch.step, w);
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         let s = rows.settings;
         let n = rows.mask.len();
         let (mut advantages, mut returns) = (vec![0.0f32; n], vec![0.0f32; n]);

@@ -12,7 +12,7 @@ use crate::estimators::groups::Grouping;
 use super::groups::group_means;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
 };
 
@@ -44,14 +44,15 @@ impl Estimate for ReinforcePlusPlusBaseline {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         let centred = reinforce_plus_plus_baseline(&batch.scores(), &batch.grouping());
         batch.set_scalars(plan, whitened(batch, &centred)?);
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

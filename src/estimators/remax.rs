@@ -8,7 +8,7 @@
 
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// Reward-to-go over valid tokens, as `flip(cumsum(flip(r·m)))`.
@@ -44,12 +44,13 @@ impl Estimate for Remax {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
+    fn batch(_: &TrainingBatch<'_>, _: &mut EstimatorPlan) -> Result<()> {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, _: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, _: &EstimatorPlan) -> Result<Tokens> {
         let baselines = rows
             .group
             .reward_baselines

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::estimators::conventions::{self, Convention, Member, Rule, Under};
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
 };
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -61,8 +61,12 @@ impl Estimate for Rloo {
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_, RowMoments>, plan: &mut Plan<StepWhitening>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, RowMoments>,
+        plan: &mut EstimatorPlan<StepWhitening>,
+    ) -> Result<()> {
         if batch.settings.ext.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
@@ -74,7 +78,7 @@ impl Estimate for Rloo {
         conventions::family_row_stats(rows, stats)
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<StepWhitening>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<StepWhitening>) -> Result<Tokens> {
         Ok(conventions::family_token_outputs(rows, plan))
     }
 }

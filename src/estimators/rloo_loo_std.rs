@@ -33,7 +33,8 @@
 use crate::error::Result;
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch,
+    broadcast_scalars,
 };
 
 /// NeMo-RL's `grpo.*` switches.
@@ -234,8 +235,9 @@ impl Estimate for RlooLooStd {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         batch.set_scalars(
             plan,
             rloo_loo_std(&batch.scores(), &batch.grouping(), NemoOptions::default()),
@@ -243,7 +245,7 @@ impl Estimate for RlooLooStd {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

@@ -10,7 +10,7 @@ use crate::estimators::groups::Grouping;
 use super::groups::per_row_from_group;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
 };
 
@@ -41,13 +41,14 @@ impl Estimate for RlooVectorized {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(batch: &TrainingBatch<'_>, plan: &mut Plan) -> Result<()> {
+    fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         batch.set_scalars(plan, rloo_vectorized(&batch.scores(), &batch.grouping()));
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan) -> Result<Tokens> {
         Ok(broadcast_scalars(rows, plan))
     }
 }

@@ -1,13 +1,13 @@
 //! What an estimator keeps of its own between the passes: its pass-1 statistics
 //! ([`OwnStats`], beside the common per-row scalars of [`RowStats`]) and its part of the plan
-//! ([`OwnPlan`], beside the row scalars of [`Plan`]). Each type says once how it merges, how
+//! ([`OwnPlan`], beside the row scalars of [`EstimatorPlan`]). Each type says once how it merges, how
 //! it is cut to some rows and steps, how it crosses a process boundary (the exchange bytes of
 //! `engine::exchange`) and, for a plan, how it counts in the plan's fingerprint; the engine
-//! carries them without knowing what they hold (`EstimatorStats`, `EstimatorPlan`, generated
+//! carries them without knowing what they hold (`AnyEstimatorStats`, `AnyEstimatorPlan`, generated
 //! by the registry). An estimator without state of its own uses `()` for both.
 //!
 //! [`RowStats`]: super::RowStats
-//! [`Plan`]: super::Plan
+//! [`EstimatorPlan`]: super::EstimatorPlan
 
 use std::fmt::Debug;
 use std::hash::Hasher;

@@ -12,7 +12,7 @@
 use crate::error::Result;
 use crate::estimators::optimal_token_baseline::{self, GroupColumns, OtbPlan};
 use crate::estimators::{
-    Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// Compacted index of each valid position of a row (`None` for mask-0 positions).
@@ -44,12 +44,16 @@ impl Estimate for TirOptimalTokenBaseline {
     };
     type Stats = GroupColumns;
     type Plan = OtbPlan;
+    type Options = ();
 
     fn row_stats(rows: &Rows<'_>, stats: &mut GroupColumns) -> Result<()> {
         optimal_token_baseline::column_sums(rows, stats, true)
     }
 
-    fn batch(batch: &TrainingBatch<'_, GroupColumns>, plan: &mut Plan<OtbPlan>) -> Result<()> {
+    fn batch(
+        batch: &TrainingBatch<'_, GroupColumns>,
+        plan: &mut EstimatorPlan<OtbPlan>,
+    ) -> Result<()> {
         optimal_token_baseline::baselines(batch, plan, true);
         Ok(())
     }
@@ -58,7 +62,7 @@ impl Estimate for TirOptimalTokenBaseline {
         plan.columns = stats;
     }
 
-    fn token_outputs(rows: &Rows<'_>, plan: &Plan<OtbPlan>) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, plan: &EstimatorPlan<OtbPlan>) -> Result<Tokens> {
         optimal_token_baseline::advantages(rows, plan, true)
     }
 }

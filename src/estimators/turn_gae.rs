@@ -22,7 +22,9 @@
 
 use crate::data::TokenRole;
 use crate::error::Result;
-use crate::estimators::{Column, Estimate, Family, Info, Kind, Plan, Rows, Tokens, TrainingBatch};
+use crate::estimators::{
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch,
+};
 
 /// Advantages and returns of one row.
 pub fn turn_gae(
@@ -81,12 +83,13 @@ impl Estimate for TurnGae {
     };
     type Stats = ();
     type Plan = ();
+    type Options = ();
 
-    fn batch(_: &TrainingBatch<'_>, _: &mut Plan) -> Result<()> {
+    fn batch(_: &TrainingBatch<'_>, _: &mut EstimatorPlan) -> Result<()> {
         Ok(())
     }
 
-    fn token_outputs(rows: &Rows<'_>, _: &Plan) -> Result<Tokens> {
+    fn token_outputs(rows: &Rows<'_>, _: &EstimatorPlan) -> Result<Tokens> {
         let s = rows.settings;
         let values = rows.token(TokenRole::Values)?;
         let n = rows.mask.len();

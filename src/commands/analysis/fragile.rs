@@ -44,7 +44,7 @@ const ONE_PASS_MAX_ROWS: usize = 256;
 
 /// How a trainer normalises a group, as far as the residue is concerned.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rule {
+pub struct FragileRule {
     /// The trainer and estimator, e.g. `verl grpo, SkyRL grpo`.
     pub trainer: &'static str,
     /// `σ + ε`.
@@ -60,7 +60,7 @@ pub struct Rule {
     pub conventions: &'static [Convention],
 }
 
-impl Rule {
+impl FragileRule {
     /// Whether a run under one of `conventions` uses this rule.
     pub fn concerns(&self, conventions: &[Convention]) -> bool {
         self.conventions.iter().any(|c| conventions.contains(c))
@@ -68,8 +68,8 @@ impl Rule {
 }
 
 /// The group-normalising rules of docs/conventions.md C2.
-pub const RULES: [Rule; 5] = [
-    Rule {
+pub const RULES: [FragileRule; 5] = [
+    FragileRule {
         trainer: "verl grpo, SkyRL grpo",
         epsilon: 1e-6,
         float32: true,
@@ -77,7 +77,7 @@ pub const RULES: [Rule; 5] = [
         clip: None,
         conventions: &[Convention::Verl, Convention::Skyrl],
     },
-    Rule {
+    FragileRule {
         trainer: "TRL grpo",
         epsilon: 1e-4,
         float32: true,
@@ -85,7 +85,7 @@ pub const RULES: [Rule; 5] = [
         clip: None,
         conventions: &[Convention::Trl],
     },
-    Rule {
+    FragileRule {
         trainer: "OpenRLHF group_norm",
         epsilon: 1e-9,
         float32: true,
@@ -93,7 +93,7 @@ pub const RULES: [Rule; 5] = [
         clip: Some(10.0),
         conventions: &[Convention::Openrlhf],
     },
-    Rule {
+    FragileRule {
         trainer: "NeMo-RL grpo (rloo_loo_std)",
         epsilon: 1e-6,
         float32: true,
@@ -101,7 +101,7 @@ pub const RULES: [Rule; 5] = [
         clip: None,
         conventions: &[Convention::NemoRl],
     },
-    Rule {
+    FragileRule {
         trainer: "open-instruct standard",
         epsilon: 1e-8,
         float32: false,
@@ -115,7 +115,7 @@ pub const RULES: [Rule; 5] = [
 #[derive(Debug, Clone, PartialEq)]
 pub struct Departure {
     /// The trainer's rule.
-    pub rule: Rule,
+    pub rule: FragileRule,
     /// On the equal-inexact-score groups: the range of |advantage| it gives where the exact
     /// answer is 0: a mean residue `r` of 1 or 2 ulp of the score over `σ + ε`, where the std
     /// σ of equal values is itself 0 to 2 ulp (kernels differ): from `u/(2u + ε)` to `2u/ε`
@@ -188,7 +188,7 @@ fn moments(s: &[f64]) -> (f64, f64, f64) {
 /// float32 arithmetic in row order against the exact answer, per row
 /// `|a32 − a| / max(|a|, 1)` (a residue σ behind the `σ > 0` gate can turn an exact 0.7
 /// into thousands, NeMo#1518).
-fn spread_departure(rule: &Rule, s: &[f64]) -> f64 {
+fn spread_departure(rule: &FragileRule, s: &[f64]) -> f64 {
     if rule.one_pass && s.len() > ONE_PASS_MAX_ROWS {
         return 0.0; // not evaluated (see ONE_PASS_MAX_ROWS)
     }

@@ -15,25 +15,23 @@
 //! group to per-row sums, `summary` (with `buckets` and `spearman`) turns them into the
 //! summaries, and `report` renders the `Comparison`.
 
-pub(crate) mod buckets;
 mod report;
 mod spearman;
 mod summary;
-pub(crate) mod sums;
 
 use std::path::PathBuf;
 
 use rayon::prelude::*;
 
+pub(crate) use crate::commands::analysis::buckets::BUCKETS;
+pub use crate::commands::analysis::buckets::BucketSummary;
 pub use crate::commands::analysis::tokens::TokenStats;
-pub(crate) use buckets::BUCKETS;
-pub use buckets::BucketSummary;
 pub use report::Comparison;
 pub use summary::{PairSummary, VariantSummary};
 
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::engine::job::{Job, Prepared};
+use crate::engine::job::{Job, Plan};
 use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::plan::training_batches;
 use crate::engine::progress::Progress;
@@ -43,8 +41,8 @@ use crate::io::format::Format;
 use crate::io::input;
 use crate::shaping::scores::Layout;
 
+use crate::commands::analysis::sums::Sums;
 pub(crate) use summary::summarise;
-use sums::Sums;
 
 /// One column of the comparison: a label and the configuration it runs.
 #[derive(Debug, Clone)]
@@ -122,7 +120,7 @@ pub(crate) fn advantages_by_step(
 /// What the passes leave for the summaries.
 pub(crate) struct Collected {
     /// Each variant's statistics pass and plan (its steps, uids and warnings).
-    pub(crate) prepared: Vec<Prepared>,
+    pub(crate) prepared: Vec<Plan>,
     /// Every row's sums, in file order.
     pub(crate) sums: Sums,
 }

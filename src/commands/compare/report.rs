@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::buckets::BUCKETS;
 use super::summary::{PairSummary, VariantSummary};
 use crate::commands::analysis::Warning;
+use crate::commands::analysis::buckets::BUCKETS;
 use crate::commands::analysis::fragile::{Fragile, fragile_findings, fragile_json, fragile_rows};
 use crate::commands::numbers::{fixed6, pct2};
 use crate::estimators::conventions::Convention;

@@ -3,11 +3,11 @@
 
 use super::Collected;
 use super::Variant;
-use super::buckets::{BucketSummary, RowBuckets};
 use super::report::Comparison;
 use super::spearman::spearman;
-use super::sums::Sums;
+use crate::commands::analysis::buckets::{BucketSummary, RowBuckets};
 use crate::commands::analysis::fragile::{Fragile, fragile_groups};
+use crate::commands::analysis::sums::Sums;
 use crate::commands::analysis::tokens::{RowSums, TokenStats};
 use crate::estimators::groups::Grouping;
 
@@ -111,7 +111,7 @@ pub(crate) fn summarise(
 
 /// The input's fragile groups (by `step` and `uid`, from the first variant that read a
 /// `uid`), from the rows' scores; `None` when no variant read one.
-fn fragile_of(prepared: &[crate::engine::job::Prepared], score: &[f64]) -> Option<Fragile> {
+fn fragile_of(prepared: &[crate::engine::job::Plan], score: &[f64]) -> Option<Fragile> {
     let uid = prepared
         .iter()
         .map(|p| &p.stats.uid)

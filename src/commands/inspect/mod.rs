@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 pub use crate::commands::analysis::Warning;
 pub use crate::commands::analysis::fragile::{
-    Departure, Fragile, RULES, Rule, TIGHT_SPREAD_DEPARTURE,
+    Departure, Fragile, FragileRule, RULES, TIGHT_SPREAD_DEPARTURE,
 };
 pub use report::{
     Groups, Kl, KlShaping, Mismatch, Rejection, Report, ScoreSums, StepReport, ToolSpans,

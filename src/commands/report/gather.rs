@@ -9,13 +9,13 @@
 use rayon::prelude::*;
 use serde_json::Value;
 
+use crate::commands::analysis::sums::Sums;
 use crate::commands::analysis::tokens::TokenStats;
-use crate::commands::compare::sums::Sums;
 use crate::commands::compare::{Collected, Comparison, Variant, summarise};
 use crate::commands::inspect::{self, Inspection, Tallies};
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::engine::job::{GroupOutputs, Job, Prepared};
+use crate::engine::job::{GroupOutputs, Job, Plan};
 use crate::engine::metrics;
 use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::progress::Progress;
@@ -28,7 +28,7 @@ use crate::shaping::correction::Correction;
 use super::ReportOptions;
 use super::groups::PassRates;
 use super::sketch::Sketch;
-use super::strips::{self, Shape, Strip};
+use super::strips::{self, RowFeatures, Strip};
 
 /// Everything the page shows, computed once.
 pub struct Facts {
@@ -53,7 +53,7 @@ pub struct Facts {
     pub row_abs: Vec<Vec<(f64, u64)>>,
     pub strips: Vec<Strip>,
     /// Per row: its tool spans and rejected tokens.
-    pub shapes: Vec<Shape>,
+    pub shapes: Vec<RowFeatures>,
 }
 
 /// One variant's facts beyond the comparison.
@@ -81,7 +81,7 @@ struct UnitPart {
     advantages: Vec<Sketch>,
     is_weights: Vec<Option<Sketch>>,
     /// Each row's tool spans and rejected tokens.
-    shapes: Vec<Shape>,
+    shapes: Vec<RowFeatures>,
 }
 
 /// Run the passes and keep what the page needs.
@@ -151,7 +151,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
                     advantages: outputs.iter().map(valid_advantages).collect(),
                     is_weights: outputs.iter().map(valid_is_weights).collect(),
                     shapes: (0..batch.num_rows())
-                        .map(|i| Shape::of(&outputs, i))
+                        .map(|i| RowFeatures::of(&outputs, i))
                         .collect(),
                 })
             })
@@ -165,7 +165,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let mut tallies = Vec::with_capacity(parts.len());
     let mut adv = vec![Sketch::default(); n];
     let mut is: Vec<Option<Sketch>> = vec![None; n];
-    let mut shapes: Vec<Shape> = Vec::with_capacity(rows);
+    let mut shapes: Vec<RowFeatures> = Vec::with_capacity(rows);
     for p in parts {
         shapes.extend(p.shapes);
         tallies.push(p.tallies);
@@ -276,10 +276,10 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
 
 /// The strips of `chosen` rows, from their row groups read once more (each once).
 fn reread(
-    chosen: &[(usize, strips::Reason)],
+    chosen: &[(usize, strips::StripReason)],
     correct: &[bool],
     jobs: &[Job<'_>],
-    prepared: &[Prepared],
+    prepared: &[Plan],
     input: &Dataset,
     projection: &[usize],
     pool: &rayon::ThreadPool,
@@ -311,7 +311,7 @@ fn reread(
 /// Every job's pass-2 outputs of one unit's row group.
 fn outputs_of(
     jobs: &[Job<'_>],
-    prepared: &[Prepared],
+    prepared: &[Plan],
     input: &Dataset,
     u: usize,
     batch: &arrow_array::RecordBatch,

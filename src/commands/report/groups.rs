@@ -2,8 +2,8 @@
 //! `compare`'s pass-rate buckets see them) with its pass rate, the fraction of its rows that
 //! are correct.
 
-use crate::commands::compare::buckets::uid_groups;
-use crate::engine::job::Prepared;
+use crate::commands::analysis::buckets::uid_groups;
+use crate::engine::job::Plan;
 
 /// Every group's rows (in first-appearance order) and pass rate.
 pub struct PassRates {
@@ -15,7 +15,7 @@ pub struct PassRates {
 
 impl PassRates {
     /// The groups of the first variant that read a `uid`; `None` when none did.
-    pub fn new(prepared: &[Prepared], correct: &[bool]) -> Option<Self> {
+    pub fn new(prepared: &[Plan], correct: &[bool]) -> Option<Self> {
         Some(Self::of(uid_groups(prepared)?.members(), correct))
     }
 

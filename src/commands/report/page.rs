@@ -13,7 +13,7 @@ use super::difficulty;
 use super::gather::{Facts, VariantFacts};
 use super::html::{CSS, Style, escape, num, token};
 use super::plots::{self, Axes, Line, Panel, Reference, colour, css};
-use super::strips::{Feature, Reason, Strip};
+use super::strips::{Feature, Strip, StripReason};
 
 /// `data-src` of numbers from `inspect -e FIRST --json` (the first variant's configuration).
 pub const INSPECT: &str = "inspect";
@@ -803,12 +803,12 @@ fn why(s: &Strip, f: &Facts) -> String {
     });
     let share = |n: usize| format!("{n} of the {rows} rows");
     match s.reason {
-        Reason::Asked => "Why this row: asked for with <code>--rows</code>.".into(),
-        Reason::Pair(_) => {
+        StripReason::Asked => "Why this row: asked for with <code>--rows</code>.".into(),
+        StripReason::Pair(_) => {
             let partner = f
                 .strips
                 .iter()
-                .find(|o| matches!(o.reason, Reason::Pair(_)) && o.row != s.row)
+                .find(|o| matches!(o.reason, StripReason::Pair(_)) && o.row != s.row)
                 .map(|o| format!("with row {}, ", o.row))
                 .unwrap_or_default();
             let which = match &group {
@@ -841,7 +841,7 @@ fn why(s: &Strip, f: &Facts) -> String {
                 )
             }
         }
-        Reason::Shows(feature) => {
+        StripReason::Shows(feature) => {
             let (what, n) = match feature {
                 Feature::ToolSpans => ("tool spans", tools),
                 Feature::Rejected => ("rejected tokens", rejected),
@@ -892,11 +892,11 @@ fn token_strips(f: &Facts) -> Result<PageSection> {
     for s in &f.strips {
         let tools = s.mask.iter().filter(|&&m| m == 0.0).count();
         let reason = match s.reason {
-            Reason::Pair(true) => "pair-correct",
-            Reason::Pair(false) => "pair-incorrect",
-            Reason::Shows(Feature::ToolSpans) => "tool-spans",
-            Reason::Shows(Feature::Rejected) => "rejected",
-            Reason::Asked => "asked",
+            StripReason::Pair(true) => "pair-correct",
+            StripReason::Pair(false) => "pair-incorrect",
+            StripReason::Shows(Feature::ToolSpans) => "tool-spans",
+            StripReason::Shows(Feature::Rejected) => "rejected",
+            StripReason::Asked => "asked",
         };
         body += &format!(
             "<h3 data-row=\"{}\" data-reason=\"{reason}\">{}</h3>\n<p class=\"why-row\">{}</p>\n<p class=\"meta\">{}{}score {} ({}) · {} tokens, {} of them tool tokens · {}</p>\n",

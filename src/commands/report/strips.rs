@@ -25,7 +25,7 @@ use super::groups::PassRates;
 
 /// Why a row is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub enum StripReason {
     /// The correct (`true`) or incorrect row of the pair.
     Pair(bool),
     /// A row with this feature, which neither row of the pair has.
@@ -43,14 +43,14 @@ pub enum Feature {
 
 /// What a row's strip would show besides its advantages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Shape {
+pub struct RowFeatures {
     /// Tool spans: runs of mask-0 tokens followed by a policy token (inspect's count).
     pub tool_spans: u32,
     /// Tokens rejected by rollout correction (mask 1 → 0), the most under any variant.
     pub rejected: u32,
 }
 
-impl Shape {
+impl RowFeatures {
     /// Row `i` of a row group under every variant.
     pub fn of(outputs: &[GroupOutputs], i: usize) -> Self {
         let g = &outputs[0].group;
@@ -72,7 +72,7 @@ impl Shape {
             })
             .max()
             .unwrap_or(0);
-        Shape {
+        RowFeatures {
             tool_spans,
             rejected,
         }
@@ -96,7 +96,7 @@ impl Shape {
 pub struct Strip {
     /// The row's index in the input (dataset order).
     pub row: usize,
-    pub reason: Reason,
+    pub reason: StripReason,
     pub step: Option<i64>,
     pub uid: Option<String>,
     /// Σ token scores.
@@ -110,7 +110,7 @@ pub struct Strip {
     /// Per variant: its advantages, and its mask after rejection.
     pub variants: Vec<(Vec<f32>, Vec<f32>)>,
     /// Its tool spans and rejected tokens.
-    pub shape: Shape,
+    pub shape: RowFeatures,
 }
 
 /// The rows to draw, with why (the module's rule): a pair of one correct and one incorrect
@@ -118,9 +118,9 @@ pub struct Strip {
 pub fn choose(
     groups: Option<&PassRates>,
     correct: &[bool],
-    shapes: &[Shape],
+    shapes: &[RowFeatures],
     asked: &[usize],
-) -> Vec<(usize, Reason)> {
+) -> Vec<(usize, StripReason)> {
     let all: Vec<usize> = (0..correct.len()).collect();
     // (members, distance of the pass rate from 0.5) of the groups with both kinds of rows;
     // the whole dump as one pool without groups or without such a group
@@ -161,8 +161,8 @@ pub fn choose(
     }
     let mut out = Vec::new();
     if let Some((_, _, c, i)) = chosen {
-        out.extend(c.map(|r| (r, Reason::Pair(true))));
-        out.extend(i.map(|r| (r, Reason::Pair(false))));
+        out.extend(c.map(|r| (r, StripReason::Pair(true))));
+        out.extend(i.map(|r| (r, StripReason::Pair(false))));
     }
     // a row for each feature the dump has and the pair lacks
     let signal: Vec<Option<f64>> = match groups {
@@ -197,12 +197,12 @@ pub fn choose(
             },
         );
         if let Some(r) = pick {
-            out.push((r, Reason::Shows(feature)));
+            out.push((r, StripReason::Shows(feature)));
         }
     }
     for &r in asked {
         if !out.iter().any(|&(o, _)| o == r) {
-            out.push((r, Reason::Asked));
+            out.push((r, StripReason::Asked));
         }
     }
     out
@@ -213,7 +213,7 @@ pub fn extract(
     outputs: &[GroupOutputs],
     i: usize,
     row: usize,
-    reason: Reason,
+    reason: StripReason,
     correct: bool,
 ) -> Strip {
     let g = &outputs[0].group;
@@ -237,7 +237,7 @@ pub fn extract(
                 )
             })
             .collect(),
-        shape: Shape::of(outputs, i),
+        shape: RowFeatures::of(outputs, i),
     }
 }
 
@@ -275,9 +275,9 @@ mod tests {
         assert_eq!(reward_positions(&[0.0], &[0.0]), Vec::<usize>::new());
     }
 
-    fn shapes(tools: &[usize], rejected: &[usize], rows: usize) -> Vec<Shape> {
+    fn shapes(tools: &[usize], rejected: &[usize], rows: usize) -> Vec<RowFeatures> {
         (0..rows)
-            .map(|r| Shape {
+            .map(|r| RowFeatures {
                 tool_spans: u32::from(tools.contains(&r)),
                 rejected: 2 * u32::from(rejected.contains(&r)),
             })
@@ -294,20 +294,20 @@ mod tests {
         assert_eq!(
             rows,
             vec![
-                (0, Reason::Pair(true)),
-                (2, Reason::Pair(false)),
-                (4, Reason::Asked)
+                (0, StripReason::Pair(true)),
+                (2, StripReason::Pair(false)),
+                (4, StripReason::Asked)
             ]
         );
         // without groups: the input's first correct and first incorrect rows
         assert_eq!(
             choose(None, &correct, &plain, &[]),
-            vec![(0, Reason::Pair(true)), (1, Reason::Pair(false))]
+            vec![(0, StripReason::Pair(true)), (1, StripReason::Pair(false))]
         );
         // all correct: one row
         assert_eq!(
             choose(None, &[true, true], &plain[..2], &[]),
-            vec![(0, Reason::Pair(true))]
+            vec![(0, StripReason::Pair(true))]
         );
     }
 
@@ -328,16 +328,16 @@ mod tests {
         assert_eq!(
             rows,
             vec![
-                (4, Reason::Pair(true)),
-                (5, Reason::Pair(false)),
-                (10, Reason::Shows(Feature::Rejected))
+                (4, StripReason::Pair(true)),
+                (5, StripReason::Pair(false)),
+                (10, StripReason::Shows(Feature::Rejected))
             ]
         );
         // both kinds in group 3: its pair (9 with tool spans, 11 rejected), nothing more
         let rows = choose(Some(&g), &correct, &shapes(&[9, 2], &[11], 12), &[]);
         assert_eq!(
             rows,
-            vec![(9, Reason::Pair(true)), (11, Reason::Pair(false))]
+            vec![(9, StripReason::Pair(true)), (11, StripReason::Pair(false))]
         );
         // a row in a group without signal is drawn only when no other row has the feature
         let correct = [true, true, true, false];
@@ -345,9 +345,9 @@ mod tests {
         assert_eq!(
             choose(Some(&g), &correct, &shapes(&[0], &[], 4), &[]),
             vec![
-                (2, Reason::Pair(true)),
-                (3, Reason::Pair(false)),
-                (0, Reason::Shows(Feature::ToolSpans))
+                (2, StripReason::Pair(true)),
+                (3, StripReason::Pair(false)),
+                (0, StripReason::Shows(Feature::ToolSpans))
             ]
         );
     }

@@ -3,7 +3,7 @@
 //! |advantage| is summed per bucket.
 
 use crate::data::GroupKey;
-use crate::engine::job::Prepared;
+use crate::engine::job::Plan;
 use crate::estimators::groups::Grouping;
 
 use crate::commands::analysis::tokens::RowSums;
@@ -45,7 +45,7 @@ pub struct BucketSummary {
 }
 
 /// Every row's bucket, and the number of groups in each bucket.
-pub(super) struct RowBuckets {
+pub(crate) struct RowBuckets {
     /// Per row: its group's index in `BUCKETS`.
     bucket: Vec<usize>,
     /// Per bucket: its groups.
@@ -54,7 +54,7 @@ pub(super) struct RowBuckets {
 
 impl RowBuckets {
     /// Bucket the groups by their rows' correctness; `None` when no variant read a `uid`.
-    pub(super) fn new(prepared: &[Prepared], correct: &[bool]) -> Option<Self> {
+    pub(crate) fn new(prepared: &[Plan], correct: &[bool]) -> Option<Self> {
         let grouping = uid_groups(prepared)?;
         let mut groups = vec![0usize; BUCKETS.len()];
         let mut bucket = vec![0usize; grouping.group_of_row.len()];
@@ -70,7 +70,7 @@ impl RowBuckets {
     }
 
     /// One variant's summary per bucket, from its rows' sums.
-    pub(super) fn summaries(&self, rows: &[RowSums]) -> Vec<BucketSummary> {
+    pub(crate) fn summaries(&self, rows: &[RowSums]) -> Vec<BucketSummary> {
         let mut out: Vec<BucketSummary> = self
             .groups
             .iter()
@@ -96,7 +96,7 @@ impl RowBuckets {
 
 /// The groups (uid within step) of the first variant that read a `uid`; `None` when none did.
 /// `compare`'s buckets and `report`'s difficulty curve group the rows the same way.
-pub(crate) fn uid_groups(prepared: &[Prepared]) -> Option<Grouping> {
+pub(crate) fn uid_groups(prepared: &[Plan]) -> Option<Grouping> {
     let uid = prepared
         .iter()
         .map(|p| &p.stats.uid)
