@@ -41,6 +41,8 @@ pub mod estimators;
 #[doc(hidden)]
 pub mod io;
 #[doc(hidden)]
+pub mod loss;
+#[doc(hidden)]
 pub mod shaping;
 #[cfg(test)]
 mod test_support;

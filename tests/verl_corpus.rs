@@ -16,14 +16,13 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::{case_dirs, check_rows_close, lists_f32, read_parquet, run_in, stderr, values_close};
+use common::metrics::{compare_metrics, metric_value, parse_json, read_json};
+use common::{case_dirs, check_rows_close, lists_f32, read_parquet, run_in, stderr};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
 const ATOL: f64 = 2e-5;
 const RTOL: f64 = 2e-4;
-const METRIC_ATOL: f64 = 1e-6;
-const METRIC_RTOL: f64 = 1e-4;
 /// Columns verl writes for every case that is not an error case.
 const ALWAYS: [&str; 3] = ["token_level_rewards", "advantages", "returns"];
 /// Columns verl writes only when its rollout-correction step ran (README "Format additions").
@@ -258,140 +257,12 @@ fn check_case(dir: &Path) -> Vec<String> {
     }
     if wants_metrics {
         match (read_json(&expected_metrics), read_json(&metrics_path)) {
-            (Ok(e), Ok(a)) => problems.extend(compare_metrics(&e, &a)),
+            (Ok(e), Ok(a)) => problems.extend(compare_metrics(&e, &a, None)),
             (Err(e), _) => problems.push(format!("expected_metrics.json: {e}")),
             (_, Err(e)) => problems.push(format!("advcalc's metrics: {e}")),
         }
     }
     problems
-}
-
-fn read_json(path: &Path) -> Result<Value, String> {
-    parse_json(&std::fs::read_to_string(path).map_err(|e| e.to_string())?)
-}
-
-/// JSON as Python's `json.dump` writes it: the bare tokens `NaN`, `Infinity` and
-/// `-Infinity` (outside strings) are read as the strings "NaN", "Infinity", "-Infinity",
-/// which [`metric_value`] turns back into numbers.
-fn parse_json(text: &str) -> Result<Value, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            rest = &rest[c.len_utf8()..];
-            continue;
-        }
-        if c == '"' {
-            in_string = true;
-        }
-        let token = ["-Infinity", "Infinity", "NaN"]
-            .into_iter()
-            .find(|t| rest.starts_with(t));
-        if let Some(t) = token {
-            out.push_str(&format!("\"{t}\""));
-            rest = &rest[t.len()..];
-        } else {
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    serde_json::from_str(&out).map_err(|e| e.to_string())
-}
-
-/// A metric's value: a number; "NaN"/"Infinity"/"-Infinity" (verl's file, see
-/// [`parse_json`]); on advcalc's side (`null_is_nan`) also `null`, which is how its JSON
-/// writer stores a non-finite float, read as NaN. Anything else is not a metric value.
-fn metric_value(v: &Value, null_is_nan: bool) -> Option<f64> {
-    match v {
-        Value::Number(n) => n.as_f64(),
-        Value::Null if null_is_nan => Some(f64::NAN),
-        Value::String(s) => match s.as_str() {
-            "NaN" => Some(f64::NAN),
-            "Infinity" => Some(f64::INFINITY),
-            "-Infinity" => Some(f64::NEG_INFINITY),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// verl's metrics (every key it produced) against advcalc's: the same shape (one object,
-/// or one object per step), every verl key present with a close value (NaN a value), and
-/// no verl-named key (`actor/`, `rollout_corr/`) that verl did not produce.
-fn compare_metrics(expected: &Value, actual: &Value) -> Vec<String> {
-    let steps = |v: &Value| -> Option<Vec<Value>> {
-        match v {
-            Value::Object(_) => Some(vec![v.clone()]),
-            Value::Array(items) if items.iter().all(Value::is_object) => Some(items.clone()),
-            _ => None,
-        }
-    };
-    let (Some(e), Some(a)) = (steps(expected), steps(actual)) else {
-        return vec![format!(
-            "metrics: not an object or a list of objects (verl {}, advcalc {})",
-            kind(expected),
-            kind(actual)
-        )];
-    };
-    if expected.is_array() != actual.is_array() {
-        return vec![format!(
-            "metrics: verl wrote {}, advcalc {}",
-            kind(expected),
-            kind(actual)
-        )];
-    }
-    if e.len() != a.len() {
-        return vec![format!("metrics: {} steps, expected {}", a.len(), e.len())];
-    }
-    let mut problems = Vec::new();
-    for (step, (es, as_)) in e.iter().zip(&a).enumerate() {
-        let (es, as_) = (es.as_object().unwrap(), as_.as_object().unwrap());
-        for (key, ev) in es {
-            let Some(ev) = metric_value(ev, false) else {
-                problems.push(format!(
-                    "metric {key} (step {step}): verl's value {ev} is not a number"
-                ));
-                continue;
-            };
-            match as_.get(key).map(|v| (v, metric_value(v, true))) {
-                None => problems.push(format!("metric {key} (step {step}) missing")),
-                Some((v, None)) => {
-                    problems.push(format!("metric {key} (step {step}): {v} is not a number"))
-                }
-                Some((_, Some(av))) if values_close(av, ev, METRIC_ATOL, METRIC_RTOL) => {}
-                Some((_, Some(av))) => {
-                    problems.push(format!("metric {key} (step {step}): {av} vs verl {ev}"))
-                }
-            }
-        }
-        for key in as_.keys() {
-            let verl_named = key.starts_with("actor/") || key.starts_with("rollout_corr/");
-            if verl_named && !es.contains_key(key) {
-                problems.push(format!(
-                    "metric {key} (step {step}) written but verl produced none"
-                ));
-            }
-        }
-    }
-    problems
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Object(_) => "an object",
-        Value::Array(_) => "a list",
-        _ => "neither an object nor a list",
-    }
 }
 
 // ---- the comparisons above must fail when they should ----
@@ -402,7 +273,7 @@ fn expect(cond: bool, what: &str) -> Result<(), Failed> {
 
 fn oracle_metrics_nan() -> Result<(), Failed> {
     let one = |v: &str| parse_json(&format!("{{\"rollout_corr/kl\": {v}}}")).unwrap();
-    let ok = |e: &str, a: &str| compare_metrics(&one(e), &one(a)).is_empty();
+    let ok = |e: &str, a: &str| compare_metrics(&one(e), &one(a), None).is_empty();
     expect(ok("NaN", "null"), "verl NaN, advcalc NaN (null) must match")?;
     expect(!ok("NaN", "0.5"), "verl NaN against a number must fail")?;
     expect(
@@ -423,7 +294,7 @@ fn oracle_metrics_nan() -> Result<(), Failed> {
 
 fn oracle_metrics_shape() -> Result<(), Failed> {
     let j = |t: &str| parse_json(t).unwrap();
-    let fails = |e: &str, a: &str| !compare_metrics(&j(e), &j(a)).is_empty();
+    let fails = |e: &str, a: &str| !compare_metrics(&j(e), &j(a), None).is_empty();
     expect(
         fails(r#"{"rollout_corr/kl": 1.0}"#, r#"{"advcalc/rows": 3}"#),
         "a missing key must fail",

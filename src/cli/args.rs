@@ -59,6 +59,13 @@ pub enum Command {
     /// difficulty-bias curve, token strips of a few rows and the rollout correction, from
     /// the same passes as inspect and compare; opens offline in any browser and prints.
     Report(Box<ReportArgs>),
+    /// Replay verl's actor loss on a dump: per-token losses and gradient weights
+    ///
+    /// verl 0.9.1's policy loss (every loss_mode but the random clip_cov), loss_agg_mode and
+    /// KL loss, per mini-batch as verl's engine cuts the steps, from the advantages in IN (or
+    /// computed first as `run` does); OUT is IN with pg_losses, grad_weights (dL/d log π)
+    /// and kl_losses. docs/loss.md explains the assumptions and how to read the numbers.
+    Loss(Box<RunArgs>),
     /// Print the resolved configuration advcalc will run with
     ///
     /// The verl config (its algorithm: section and actor_rollout_ref.rollout.n) as OmegaConf
@@ -183,7 +190,18 @@ pub struct AlgoArgs {
 impl AlgoArgs {
     /// Load the configuration: `file`, then `--set`, then the flags (design §3).
     pub fn load(&self, file: Option<&std::path::Path>, estimator: Option<&str>) -> Result<Config> {
+        self.load_for(file, estimator, false)
+    }
+
+    /// [`Self::load`], reading the actor section too when `actor` (`advcalc loss`).
+    pub fn load_for(
+        &self,
+        file: Option<&std::path::Path>,
+        estimator: Option<&str>,
+        actor: bool,
+    ) -> Result<Config> {
         Config::load(&ConfigSources {
+            actor,
             file,
             text: None,
             sets: &self.sets,
@@ -225,12 +243,18 @@ pub struct ConfigArgs {
     /// interpolation it was resolved from)
     #[arg(long)]
     pub origins: bool,
+
+    /// Also the actor section `advcalc loss` reads (actor_rollout_ref.actor, rollout.n and
+    /// rollout.response_length), validated as `loss` validates it
+    #[arg(long)]
+    pub actor: bool,
 }
 
 impl ConfigArgs {
     /// The sources, as `run` would merge them.
     pub fn sources(&self) -> ConfigSources<'_> {
         ConfigSources {
+            actor: self.actor,
             file: self.config.as_deref(),
             text: None,
             sets: &self.algo.sets,
@@ -543,11 +567,16 @@ impl From<LayoutArg> for Layout {
 }
 
 impl RunArgs {
-    /// Validate the arguments into the configuration and run options the library trusts.
-    pub fn resolve(&self, progress: bool) -> Result<(Config, RunOptions, DatasetOptions)> {
+    /// Validate the arguments into the configuration and run options the library trusts
+    /// (with the actor section when `loss`).
+    pub fn resolve(
+        &self,
+        progress: bool,
+        loss: bool,
+    ) -> Result<(Config, RunOptions, DatasetOptions)> {
         let config = self
             .algo
-            .load(self.config.as_deref(), self.estimator.as_deref())?;
+            .load_for(self.config.as_deref(), self.estimator.as_deref(), loss)?;
         let options = RunOptions {
             input: self.read.input.clone(),
             output: self.output.clone(),

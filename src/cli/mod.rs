@@ -44,6 +44,7 @@ where
 }
 
 fn run(cli: Cli) -> Result<(), Error> {
+    let loss = matches!(cli.command, Command::Loss(_));
     match cli.command {
         Command::Estimators { json } => {
             let text = if json {
@@ -130,8 +131,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
             Ok(())
         }
-        Command::Run(args) => {
-            let (config, options, dataset) = args.resolve(std::io::stderr().is_terminal())?;
+        Command::Run(args) | Command::Loss(args) => {
+            let (config, options, dataset) = args.resolve(std::io::stderr().is_terminal(), loss)?;
             let say = |line: &str| {
                 if !args.quiet {
                     eprintln!("{line}");

@@ -17,6 +17,7 @@
 //! - `setting.rs`: how a declared setting's type is read and written back
 //! - `to_yaml.rs`: the resolved configuration as verl YAML
 
+pub(crate) mod actor;
 pub(crate) mod extensions;
 mod hydra;
 #[doc(hidden)] // public for the fuzz targets and tests, not API
@@ -85,6 +86,10 @@ pub struct Config {
     pub notes: Vec<String>,
     /// The estimator was named (`-e`, the config file or `--set`), not verl's default.
     pub estimator_configured: bool,
+    /// `advcalc loss`'s stage (`ConfigSources::actor`): `actor_rollout_ref.actor` with
+    /// `rollout.n`, `rollout.response_length` and bypass mode's correction; `None` for the
+    /// other commands, which never read the actor section.
+    pub loss: Option<crate::loss::LossSpec>,
 }
 
 impl Config {
@@ -123,7 +128,7 @@ impl Config {
         let estimator_configured = merged.origins.written("adv_estimator");
         let mut notes = merged.notes.clone();
         let mut s = Section::root(&merged.origins, merged.algorithm.clone())?;
-        let algorithm = read_algorithm(&mut s, &mut notes);
+        let algorithm = read_algorithm(&mut s, &mut notes, merged.actor.is_some());
         let algorithm = match (merged.deferred.take(), algorithm) {
             // an unknown key first (the same order as for a bad value), else the key that did
             // not resolve, which was left out of the section
@@ -131,11 +136,43 @@ impl Config {
             (Some(deferred), _) => return Err(deferred),
             (None, result) => result?,
         };
+        let loss = match merged.actor.take() {
+            None => None,
+            Some(section) => {
+                let bypass = match &algorithm.rollout_correction {
+                    RolloutCorrection::Bypass { loss_type, in_loss } => Some(crate::loss::Bypass {
+                        loss: match loss_type.as_str() {
+                            "ppo_clip" => crate::loss::BypassLoss::PpoClip,
+                            "reinforce" => crate::loss::BypassLoss::Reinforce,
+                            other => {
+                                return Err(Error::usage(format!(
+                                    "algorithm.rollout_correction.loss_type{}: Invalid loss_type: {other}",
+                                    merged.origins.note("rollout_correction.loss_type")
+                                ))
+                                .with_hint("bypass mode's loss is ppo_clip or reinforce"));
+                            }
+                        },
+                        correction: in_loss.clone().unwrap_or_default(),
+                    }),
+                    _ => None,
+                };
+                let mut a =
+                    Section::named("actor_rollout_ref.actor", &merged.actor_origins, section)?;
+                Some(actor::read(
+                    &mut a,
+                    merged.rollout_n,
+                    merged.response_length,
+                    bypass,
+                    &mut notes,
+                )?)
+            }
+        };
         Ok(Config {
             algorithm,
             rollout_n: merged.rollout_n,
             notes,
             estimator_configured,
+            loss,
         })
     }
 
@@ -170,7 +207,7 @@ impl Config {
 }
 
 /// Read and check the whole algorithm section.
-fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoConfig> {
+fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>, loss: bool) -> Result<AlgoConfig> {
     let estimator_name = s.string("adv_estimator", "gae")?;
     let adv_estimator = Estimator::from_name(&estimator_name).map_err(|e| {
         let error = Error::usage(format!("{}{}", e.message(), s.note("adv_estimator")));
@@ -202,7 +239,7 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>) -> Result<AlgoCo
         }
         None => false,
     };
-    let rollout_correction = rollout_correction::read(s);
+    let rollout_correction = rollout_correction::read(s, loss);
     let gdpo_reward_keys = s.opt_string_list("gdpo_reward_keys")?;
     let gdpo_reward_weights = s.opt_float_list("gdpo_reward_weights")?;
     let ext = Extensions::read(s);

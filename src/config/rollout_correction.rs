@@ -23,6 +23,10 @@ pub enum RolloutCorrection {
     Bypass {
         /// `loss_type` (verl's default `ppo_clip`).
         loss_type: String,
+        /// The IS and rejection settings, which verl's `bypass_mode` loss applies per
+        /// micro-batch: parsed only for `advcalc loss` (verl parses them inside the loss; a
+        /// `run` never reads them).
+        in_loss: Option<Correction>,
     },
 }
 
@@ -117,7 +121,7 @@ impl RsKind {
 /// Read `rollout_correction` from the algorithm section. verl's trainer YAML always carries
 /// the section (rollout_is and rollout_rs null): an absent key means those defaults, an
 /// explicit null turns correction off entirely.
-pub(crate) fn read(s: &mut Section<'_>) -> Result<RolloutCorrection> {
+pub(crate) fn read(s: &mut Section<'_>, loss: bool) -> Result<RolloutCorrection> {
     let explicit_null = s.is_null("rollout_correction");
     let Some(mut r) = s.subsection("rollout_correction")? else {
         return Ok(if explicit_null {
@@ -133,9 +137,25 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<RolloutCorrection> {
     let rs_threshold = r.opt_scalar("rollout_rs_threshold", None)?;
     let bypass_mode = r.bool("bypass_mode", false)?;
     let loss_type = r.string("loss_type", LOSS_TYPE)?;
-    let typed = if bypass_mode {
-        // verl parses the thresholds in decoupled mode only.
-        Ok(RolloutCorrection::Bypass { loss_type })
+    let typed = if bypass_mode && !loss {
+        // verl parses the thresholds in decoupled mode only, or inside the bypass loss.
+        Ok(RolloutCorrection::Bypass {
+            loss_type,
+            in_loss: None,
+        })
+    } else if bypass_mode {
+        decoupled(
+            &r,
+            rollout_is,
+            is_threshold,
+            batch_normalize,
+            rollout_rs,
+            rs_threshold,
+        )
+        .map(|c| RolloutCorrection::Bypass {
+            loss_type,
+            in_loss: c.decoupled().cloned(),
+        })
     } else {
         decoupled(
             &r,

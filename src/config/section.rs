@@ -35,6 +35,9 @@ impl Invalid {
 
 /// One mapping being read; `prefix` is its dotted path below `algorithm`.
 pub(crate) struct Section<'o> {
+    /// The section's place in the configuration file (`algorithm`, `actor_rollout_ref.actor`),
+    /// which messages put before a key's path.
+    root: &'static str,
     origins: &'o Origins,
     prefix: String,
     map: Map,
@@ -45,20 +48,26 @@ pub(crate) struct Section<'o> {
 impl<'o> Section<'o> {
     /// The `algorithm` section itself.
     pub(crate) fn root(origins: &'o Origins, value: Value) -> Result<Self> {
-        Self::new(origins, "", value)
+        Self::new("algorithm", origins, "", value)
     }
 
-    fn new(origins: &'o Origins, prefix: &str, value: Value) -> Result<Self> {
+    /// Another top section (`actor_rollout_ref.actor`), with the origins of its own keys.
+    pub(crate) fn named(root: &'static str, origins: &'o Origins, value: Value) -> Result<Self> {
+        Self::new(root, origins, "", value)
+    }
+
+    fn new(root: &'static str, origins: &'o Origins, prefix: &str, value: Value) -> Result<Self> {
         match value {
             Value::Map(map) => Ok(Section {
+                root,
                 origins,
                 prefix: prefix.to_string(),
                 map,
                 asked: Vec::new(),
             }),
-            Value::Null => Ok(Self::empty(origins, prefix)),
+            Value::Null => Ok(Self::empty(root, origins, prefix)),
             other => Err(Error::usage(format!(
-                "algorithm{}: expected a section (mapping), found {}{}",
+                "{root}{}: expected a section (mapping), found {}{}",
                 dotted(prefix),
                 describe(&other),
                 origins.note(prefix)
@@ -66,8 +75,9 @@ impl<'o> Section<'o> {
         }
     }
 
-    fn empty(origins: &'o Origins, prefix: &str) -> Self {
+    fn empty(root: &'static str, origins: &'o Origins, prefix: &str) -> Self {
         Section {
+            root,
             origins,
             prefix: prefix.to_string(),
             map: Map::new(),
@@ -97,7 +107,8 @@ impl<'o> Section<'o> {
     /// The error for a value its key refuses: `algorithm.KEY (in FILE): message`, with the hint.
     pub(crate) fn reject(&self, invalid: Invalid) -> Error {
         let error = Error::usage(format!(
-            "algorithm.{}{}: {}",
+            "{}.{}{}: {}",
+            self.root,
             self.path(invalid.key),
             self.note(invalid.key),
             invalid.message
@@ -116,7 +127,8 @@ impl<'o> Section<'o> {
     pub(crate) fn type_error(&self, key: &str, want: &str, got: &Value) -> Error {
         let path = self.path(key);
         Error::usage(format!(
-            "algorithm.{path}: expected {want}, found {}{}",
+            "{}.{path}: expected {want}, found {}{}",
+            self.root,
             describe(got),
             self.origins.note(&path)
         ))
@@ -233,7 +245,7 @@ impl<'o> Section<'o> {
         let path = self.path(key);
         match self.take(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => Section::new(self.origins, &path, v).map(Some),
+            Some(v) => Section::new(self.root, self.origins, &path, v).map(Some),
         }
     }
 
@@ -242,7 +254,7 @@ impl<'o> Section<'o> {
         let path = self.path(key);
         Ok(self
             .subsection(key)?
-            .unwrap_or_else(|| Section::empty(self.origins, &path)))
+            .unwrap_or_else(|| Section::empty(self.root, self.origins, &path)))
     }
 
     /// Every key must have been read: an unknown key is an error naming it.
@@ -257,14 +269,17 @@ impl<'o> Section<'o> {
         let key = key.clone();
         let path = self.path(&key);
         let error = Error::usage(format!(
-            "unknown key `algorithm.{path}`{}: verl 0.9.1 has no such setting",
+            "unknown key `{}.{path}`{}: verl 0.9.1 has no such setting",
+            self.root,
             self.origins.note(&path)
         ))
         .with_reason(Reason::UnknownKey);
         Err(match nearest(&key, self.asked.iter().map(String::as_str)) {
-            Some(known) => {
-                error.with_hint(format!("did you mean `algorithm.{}`?", self.path(known)))
-            }
+            Some(known) => error.with_hint(format!(
+                "did you mean `{}.{}`?",
+                self.root,
+                self.path(known)
+            )),
             None => error,
         })
     }

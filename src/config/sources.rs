@@ -35,6 +35,9 @@ pub struct ConfigSources<'a> {
     pub no_norm_adv_by_std: bool,
     /// `--convention NAME`.
     pub convention: Option<&'a str>,
+    /// Read `actor_rollout_ref.actor` and `rollout.response_length` too: the loss stage's
+    /// configuration (`advcalc loss`).
+    pub actor: bool,
 }
 
 /// The sources merged: the resolved `algorithm` tree as the last source left it.
@@ -53,6 +56,12 @@ pub(crate) struct Merged {
     pub interpolations: Vec<(String, String)>,
     /// Notes for stderr about the file's shape.
     pub notes: Vec<String>,
+    /// With `ConfigSources::actor`: the resolved `actor_rollout_ref.actor` section (the keys
+    /// advcalc reads resolved, the others as written), its writes' origins (paths below
+    /// it), and `actor_rollout_ref.rollout.response_length`.
+    pub actor: Option<Value>,
+    pub actor_origins: Origins,
+    pub response_length: Option<i64>,
 }
 
 /// Which source wrote a value.
@@ -152,6 +161,16 @@ pub(crate) fn merge_with_env(
             rollout_n_origin = Some(Origin::File(name.clone()));
         }
     }
+    let mut actor_origins = Origins::default();
+    if let Some((name, _)) = &file
+        && let Some(Value::Map(section)) =
+            root.get("actor_rollout_ref").and_then(|v| v.at(&["actor"]))
+    {
+        actor_origins.push("", Origin::File(name.clone()));
+        for key in section.keys() {
+            actor_origins.push(key, Origin::File(name.clone()));
+        }
+    }
     let mut set_n = None;
     for set in sources.sets {
         let (key, raw) = set.split_once('=').ok_or_else(|| {
@@ -166,6 +185,17 @@ pub(crate) fn merge_with_env(
             insert_path(&mut root, key, value)
                 .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
             rollout_n_origin = Some(Origin::Set);
+            continue;
+        }
+        if let Some(path) = key.strip_prefix("actor_rollout_ref.actor.") {
+            insert_path(&mut root, key, value)
+                .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
+            actor_origins.push(path, Origin::Set);
+            continue;
+        }
+        if key == "actor_rollout_ref.rollout.response_length" {
+            insert_path(&mut root, key, value)
+                .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
             continue;
         }
         let path = key.strip_prefix("algorithm.").unwrap_or(key);
@@ -252,6 +282,39 @@ pub(crate) fn merge_with_env(
         }
         Some(_) => None,
     };
+    let (actor, response_length) = if sources.actor {
+        let actor = match root.at(&["actor_rollout_ref", "actor"]) {
+            Some(Value::Map(section)) => {
+                let mut out = Map::new();
+                for key in section.keys() {
+                    // a key advcalc does not read keeps its text (an interpolation that
+                    // cannot resolve offline, `${oc.env:...}` of the training job, is no fault)
+                    let value = if super::actor::reads(key) {
+                        resolve(&["actor_rollout_ref", "actor", key])?.unwrap_or(Value::Null)
+                    } else {
+                        section.get(key).cloned().unwrap_or(Value::Null)
+                    };
+                    out.insert(key.clone(), value);
+                }
+                Value::Map(out)
+            }
+            Some(_) => resolve(&["actor_rollout_ref", "actor"])?.unwrap_or(Value::Null),
+            None => Value::Map(Map::new()),
+        };
+        let response_length = match resolve(&["actor_rollout_ref", "rollout", "response_length"])? {
+            None => None,
+            Some(Value::Int(n)) => Some(n),
+            Some(other) => {
+                return Err(Error::usage(format!(
+                    "actor_rollout_ref.rollout.response_length: expected an integer, found {}",
+                    super::section::describe(&other)
+                )));
+            }
+        };
+        (Some(actor), response_length)
+    } else {
+        (None, None)
+    };
     Ok(Merged {
         algorithm,
         deferred,
@@ -260,6 +323,9 @@ pub(crate) fn merge_with_env(
         origins,
         interpolations,
         notes,
+        actor,
+        actor_origins,
+        response_length,
     })
 }
 

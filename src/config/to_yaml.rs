@@ -14,11 +14,26 @@ use crate::shaping::kl::KlController;
 pub(super) fn to_yaml(config: &Config) -> String {
     let mut top = Map::new();
     top.insert("algorithm", algorithm(config).into());
-    if let Some(n) = config.rollout_n {
-        top.insert(
+    match (&config.loss, config.rollout_n) {
+        (Some(loss), n) => {
+            let mut rollout = Map::new();
+            if let Some(n) = n {
+                rollout.insert("n", Value::from(n));
+            }
+            rollout.insert("response_length", Value::from(loss.response_length as i64));
+            top.insert(
+                "actor_rollout_ref",
+                map([
+                    ("actor", super::actor::to_map(loss, n).into()),
+                    ("rollout", rollout.into()),
+                ]),
+            );
+        }
+        (None, Some(n)) => top.insert(
             "actor_rollout_ref",
             map([("rollout", map([("n", Value::from(n))]))]),
-        );
+        ),
+        (None, None) => {}
     }
     let mut text = String::from(
         "# advcalc's resolved configuration (verl 0.9.1 keys, advcalc's extensions last)\n",
@@ -164,12 +179,28 @@ pub(crate) fn algorithm(config: &Config) -> Map {
                 r.insert("loss_type", LOSS_TYPE.into());
                 r.into()
             }
-            RolloutCorrection::Bypass { loss_type } => map([
+            RolloutCorrection::Bypass {
+                loss_type,
+                in_loss: None,
+            } => map([
                 ("rollout_is", Value::Null),
                 ("rollout_rs", Value::Null),
                 ("bypass_mode", true.into()),
                 ("loss_type", loss_type.as_str().into()),
             ]),
+            // `advcalc loss`: the correction its bypass loss applies
+            RolloutCorrection::Bypass {
+                loss_type,
+                in_loss: Some(c),
+            } => {
+                let mut r: Map = rollout_correction::to_values(c)
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                r.insert("bypass_mode", true.into());
+                r.insert("loss_type", loss_type.as_str().into());
+                r.into()
+            }
         },
     );
     let list_or_null = |v: Value| match &v {

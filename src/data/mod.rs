@@ -8,5 +8,5 @@ mod token_role;
 
 pub use group_key::GroupKey;
 pub use row_group::{PositiveLogProbs, RowGroup, TokenColumn, token_position};
-pub use token_outputs::TokenOutputs;
+pub use token_outputs::{LossColumns, TokenOutputs};
 pub use token_role::TokenRole;

@@ -12,4 +12,15 @@ pub struct TokenOutputs {
     /// The mask after rejection, when rollout correction ran (written back in the input's type).
     pub response_mask: Option<ScalarBuffer<f32>>,
     pub rollout_is_weights: Option<Vec<f32>>,
+    /// The loss stage's columns, when it runs.
+    pub loss: Option<LossColumns>,
+}
+
+/// The loss stage's token columns of one row group (`loss::row`).
+#[derive(Debug, Clone)]
+pub struct LossColumns {
+    pub pg_losses: Vec<f32>,
+    pub grad_weights: Vec<f32>,
+    /// With the KL loss only.
+    pub kl_losses: Option<Vec<f32>>,
 }

@@ -8,10 +8,28 @@ pub enum TokenRole {
     RolloutLogProbs,
     Values,
     SumPiSquared,
+    /// `log_probs`: the current policy's, which the loss stage reads.
+    LogProbs,
+    /// `advantages` of the input (the loss stage's, when IN carries them).
+    Advantages,
+    /// `rollout_is_weights` of the input (the loss stage's, with IN's advantages).
+    IsWeights,
 }
 
 impl TokenRole {
-    pub const ALL: [TokenRole; 5] = [
+    pub const ALL: [TokenRole; 8] = [
+        TokenRole::OldLogProbs,
+        TokenRole::RefLogProb,
+        TokenRole::RolloutLogProbs,
+        TokenRole::Values,
+        TokenRole::SumPiSquared,
+        TokenRole::LogProbs,
+        TokenRole::Advantages,
+        TokenRole::IsWeights,
+    ];
+
+    /// The columns the advantage pipeline reads (stages 2–4): what `inspect` checks.
+    pub const PIPELINE: [TokenRole; 5] = [
         TokenRole::OldLogProbs,
         TokenRole::RefLogProb,
         TokenRole::RolloutLogProbs,
@@ -23,7 +41,10 @@ impl TokenRole {
     pub fn is_log_prob(self) -> bool {
         matches!(
             self,
-            TokenRole::OldLogProbs | TokenRole::RefLogProb | TokenRole::RolloutLogProbs
+            TokenRole::OldLogProbs
+                | TokenRole::RefLogProb
+                | TokenRole::RolloutLogProbs
+                | TokenRole::LogProbs
         )
     }
 
@@ -34,6 +55,9 @@ impl TokenRole {
             TokenRole::RolloutLogProbs => "rollout_log_probs",
             TokenRole::Values => "values",
             TokenRole::SumPiSquared => "sum_pi_squared",
+            TokenRole::LogProbs => "log_probs",
+            TokenRole::Advantages => "advantages",
+            TokenRole::IsWeights => "rollout_is_weights",
         }
     }
 }

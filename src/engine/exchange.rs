@@ -129,6 +129,7 @@ impl RowStats {
             own,
             dropped_scores: uint(&meta, "dropped_scores")? as usize,
             positive_log_probs,
+            loss_tokens: None,
             stamp: match &meta["stamp"] {
                 Value::Null => None,
                 s => Some(Stamp {

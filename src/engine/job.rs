@@ -19,6 +19,8 @@ use crate::io::assemble::assemble;
 use crate::io::decode::{DecodeOptions, decode};
 use crate::io::schema::InputColumns;
 use crate::io::write::ColumnSource;
+use crate::loss::plan::LossPlan;
+use crate::loss::row::RowSums;
 use crate::shaping::kl::KlController;
 use crate::shaping::scores::{self, Layout};
 
@@ -69,6 +71,8 @@ pub struct Plan {
     /// Fingerprint of the configuration the plan was made for (0 inside the commands, which
     /// never mix them up); its shards carry it.
     pub(crate) config: u64,
+    /// The loss stage's part (`advcalc loss`).
+    pub(crate) loss: Option<LossPlan>,
 }
 
 impl Plan {
@@ -84,6 +88,8 @@ pub struct GroupOutputs {
     /// The response mask after rejection.
     pub mask: arrow_buffer::ScalarBuffer<f32>,
     pub outputs: TokenOutputs,
+    /// The loss stage's per-row metric sums (empty without it).
+    pub loss_sums: Vec<RowSums>,
 }
 
 impl<'a> Job<'a> {
@@ -104,16 +110,16 @@ impl<'a> Job<'a> {
     /// byte for byte, or computed). Only rejection changes the mask; otherwise it is copied.
     pub fn output_layout(&self) -> (arrow_schema::SchemaRef, Vec<ColumnSource>) {
         let has_rollout = self.has_rollout();
-        let is_weights = self.pipeline.is_weights(has_rollout);
         let rewards_unchanged = self.pipeline.kl.is_none();
-        let schema = self.columns.output_schema(is_weights, rewards_unchanged);
+        let computed = self.pipeline.computed_columns(has_rollout);
+        let schema = self.columns.output_schema(&computed, rewards_unchanged);
         let mask_rewritten = self
             .pipeline
             .correction_runs(has_rollout)
             .is_some_and(|c| !c.rs.is_empty());
         let sources =
             self.columns
-                .output_sources(&schema, is_weights, mask_rewritten, rewards_unchanged);
+                .output_sources(&schema, &computed, mask_rewritten, rewards_unchanged);
         (schema, sources)
     }
 
@@ -130,12 +136,19 @@ impl<'a> Job<'a> {
             group,
             mask,
             outputs,
+            loss_sums,
         } = done;
-        let parts = if with_metrics {
+        let mut parts = if with_metrics {
             metrics::advantage_parts(&group, &mask, &outputs.advantages)
         } else {
             metrics::Parts::new()
         };
+        if with_metrics {
+            for (i, sums) in loss_sums.into_iter().enumerate() {
+                let p = parts.entry(group.step_of(i)).or_default();
+                p.loss_rows.push((group.first_row + i, sums));
+            }
+        }
         drop(mask);
         let out = assemble(
             batch,
@@ -271,6 +284,25 @@ impl<'a> Job<'a> {
             }
         }
         let (constants, kl_metrics) = step_constants(self.pipeline, &stats);
+        let loss = match &self.pipeline.loss {
+            None => None,
+            Some(stage) => Some(
+                LossPlan::new(
+                    &stage.spec,
+                    &training_batches,
+                    &stats.valid,
+                    stats.loss_tokens.as_deref(),
+                )
+                .map_err(|u| {
+                    let at = u.step.map(|s| format!(" step {s}:")).unwrap_or_default();
+                    Error::data(format!(
+                        "{}:{at} {} rows do not cut into mini-batches of {} rows (ppo_mini_batch_size × rollout.n); verl asserts that they do",
+                        self.file, u.rows, u.mini_batch_rows
+                    ))
+                    .with_hint("give the run's actor_rollout_ref.actor.ppo_mini_batch_size and actor_rollout_ref.rollout.n (-c trainer.yaml, or --set)")
+                })?,
+            ),
+        };
         let mut stats = stats;
         // the estimator's own statistics move into the plan (pass 2 reads OTB's column sums)
         let plan = plan::plan(self.pipeline, &mut stats, self.file)?;
@@ -282,6 +314,7 @@ impl<'a> Job<'a> {
             ));
         }
         Ok(Plan {
+            loss,
             config: 0,
             training_batches,
             stats,
@@ -300,7 +333,14 @@ impl<'a> Job<'a> {
         first_row: usize,
         prepared: &Plan,
     ) -> Result<GroupOutputs> {
-        self.row_group_outputs_with(batch, first_row, &prepared.constants, &prepared.plan, None)
+        self.row_group_outputs_with(
+            batch,
+            first_row,
+            &prepared.constants,
+            &prepared.plan,
+            None,
+            prepared.loss.as_ref(),
+        )
     }
 
     /// Pass 2 over one row group with a plan (the whole one, or a shard covering its rows).
@@ -311,6 +351,7 @@ impl<'a> Job<'a> {
         constants: &Constants,
         plan: &AnyEstimatorPlan,
         steps: Option<&[Option<i64>]>,
+        loss: Option<&LossPlan>,
     ) -> Result<GroupOutputs> {
         let group = self.decode(batch, first_row, false)?;
         let held = |i: usize| {
@@ -332,11 +373,13 @@ impl<'a> Job<'a> {
         let shaped = pipeline::shape(self.pipeline, &group, constants, self.file)?;
         interrupt::check()?;
         let mask = shaped.mask.clone();
-        let outputs = token_outputs(self.pipeline, &group, shaped, plan, self.file)?;
+        let (outputs, loss_sums) =
+            token_outputs(self.pipeline, &group, shaped, plan, loss, self.file)?;
         Ok(GroupOutputs {
             group,
             mask,
             outputs,
+            loss_sums,
         })
     }
 }

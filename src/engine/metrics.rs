@@ -64,6 +64,8 @@ pub struct StepParts {
     adv: crate::estimators::moments::Moments,
     adv_min: Option<f64>,
     adv_max: Option<f64>,
+    /// The loss stage's per-row sums (pass 2), by global row.
+    pub(crate) loss_rows: Vec<(usize, crate::loss::row::RowSums)>,
 }
 
 fn fmax(a: Option<f64>, b: f64) -> Option<f64> {
@@ -93,6 +95,7 @@ impl StepParts {
         self.above += o.above;
         self.below += o.below;
         self.oob += o.oob;
+        self.loss_rows.extend(o.loss_rows);
         self.w_max = max_of_opt(self.w_max, o.w_max);
         self.w_min = min_of_opt(self.w_min, o.w_min);
         if self.rs.len() < o.rs.len() {
@@ -531,6 +534,19 @@ pub fn to_json(job: &Job<'_>, prepared: &Plan, parts: &Parts) -> Value {
     let has_rollout = job.has_rollout();
     let pipeline = job.pipeline;
     let empty = StepParts::default();
+    let mut loss: BTreeMap<Option<i64>, Map<String, Value>> = match (&pipeline.loss, &prepared.loss)
+    {
+        (Some(stage), Some(plan)) => {
+            let mut rows = vec![crate::loss::row::RowSums::default(); stats.rows()];
+            for (r, sums) in parts.values().flat_map(|p| &p.loss_rows) {
+                rows[*r] = *sums;
+            }
+            crate::loss::metrics::step_metrics(&stage.spec, pipeline.bypass, &plan.partition, &rows)
+                .into_iter()
+                .collect()
+        }
+        _ => BTreeMap::new(),
+    };
     let mut steps = Vec::new();
     for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
         let mut m = Map::new();
@@ -587,6 +603,9 @@ pub fn to_json(job: &Job<'_>, prepared: &Plan, parts: &Parts) -> Value {
             Value::from(plan.nan_rows()),
         );
         advantage_metrics(p, &mut m);
+        if let Some(l) = loss.remove(&step) {
+            m.extend(l);
+        }
         steps.push(Value::Object(m));
     }
     if stats.step.is_some() {

@@ -105,11 +105,25 @@ impl Engine {
     /// Bind a configuration to an input schema; checks that the input has every column the
     /// configuration needs, with the right types. `name` names the input in messages.
     pub fn new(config: &Config, schema: SchemaRef, name: &str) -> Result<Self> {
-        let pipeline = Pipeline::new(&config.algorithm);
+        // the loss stage replays IN's advantages when it has them
+        let given = schema.index_of(TokenRole::Advantages.column()).is_ok();
+        let pipeline =
+            Pipeline::with_loss(&config.algorithm, config.loss.as_ref().map(|l| (l, given)));
+        if let Some(l) = &config.loss
+            && l.mode == crate::loss::LossMode::KlCov
+            && !given
+        {
+            return Err(Error::usage(format!(
+                "{name}: kl_cov chooses its tokens from the advantages of a whole micro-batch, which advcalc loss reads from IN: this input has no advantages column"
+            ))
+            .with_hint("compute them first (advcalc run -c CONFIG IN ADV.parquet), then advcalc loss -c CONFIG ADV.parquet OUT"));
+        }
         let columns = InputColumns::resolve(schema, &pipeline.needs(), name)?;
         let has_rollout = columns.token(TokenRole::RolloutLogProbs).is_some();
-        let output_schema =
-            columns.output_schema(pipeline.is_weights(has_rollout), pipeline.kl.is_none());
+        let output_schema = columns.output_schema(
+            &pipeline.computed_columns(has_rollout),
+            pipeline.kl.is_none(),
+        );
         let engine = Engine {
             pipeline,
             columns,
@@ -345,6 +359,7 @@ impl Engine {
             &shard.constants,
             &shard.plan,
             Some(&shard.steps),
+            None,
         )?;
         Ok(self.finish(batch, done)?.0)
     }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::estimators::conventions;
 use crate::estimators::{Column, Estimator, Rows, Settings};
 use crate::io::schema::Needs;
+use crate::loss::LossSpec;
 use crate::shaping::correction::{self, Correction, IsLevel};
 use crate::shaping::kl::{KlController, KlEstimator};
 
@@ -34,6 +35,17 @@ pub struct Pipeline {
     pub gdpo_weights: Vec<f64>,
     /// advcalc's settings (`--convention`, `whiten_advantages`, ...), as validated.
     pub ext: Extensions,
+    /// Stage 5, the loss (`advcalc loss`), when configured.
+    pub loss: Option<LossStage>,
+}
+
+/// The loss stage of a run: its configuration, and whether IN carries the advantages it
+/// replays (then stages 2–4 do not run: IN's mask, IS weights and advantages are used as
+/// they are).
+#[derive(Debug, Clone)]
+pub struct LossStage {
+    pub spec: LossSpec,
+    pub given: bool,
 }
 
 /// Constants per training batch, with a default for steps not (yet) known.
@@ -73,10 +85,16 @@ impl Pipeline {
     /// The stages and estimator settings of a validated configuration (a projection: every
     /// setting was checked by `Config::load`).
     pub fn new(algo: &AlgoConfig) -> Pipeline {
+        Self::with_loss(algo, None)
+    }
+
+    /// The stages with the loss stage (`spec`), which replays IN's advantages when `given`.
+    pub fn with_loss(algo: &AlgoConfig, loss: Option<(&LossSpec, bool)>) -> Pipeline {
+        let given = loss.is_some_and(|(_, given)| given);
         let (kl, controller) = match &algo.kl_in_reward {
-            Some(k) => (Some(k.estimator), k.controller.clone()),
+            Some(k) if !given => (Some(k.estimator), k.controller.clone()),
             // without KL in the reward β is never used
-            None => (None, KlController::Fixed { value: 0.0 }),
+            _ => (None, KlController::Fixed { value: 0.0 }),
         };
         let gdpo = algo.adv_estimator == Estimator::Gdpo;
         Pipeline {
@@ -84,7 +102,11 @@ impl Pipeline {
             estimator: algo.adv_estimator,
             kl,
             controller,
-            correction: algo.rollout_correction.decoupled().cloned(),
+            correction: algo
+                .rollout_correction
+                .decoupled()
+                .cloned()
+                .filter(|_| !given),
             bypass: algo.rollout_correction.bypass(),
             gamma: algo.gamma,
             lam: algo.lam,
@@ -99,7 +121,16 @@ impl Pipeline {
             } else {
                 Vec::new()
             },
+            loss: loss.map(|(spec, given)| LossStage {
+                spec: spec.clone(),
+                given,
+            }),
         }
+    }
+
+    /// Whether IN's own advantages are replayed (stages 2–4 skipped).
+    pub fn advantages_given(&self) -> bool {
+        self.loss.as_ref().is_some_and(|l| l.given)
     }
 
     /// The settings the estimator reads.
@@ -116,6 +147,44 @@ impl Pipeline {
 
     /// The columns this run needs: the estimator's declared ones and the stages'.
     pub fn needs(&self) -> Needs {
+        let mut needs = if self.advantages_given() {
+            Needs {
+                purpose: "advcalc loss".into(),
+                no_scores: true,
+                tokens: vec![TokenRole::Advantages],
+                if_present: vec![TokenRole::IsWeights],
+                ..Default::default()
+            }
+        } else {
+            self.advantage_needs()
+        };
+        if let Some(loss) = &self.loss {
+            let old = if self.bypass {
+                TokenRole::RolloutLogProbs
+            } else {
+                TokenRole::OldLogProbs
+            };
+            needs.tokens.extend([old, TokenRole::OldLogProbs]);
+            if loss.spec.kl.is_some() {
+                needs.tokens.push(TokenRole::RefLogProb);
+            }
+            needs.if_present.push(TokenRole::LogProbs);
+            needs.tokens.sort();
+            needs.tokens.dedup();
+            needs.purpose = format!(
+                "{} with the loss ({})",
+                needs.purpose,
+                loss.spec.mode.name()
+            );
+            needs
+                .token_data
+                .push("the loss needs the log-probs of every token".into());
+        }
+        needs
+    }
+
+    /// The advantage pipeline's columns (stages 1–4).
+    fn advantage_needs(&self) -> Needs {
         let e = self.estimator;
         let mut tokens = Vec::new();
         let mut purpose = vec![format!("estimator {}", e.name())];
@@ -210,6 +279,15 @@ impl Pipeline {
         } else {
             TokenRole::OldLogProbs
         })
+    }
+
+    /// The columns a run computes into OUT (`io::schema::computed_columns`).
+    pub fn computed_columns(&self, has_rollout: bool) -> Vec<&'static str> {
+        crate::io::schema::computed_columns(
+            !self.advantages_given(),
+            self.is_weights(has_rollout),
+            self.loss.as_ref().map(|l| l.spec.kl.is_some()),
+        )
     }
 
     /// Whether IS weights are produced.

@@ -72,7 +72,12 @@ pub fn step_constants(
 /// estimator's own statistics move out of `stats` into the plan's making.
 pub fn plan(pipeline: &Pipeline, stats: &mut RowStats, file: &str) -> Result<AnyEstimatorPlan> {
     let settings = pipeline.settings();
-    let batches = training_batches(stats.step.as_deref(), stats.rows());
+    // the loss stage on IN's advantages: no estimator work, an empty plan
+    let batches = if pipeline.advantages_given() {
+        Vec::new()
+    } else {
+        training_batches(stats.step.as_deref(), stats.rows())
+    };
     pipeline.estimator.plan(&settings, stats, &batches, file)
 }
 

@@ -1,10 +1,11 @@
 //! Pass 1 for one row group: reduce the shaped rows to the per-row scalars and partial sums
 //! the batch-level statistics need (design §5), then the estimator's own statistics.
 
-use crate::data::RowGroup;
+use crate::data::{RowGroup, TokenRole};
 use crate::engine::pipeline::{Pipeline, Shaped};
 use crate::error::Result;
 use crate::estimators::RowStats;
+use crate::loss::LossMode;
 
 /// Which statistics a pass keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +44,9 @@ pub fn row_stats(
         positive_log_probs: group.positive_log_probs.clone(),
         ..Default::default()
     };
-    if scope == Scope::WithEstimator {
+    if scope == Scope::WithEstimator && pipeline.advantages_given() {
+        stats.loss_tokens = kl_cov_tokens(pipeline, &group, shaped);
+    } else if scope == Scope::WithEstimator {
         let settings = pipeline.settings();
         let view = shaped.rows(pipeline, &settings, &group, file);
         stats.own = Some(pipeline.estimator.row_stats(&view)?);
@@ -52,4 +55,33 @@ pub fn row_stats(
     stats.step = group.step;
     stats.session = group.session;
     Ok(stats)
+}
+
+/// kl_cov on IN's advantages: each row's mask-1 tokens as (A, log π, index), from which the
+/// plan makes each micro-batch's choice.
+fn kl_cov_tokens(
+    pipeline: &Pipeline,
+    group: &RowGroup,
+    shaped: &Shaped,
+) -> Option<Vec<crate::loss::row::KlCovTokens>> {
+    let stage = pipeline.loss.as_ref()?;
+    if stage.spec.mode != LossMode::KlCov {
+        return None;
+    }
+    let a = group.token(TokenRole::Advantages)?;
+    let logp = group
+        .token(TokenRole::LogProbs)
+        .or(group.token(TokenRole::OldLogProbs))?;
+    Some(
+        (0..group.rows())
+            .map(|i| {
+                let s = group.span(i);
+                s.clone()
+                    .enumerate()
+                    .filter(|&(_, t)| shaped.mask[t] > 0.0)
+                    .map(|(k, t)| (a[t], logp[t], k))
+                    .collect()
+            })
+            .collect(),
+    )
 }

@@ -107,6 +107,9 @@ pub struct RowStats {
     /// Which pass made these statistics, so the plan can refuse the wrong ones; `None` for
     /// an empty value that nothing was appended to yet.
     pub(crate) stamp: Option<Stamp>,
+    /// The loss stage's kl_cov on IN's advantages: each row's mask-1 tokens as (A, log π,
+    /// token index), for its per-micro-batch choice (not in the exchange bytes).
+    pub(crate) loss_tokens: Option<Vec<crate::loss::row::KlCovTokens>>,
 }
 
 /// What made a [`RowStats`] (or a plan shard): fingerprints of the resolved configuration
@@ -175,6 +178,9 @@ impl RowStats {
             }
             (mine, theirs) => mine.or(theirs),
         };
+        if let Some(tokens) = other.loss_tokens {
+            self.loss_tokens.get_or_insert_with(Vec::new).extend(tokens);
+        }
         self.dropped_scores += other.dropped_scores;
         self.positive_log_probs =
             PositiveLogProbs::merge(self.positive_log_probs.take(), other.positive_log_probs);

@@ -30,6 +30,14 @@ pub fn assemble(
     let advantages: ScalarBuffer<f32> = outputs.advantages.into();
     let returns = outputs.returns.map(ScalarBuffer::from);
     let weights = outputs.rollout_is_weights.map(ScalarBuffer::from);
+    let (pg_losses, grad_weights, kl_losses) = match outputs.loss {
+        Some(l) => (
+            Some(ScalarBuffer::from(l.pg_losses)),
+            Some(ScalarBuffer::from(l.grad_weights)),
+            l.kl_losses.map(ScalarBuffer::from),
+        ),
+        None => (None, None, None),
+    };
     let mask_name = columns.schema.field(columns.mask).name();
     let arrays = output_schema
         .fields()
@@ -41,6 +49,9 @@ pub fn assemble(
                 "advantages" => Some(&advantages),
                 "returns" => Some(returns.as_ref().unwrap_or(&advantages)),
                 "rollout_is_weights" => weights.as_ref(),
+                "pg_losses" => pg_losses.as_ref(),
+                "grad_weights" => grad_weights.as_ref(),
+                "kl_losses" => kl_losses.as_ref(),
                 // the mask after rejection, written back in the input's type
                 n if n == mask_name => outputs.response_mask.as_ref(),
                 _ => None,

@@ -132,6 +132,8 @@ pub fn decode(
             // placed on the tokens by stage 1 (`shaping::scores::place`)
             (Default::default(), Some(scalars))
         }
+        // the loss stage on IN's advantages: no rewards are computed from these
+        ScoreSource::Absent => (vec![0.0f32; mask.values.len()].into(), None),
     };
     let mut group = RowGroup {
         first_row,

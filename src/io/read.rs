@@ -471,10 +471,12 @@ mod tests {
                     field.name()
                 );
             }
-            // and with a projection
-            let some = input.read_row_group(rg, Some(&[2, 0])).unwrap();
-            assert_eq!(some.num_columns(), 2);
-            assert_eq!(some.column(0).to_data(), theirs.column(0).to_data());
+            // and with a projection (of files with a third column)
+            if schema.fields().len() > 2 {
+                let some = input.read_row_group(rg, Some(&[2, 0])).unwrap();
+                assert_eq!(some.num_columns(), 2);
+                assert_eq!(some.column(0).to_data(), theirs.column(0).to_data());
+            }
             let metadata = input.metadata.metadata().row_group(rg);
             for (c, field) in schema.fields().iter().enumerate() {
                 let leaf = (0..metadata.num_columns())

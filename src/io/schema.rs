@@ -34,6 +34,8 @@ pub enum ScoreSource {
     Tokens { index: usize, name: String },
     /// A scalar float per row (`score`).
     Scalar { index: usize },
+    /// None: the loss stage on IN's own advantages reads no scores (zeros stand in).
+    Absent,
 }
 
 /// Resolved roles of the input columns.
@@ -69,6 +71,10 @@ pub struct Needs {
     pub tokens: Vec<TokenRole>,
     /// Token columns used when the file has them (rollout-correction metrics).
     pub optional: Vec<TokenRole>,
+    /// Token columns the maths uses when the file has them (the loss stage's `log_probs`).
+    pub if_present: Vec<TokenRole>,
+    /// No score column is needed (the loss stage on IN's own advantages).
+    pub no_scores: bool,
     pub reward_baselines: bool,
     pub components: Vec<String>,
     /// e.g. "estimator gae", "KL in reward (kl_penalty low_var_kl)".
@@ -117,7 +123,9 @@ impl InputColumns {
             need.push(label.into());
         }
         need.push("response_mask".into());
-        need.push("rm_scores (or score)".into());
+        if !needs.no_scores {
+            need.push("rm_scores (or score)".into());
+        }
         need.extend(needs.tokens.iter().map(|t| t.column().to_string()));
         if needs.reward_baselines {
             need.push("reward_baselines".into());
@@ -130,9 +138,14 @@ impl InputColumns {
         if mask.is_none() {
             missing.push("response_mask".into());
         }
-        if scores.is_none() {
+        if scores.is_none() && !needs.no_scores {
             missing.push("rm_scores (or token_level_scores, or a scalar score)".into());
         }
+        let scores = if needs.no_scores {
+            Some(ScoreSource::Absent)
+        } else {
+            scores
+        };
         for t in &needs.tokens {
             if find(t.column()).is_none() {
                 missing.push(t.column().into());
@@ -185,6 +198,7 @@ impl InputColumns {
             ScoreSource::Scalar { index } => {
                 check_number_type(schema.field(*index).data_type(), &col("score"))?;
             }
+            ScoreSource::Absent => {}
         }
         let uid = if needs.uid { uid } else { None };
         if let Some(i) = uid {
@@ -221,14 +235,20 @@ impl InputColumns {
         for role in TokenRole::ALL {
             if let Some(i) = find(role.column()) {
                 // Only the columns the run uses are checked; others pass through untouched.
-                if needs.tokens.contains(&role) || needs.optional.contains(&role) {
+                if needs.tokens.contains(&role)
+                    || needs.optional.contains(&role)
+                    || needs.if_present.contains(&role)
+                {
                     check_token_type(
                         schema.field(i).data_type(),
                         TokenKind::Values,
                         &col(role.column()),
                     )?;
                     tokens.push((role, i));
-                    if !needs.tokens.contains(&role) {
+                    if needs.optional.contains(&role)
+                        && !needs.tokens.contains(&role)
+                        && !needs.if_present.contains(&role)
+                    {
                         metrics_only.push(role);
                     }
                 }
@@ -282,7 +302,8 @@ impl InputColumns {
     /// `--metrics` uses when `metrics` is set (decoding two log-prob columns nobody reads
     /// would double the cost of a GRPO run).
     pub fn projection(&self, metrics: bool) -> Vec<usize> {
-        let mut cols = vec![self.mask, self.score_index()];
+        let mut cols = vec![self.mask];
+        cols.extend(self.score_index());
         cols.extend(
             self.tokens
                 .iter()
@@ -301,16 +322,16 @@ impl InputColumns {
         cols
     }
 
-    pub fn score_index(&self) -> usize {
+    pub fn score_index(&self) -> Option<usize> {
         match self.scores {
-            ScoreSource::Tokens { index, .. } | ScoreSource::Scalar { index } => index,
+            ScoreSource::Tokens { index, .. } | ScoreSource::Scalar { index } => Some(index),
+            ScoreSource::Absent => None,
         }
     }
 
     /// The output schema: every input column (the computed columns replaced in place, as
     /// list<float32>), then `loss_mask` when the input has none, then the new columns.
-    pub fn output_schema(&self, is_weights: bool, rewards_alias: bool) -> SchemaRef {
-        let computed = computed_columns(is_weights);
+    pub fn output_schema(&self, computed: &[&'static str], rewards_alias: bool) -> SchemaRef {
         let rewards_field = |name: &str| match (&self.rewards_alias(rewards_alias), name) {
             (Some(i), "token_level_rewards") => self.schema.field(*i).clone().with_name(name),
             _ => self.float_list_field(name),
@@ -327,11 +348,12 @@ impl InputColumns {
                 }
             })
             .collect();
-        if !self.has_loss_mask {
+        // verl's `loss_mask` beside the advantages (not for the loss stage alone)
+        if !self.has_loss_mask && computed.contains(&"advantages") {
             let mask = self.schema.field(self.mask);
             fields.push(Arc::new(mask.clone().with_name("loss_mask")));
         }
-        for name in computed {
+        for &name in computed {
             if self.schema.index_of(name).is_err() {
                 fields.push(Arc::new(rewards_field(name)));
             }
@@ -368,11 +390,10 @@ impl InputColumns {
     pub fn output_sources(
         &self,
         output: &Schema,
-        is_weights: bool,
+        computed: &[&'static str],
         mask_rewritten: bool,
         rewards_unchanged: bool,
     ) -> Vec<ColumnSource> {
-        let computed = computed_columns(is_weights);
         let mask_name = self.schema.field(self.mask).name();
         let rewards_alias = self.rewards_alias(rewards_unchanged);
         output
@@ -398,13 +419,20 @@ impl InputColumns {
     }
 }
 
-/// The float columns a run writes.
-pub fn computed_columns(is_weights: bool) -> &'static [&'static str] {
-    if is_weights {
-        &OUTPUT_COLUMNS
-    } else {
-        &OUTPUT_COLUMNS[..3]
+/// The loss stage's columns (`kl_losses` only with the KL loss).
+pub const LOSS_COLUMNS: [&str; 3] = ["pg_losses", "grad_weights", "kl_losses"];
+
+/// The float columns a run writes: the advantage pipeline's (`run`: with IS weights when
+/// they are computed), then the loss stage's (`loss`: `Some(with the KL loss)`).
+pub fn computed_columns(run: bool, is_weights: bool, loss: Option<bool>) -> Vec<&'static str> {
+    let mut columns = Vec::new();
+    if run {
+        columns.extend(&OUTPUT_COLUMNS[..if is_weights { 4 } else { 3 }]);
     }
+    if let Some(kl) = loss {
+        columns.extend(&LOSS_COLUMNS[..if kl { 3 } else { 2 }]);
+    }
+    columns
 }
 
 /// `list<float32>`, as advcalc writes every float output, in the list convention of `like`

@@ -17,6 +17,8 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 
+pub mod metrics;
+
 /// The one numeric oracle (`assert_close` and its rules), shared with the unit tests.
 #[path = "../../src/test_support.rs"]
 mod test_support;

@@ -114,6 +114,7 @@ impl Checks {
             score_column: match &columns.scores {
                 ScoreSource::Tokens { name, .. } => name.clone(),
                 ScoreSource::Scalar { .. } => "score".into(),
+                ScoreSource::Absent => String::new(),
             },
             groups: columns.uid.is_some(),
             rollout_n: config.rollout_n,

@@ -1,0 +1,138 @@
+//! verl's logged actor metrics from the rows' sums, as the trainer aggregates them
+//! (`workers/utils/losses.py`, `engine_workers.train_mini_batch`, `utils/metric/utils.py`):
+//!
+//! - `actor/pg_loss`, `actor/kl_loss`, `actor/loss`: summed over a mini-batch's
+//!   micro-batches, which is the mini-batch's loss Σ c·ℓ;
+//! - `actor/pg_clipfrac`, `actor/pg_clipfrac_lower`, `actor/ppo_kl`: each micro-batch's
+//!   masked mean Σ x·m / (Σ m + 1e-8), then the unweighted mean over the mini-batch's
+//!   micro-batches (so they depend on the micro-batch split);
+//! - then each the mean over the step's mini-batches; `actor/kl_coef` is `kl_loss_coef`.
+//!
+//! advcalc's own figures (`advcalc/loss/...`) weigh every token of the step alike, whatever
+//! the split: `pg_clipfrac`, `pg_clipfrac_lower` and `ppo_kl` over the step's tokens, and in
+//! bypass mode the fraction of tokens rejected inside the loss and what `actor/pg_loss`
+//! would be with the token-mean divisor counting only the kept tokens (verl #4852).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::loss::partition::Partition;
+use crate::loss::row::RowSums;
+use crate::loss::{AggMode, LossSpec};
+
+/// The metrics of every step, in step order: (step, name → value).
+pub fn step_metrics(
+    spec: &LossSpec,
+    bypass: bool,
+    partition: &Partition,
+    rows: &[RowSums],
+) -> Vec<(Option<i64>, Map<String, Value>)> {
+    let (has_clip, has_lower, has_kl) = spec.mode.metrics();
+    let mut steps: BTreeMap<Option<i64>, Vec<[f64; 7]>> = BTreeMap::new();
+    for mini in &partition.minis {
+        let mut pg = 0.0;
+        let mut kl = 0.0;
+        let (mut clip, mut lower, mut ppo_kl) = (0.0, 0.0, 0.0);
+        let mut micros = 0.0;
+        for micro in &partition.micros[mini.micros.clone()] {
+            let mut s = RowSums::default();
+            for &r in micro {
+                let x = &rows[r];
+                pg += x.pg_loss;
+                kl += x.kl_loss;
+                s.tokens += x.tokens;
+                s.clipped += x.clipped;
+                s.lower += x.lower;
+                s.ppo_kl += x.ppo_kl;
+            }
+            let mean = |x: f64| x / (s.tokens + 1e-8);
+            clip += mean(s.clipped);
+            lower += mean(s.lower);
+            ppo_kl += mean(s.ppo_kl);
+            micros += 1.0;
+        }
+        steps.entry(mini.step).or_default().push([
+            pg,
+            kl,
+            pg + kl * spec.kl.map_or(0.0, |k| k.coef),
+            clip / micros,
+            lower / micros,
+            ppo_kl / micros,
+            0.0,
+        ]);
+    }
+    // advcalc's token-weighted figures per step
+    let mut own: BTreeMap<Option<i64>, RowSums> = BTreeMap::new();
+    for mini in &partition.minis {
+        let s = own.entry(mini.step).or_default();
+        for micro in &partition.micros[mini.micros.clone()] {
+            for &r in micro {
+                let x = &rows[r];
+                s.tokens += x.tokens;
+                s.tokens_before += x.tokens_before;
+                s.clipped += x.clipped;
+                s.lower += x.lower;
+                s.ppo_kl += x.ppo_kl;
+                s.rejected += x.rejected;
+                s.pg_loss += x.pg_loss;
+            }
+        }
+    }
+    steps
+        .into_iter()
+        .map(|(step, minis)| {
+            let k = minis.len() as f64;
+            let mean = |i: usize| minis.iter().map(|m| m[i]).sum::<f64>() / k;
+            let mut m = Map::new();
+            m.insert("actor/pg_loss".into(), json!(mean(0)));
+            if has_clip {
+                m.insert("actor/pg_clipfrac".into(), json!(mean(3)));
+            }
+            if has_lower {
+                m.insert("actor/pg_clipfrac_lower".into(), json!(mean(4)));
+            }
+            if has_kl {
+                m.insert("actor/ppo_kl".into(), json!(mean(5)));
+            }
+            if let Some(kl) = &spec.kl {
+                m.insert("actor/kl_loss".into(), json!(mean(1)));
+                m.insert("actor/kl_coef".into(), json!(kl.coef));
+            }
+            m.insert("actor/loss".into(), json!(mean(2)));
+            let s = &own[&step];
+            let frac = |x: f64| if s.tokens > 0.0 { x / s.tokens } else { 0.0 };
+            if has_clip {
+                m.insert("advcalc/loss/pg_clipfrac".into(), json!(frac(s.clipped)));
+            }
+            if has_lower {
+                m.insert(
+                    "advcalc/loss/pg_clipfrac_lower".into(),
+                    json!(frac(s.lower)),
+                );
+            }
+            if has_kl {
+                m.insert("advcalc/loss/ppo_kl".into(), json!(frac(s.ppo_kl)));
+            }
+            m.insert("advcalc/loss/tokens".into(), json!(s.tokens_before));
+            m.insert("advcalc/loss/mini_batches".into(), json!(k));
+            if bypass {
+                let rejected = if s.tokens_before > 0.0 {
+                    s.rejected / s.tokens_before
+                } else {
+                    0.0
+                };
+                m.insert("advcalc/loss/rejected_fraction".into(), json!(rejected));
+                if spec.agg == AggMode::TokenMean && s.tokens > 0.0 {
+                    // the same loss over the kept tokens only: N_M / N_kept times verl's
+                    let kept = s.tokens / s.tokens_before;
+                    m.insert(
+                        "advcalc/loss/pg_loss_kept_tokens".into(),
+                        json!(mean(0) / kept),
+                    );
+                }
+            }
+            (step, m)
+        })
+        .collect()
+}
