@@ -631,11 +631,11 @@ fn remove_stale_temporaries(dir: PathBuf) {
 }
 
 /// The start of the temporary output names that process `pid` of this host writes,
-/// `.advcalc-HOST-KEY-PID-` (`io::atomic`): what the pure-Python twin of the scheme
-/// (`advcalc._atomic`) is checked against.
+/// `.advcalc-HOST-KEY-PID-` (the CLI's atomic writes): what the pure-Python twin of the
+/// scheme (`advcalc._atomic`) is checked against.
 #[pyfunction]
 fn temp_prefix_for(pid: u32) -> String {
-    advcalc::io::atomic::temp_prefix_for(pid)
+    advcalc::dataset::temp_prefix_for(pid)
 }
 
 /// Statistics of several units (bytes), appended in input order.
