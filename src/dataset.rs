@@ -79,3 +79,10 @@ pub fn run_files(
 pub fn remove_stale_temporaries(dir: &Path) {
     crate::io::atomic::remove_stale_temporaries(dir);
 }
+
+/// The start of the temporary output names that process `pid` of this host writes,
+/// `.advcalc-HOST-KEY-PID-`: what a runner's own atomic writes (the Python package's
+/// `advcalc._atomic`) must name theirs as, for `remove_stale_temporaries` to know them.
+pub fn temp_prefix_for(pid: u32) -> String {
+    crate::io::atomic::temp_prefix_for(pid)
+}

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import _config_args, _native, _read_args, _say
+from ._atomic import remove_stale_temporaries, remove_tagged_temporaries, write_atomic
 from ._files import file_rows, file_schema, read_file, write_file
 from ._errors import UsageError
 
@@ -304,7 +305,7 @@ def _run_per_step(
         # temporaries of tasks that Ray killed mid-write (their retries wrote the outputs)
         for parent in {(out_dir / u.out).parent for u in units}:
             if parent.is_dir():
-                _native.remove_stale_temporaries(str(parent))
+                remove_stale_temporaries(parent)
     return [str(w) for r in sorted(done, key=lambda r: r["unit"]) for w in r["warnings"]]
 
 
@@ -429,28 +430,27 @@ def _glob_base(pattern: str) -> str:
     return str(Path(pattern).parent)
 
 
+def _run_tag(run_id: str) -> str:
+    """The tag that starts the random part of this run's temporary names (``_atomic``)."""
+    return f"ray.{run_id}."
+
+
 def _write(table: pa.Table, path: Path, run_id: str) -> None:
-    """Write atomically, in the format of the name (as the CLI's dataset run): a unique
-    temporary name beside the target, fsync, rename. A retried task writes the same bytes
-    again and renames over its own earlier output."""
+    """Write atomically, in the format of the name (as the CLI's dataset run), through the
+    CLI's scheme (``_atomic``): a temporary ``.advcalc-HOST-KEY-PID-ray.RUN.*.tmp`` beside
+    the target, fsync, rename. A retried task writes the same bytes again and renames over
+    its own earlier output; creating its temporary removes those of this host's killed
+    attempts."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".advcalc-ray-{run_id}-{uuid.uuid4().hex}-{path.name}.tmp"
-    try:
-        write_file(table, tmp, like=path)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic(path, lambda tmp: write_file(table, tmp, like=path), tag=_run_tag(run_id))
 
 
 def _remove_temporaries(out_dir: Path, units: List[_Unit], run_id: str) -> None:
     """This run's temporary files that attempts Ray killed mid-write left (their retries wrote
-    the outputs); another run's, in flight in the same directory, are not touched."""
-    prefix = f".advcalc-ray-{run_id}-"
+    the outputs), on any node: a dead node's are under another host's key, which the PID rule
+    never removes; and, as everywhere, this host's dead processes' temporaries. Another run's,
+    in flight in the same directory, are not touched."""
     for parent in {(out_dir / u.out).parent for u in units}:
         if parent.is_dir():
-            for p in parent.iterdir():
-                if p.name.startswith(prefix) and p.name.endswith(".tmp"):
-                    p.unlink(missing_ok=True)
+            remove_tagged_temporaries(parent, _run_tag(run_id))
+            remove_stale_temporaries(parent)

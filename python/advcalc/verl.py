@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+# the CLI's atomic writes in pure Python (standard library only: no native module)
+from ._atomic import write_atomic
 
 __all__ = [
     "TOKEN_COLUMNS",
@@ -372,42 +374,23 @@ def list_steps(directory: str | os.PathLike) -> list[tuple[int, Path]]:
 
 
 def write_table_atomic(table: pa.Table, path: str | os.PathLike, *, compression: str = "zstd") -> Path:
-    """Write ``table`` to ``path`` as Parquet, atomically.
+    """Write ``table`` to ``path`` as Parquet, atomically, as the CLI writes its outputs.
 
-    The table goes to a hidden temporary file in the same directory (``.<name>.tmp-*``, which
-    dataset readers skip), is flushed to disk, then renamed over ``path``: a reader sees the
-    old file or the whole new one, and a killed process leaves at most a hidden temporary.
+    The table goes to a hidden temporary file in the same directory, named as the CLI names
+    its own (``.advcalc-HOST-KEY-PID-*.parquet.tmp``, which dataset readers skip), is
+    fsynced, then renamed over ``path``, and the directory fsynced: a reader sees the old
+    file or the whole new one. A failed write removes its temporary; a killed process leaves
+    at most the hidden temporary, which the next write into the directory on this host (the
+    hook's, the CLI's, the Ray runner's) removes once that process is gone.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as sink:
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as sink:
             pq.write_table(table, sink, compression=compression)
-            sink.flush()
-            os.fsync(sink.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-    return path
 
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    return write_atomic(path, write)
 
 
 def write_step(

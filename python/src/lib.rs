@@ -630,6 +630,14 @@ fn remove_stale_temporaries(dir: PathBuf) {
     advcalc::dataset::remove_stale_temporaries(&dir);
 }
 
+/// The start of the temporary output names that process `pid` of this host writes,
+/// `.advcalc-HOST-KEY-PID-` (the CLI's atomic writes): what the pure-Python twin of the
+/// scheme (`advcalc._atomic`) is checked against.
+#[pyfunction]
+fn temp_prefix_for(pid: u32) -> String {
+    advcalc::dataset::temp_prefix_for(pid)
+}
+
 /// Statistics of several units (bytes), appended in input order.
 fn merge(parts: &[Vec<u8>]) -> advcalc::Result<RowStats> {
     let mut all = RowStats::default();
@@ -714,6 +722,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset_parts, m)?)?;
     m.add_function(wrap_pyfunction!(run_parts, m)?)?;
     m.add_function(wrap_pyfunction!(remove_stale_temporaries, m)?)?;
+    m.add_function(wrap_pyfunction!(temp_prefix_for, m)?)?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyPlan>()?;
     Ok(())

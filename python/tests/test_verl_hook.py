@@ -270,13 +270,18 @@ def test_write_step_is_atomic_and_named_by_step(tmp_path, monkeypatch):
 
 
 def test_module_does_not_import_torch():
+    # the hook as the package's Python files alone (the module and advcalc._atomic, which it
+    # writes through), with the native module unimportable
+    package = Path(hook.__file__).resolve().parents[1]
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('advcalc_verl_probe', {hook.__file__!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "import sys\n"
+        "sys.modules['advcalc._native'] = None\n"
+        "import advcalc.verl\n"
+        f"assert advcalc.verl.__file__ == {hook.__file__!r}, advcalc.verl.__file__\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    env = {**os.environ, "PYTHONPATH": str(package)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 # ----------------------------------------------------------------------------- advcalc run
