@@ -55,6 +55,9 @@ def run_parts(
 def remove_stale_temporaries(dir: str) -> None:
     """Remove the temporary outputs in ``dir`` that killed processes of this host left."""
 
+def temp_prefix_for(pid: int) -> str:
+    """The start of the names of the temporary outputs process ``pid`` of this host writes."""
+
 def merge_stats(parts: Sequence[bytes]) -> bytes:
     """Units' statistics appended in input order."""
 
