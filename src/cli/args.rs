@@ -65,7 +65,7 @@ pub enum Command {
     /// KL loss, per mini-batch as verl's engine cuts the steps, from the advantages in IN (or
     /// computed first as `run` does); OUT is IN with pg_losses, grad_weights (dL/d log π)
     /// and kl_losses. docs/loss.md explains the assumptions and how to read the numbers.
-    Loss(Box<RunArgs>),
+    Loss(Box<LossArgs>),
     /// Print the resolved configuration advcalc will run with
     ///
     /// The verl config (its algorithm: section and actor_rollout_ref.rollout.n) as OmegaConf
@@ -140,6 +140,25 @@ pub struct RunArgs {
     /// of another configuration are refused
     #[arg(long, conflicts_with = "force")]
     pub resume: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  advcalc loss -c outputs/run/.hydra/config.yaml dump.parquet out.parquet --metrics m.json\n  \
+advcalc loss -c ppo.yaml --set actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean in.parquet out.parquet\n  \
+advcalc loss -c ppo.yaml --json in.parquet out.parquet | jq .modes\n\n\
+IN's advantages are replayed when it has an advantages column; otherwise they are computed \
+first, as `run` computes them. Without a log_probs column the replay is on-policy (ratio 1). \
+docs/loss.md explains the mini-batch assumptions and how to read the length-bias table."
+)]
+pub struct LossArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Print the length-bias view (how each loss_agg_mode weighs this dump) as JSON on
+    /// stdout instead of a table on stderr
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// IN and how to read it: what every subcommand takes.

@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 use clap::Parser;
 
 use crate::Error;
-use args::{Cli, Command};
+use args::{Cli, Command, RunArgs};
 
 /// The `advcalc` command: parse `args` (the first is the program's name, as in
 /// [`std::env::args_os`]), run the command, print its output and errors, and return the exit
@@ -44,7 +44,6 @@ where
 }
 
 fn run(cli: Cli) -> Result<(), Error> {
-    let loss = matches!(cli.command, Command::Loss(_));
     match cli.command {
         Command::Estimators { json } => {
             let text = if json {
@@ -131,40 +130,64 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
             Ok(())
         }
-        Command::Run(args) | Command::Loss(args) => {
-            let (config, options, dataset) = args.resolve(std::io::stderr().is_terminal(), loss)?;
-            let say = |line: &str| {
-                if !args.quiet {
-                    eprintln!("{line}");
-                }
-            };
-            for note in &config.notes {
-                say(&format!("note: {note}"));
-            }
-            let summary = crate::run_with(&config, &options, &dataset)?;
-            for warning in &summary.warnings {
-                say(&format!("warning: {warning}"));
-            }
-            let files = match (summary.files, summary.kept) {
-                (1, _) => String::new(),
-                (n, 0) => format!(" from {n} files"),
-                (n, k) => format!(" from {n} files ({k} kept by --resume)"),
-            };
-            say(&format!(
-                "advcalc: {} rows in {} batch{}{files} -> {} ({})",
-                summary.rows,
-                summary.training_batches,
-                if summary.training_batches == 1 {
-                    ""
-                } else {
-                    "es"
-                },
-                options.output.display(),
-                config.algorithm.adv_estimator.name()
-            ));
-            Ok(())
+        Command::Loss(args) => run_command(&args.run, true, args.json),
+        Command::Run(args) => run_command(&args, false, false),
+    }
+}
+
+/// `run`, or `loss` (the loss stage on; its length-bias view printed as a table, or with
+/// `json` as JSON on stdout).
+fn run_command(args: &RunArgs, loss: bool, json: bool) -> Result<(), Error> {
+    let (config, options, dataset) = args.resolve(std::io::stderr().is_terminal(), loss)?;
+    if json && crate::io::format::is_stdio(&options.output) {
+        return Err(
+            Error::usage("--json writes to stdout, where OUT `-` writes too")
+                .with_hint("write OUT to a file, or leave out --json"),
+        );
+    }
+    let say = |line: &str| {
+        if !args.quiet {
+            eprintln!("{line}");
+        }
+    };
+    for note in &config.notes {
+        say(&format!("note: {note}"));
+    }
+    let summary = crate::run_with(&config, &options, &dataset)?;
+    for note in &summary.notes {
+        say(&format!("note: {note}"));
+    }
+    for warning in &summary.warnings {
+        say(&format!("warning: {warning}"));
+    }
+    let files = match (summary.files, summary.kept) {
+        (1, _) => String::new(),
+        (n, 0) => format!(" from {n} files"),
+        (n, k) => format!(" from {n} files ({k} kept by --resume)"),
+    };
+    say(&format!(
+        "advcalc: {} rows in {} batch{}{files} -> {} ({})",
+        summary.rows,
+        summary.training_batches,
+        if summary.training_batches == 1 {
+            ""
+        } else {
+            "es"
+        },
+        options.output.display(),
+        match &config.loss {
+            Some(l) => format!("loss {}, {}", l.mode.name(), l.agg.name()),
+            None => config.algorithm.adv_estimator.name().to_string(),
+        }
+    ));
+    if let Some((view, table)) = &summary.length_bias {
+        if json {
+            print_stdout(&(serde_json::to_string_pretty(view).unwrap_or_default() + "\n"))?;
+        } else {
+            say(table.trim_end());
         }
     }
+    Ok(())
 }
 
 /// An error as printed on stderr: `error: ...`, one `caused by: ...` line per cause, then

@@ -331,13 +331,24 @@ pub fn run_opened(
             })?;
         }
         progress.finish();
+        let mut warnings = prepared.warnings.clone();
+        // the loss stage's findings and view need every row's pass 2 (none kept by --resume)
+        let loss = (kept == 0)
+            .then(|| job.loss_report(&prepared, &metric_parts))
+            .flatten()
+            .map(|(w, json, table)| {
+                warnings.extend(w);
+                (json, table)
+            });
         Ok(RunSummary {
             rows: dataset.rows(),
             row_groups: dataset.units().len(),
             files: dataset.parts.len(),
             kept,
             training_batches: prepared.training_batches.len(),
-            warnings: prepared.warnings.clone(),
+            warnings,
+            notes: prepared.notes.clone(),
+            length_bias: loss,
         })
     })
 }

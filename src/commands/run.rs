@@ -88,6 +88,11 @@ pub struct RunSummary {
     pub training_batches: usize,
     /// Things the user should know about the data (printed by `main`).
     pub warnings: Vec<String>,
+    /// Things the user should know about the run (printed as notes).
+    pub notes: Vec<String>,
+    /// `advcalc loss`: how each `loss_agg_mode` weighs the dump (`docs/loss.md`), as JSON
+    /// and as a table.
+    pub length_bias: Option<(serde_json::Value, String)>,
 }
 
 /// Compute the configured estimator's outputs from IN into OUT: the two passes, streamed
@@ -297,13 +302,15 @@ impl Passes<'_> {
             &kept,
         )?;
         let prepared = prepared.pop().expect("one job");
-        let summary = RunSummary {
+        let mut summary = RunSummary {
             rows,
             row_groups,
             files: 1,
             kept: 0,
             training_batches: prepared.training_batches.len(),
             warnings: prepared.warnings.clone(),
+            notes: prepared.notes.clone(),
+            length_bias: None,
         };
         let mut metric_parts = prepared.metric_parts.clone();
 
@@ -342,6 +349,10 @@ impl Passes<'_> {
                 sink.append(rg, encoded)
             },
         )?;
+        if let Some((warnings, json, table)) = job.loss_report(&prepared, &metric_parts) {
+            summary.warnings.extend(warnings);
+            summary.length_bias = Some((json, table));
+        }
         if let Some(path) = &self.opts.metrics {
             let json = metrics::to_json(job, &prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();

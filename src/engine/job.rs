@@ -68,6 +68,8 @@ pub struct Plan {
     pub(crate) training_batches: Vec<(Option<i64>, Vec<usize>)>,
     /// Things the user should know about the data.
     pub(crate) warnings: Vec<String>,
+    /// Things the user should know about the run (the loss stage's assumptions).
+    pub(crate) notes: Vec<String>,
     /// Fingerprint of the configuration the plan was made for (0 inside the commands, which
     /// never mix them up); its shards carry it.
     pub(crate) config: u64,
@@ -143,7 +145,8 @@ impl<'a> Job<'a> {
         } else {
             metrics::Parts::new()
         };
-        if with_metrics {
+        // the loss stage's sums make its findings and view, asked for or not
+        {
             for (i, sums) in loss_sums.into_iter().enumerate() {
                 let p = parts.entry(group.step_of(i)).or_default();
                 p.loss_rows.push((group.first_row + i, sums));
@@ -159,6 +162,38 @@ impl<'a> Job<'a> {
             self.file,
         )?;
         Ok((out, parts))
+    }
+
+    /// The loss stage's findings and length-bias view (JSON, table) from pass 2's parts;
+    /// `None` without the stage.
+    pub fn loss_report(
+        &self,
+        prepared: &Plan,
+        parts: &metrics::Parts,
+    ) -> Option<(Vec<String>, serde_json::Value, String)> {
+        let (stage, plan) = (self.pipeline.loss.as_ref()?, prepared.loss.as_ref()?);
+        let stats = &prepared.stats;
+        let mut rows = vec![RowSums::default(); stats.rows()];
+        for (r, sums) in parts.values().flat_map(|p| &p.loss_rows) {
+            rows[*r] = *sums;
+        }
+        let warnings = crate::loss::findings::findings(&stage.spec, plan, &rows, &stats.valid);
+        // correct rows by score when IN has scores, else by the side of the advantage
+        let (correct, split): (Vec<bool>, &'static str) = if stage.given {
+            (
+                rows.iter().map(|r| r.advantage > 0.0).collect(),
+                "advantage",
+            )
+        } else {
+            (stats.score.iter().map(|&s| s > 0.0).collect(), "score")
+        };
+        let view =
+            crate::loss::length_bias::length_bias(plan, &rows, &stats.valid, &correct, split)?;
+        Some((
+            warnings,
+            view.to_json(stage.spec.agg),
+            view.to_table(stage.spec.agg),
+        ))
     }
 
     pub fn has_rollout(&self) -> bool {
@@ -313,8 +348,27 @@ impl<'a> Job<'a> {
                 plan.nan_rows()
             ));
         }
+        let mut notes = Vec::new();
+        if let Some(stage) = &self.pipeline.loss {
+            if self.columns.token(TokenRole::LogProbs).is_none() {
+                notes.push(format!(
+                    "{}: no log_probs column: the replay is on-policy (log π = old_log_probs, ratio 1), as verl's first mini-batch of the first epoch sees it",
+                    self.file
+                ));
+            }
+            notes.push(if stage.given {
+                format!("{}: the loss replays IN's advantages (and its response_mask and rollout_is_weights as they are)", self.file)
+            } else {
+                format!(
+                    "{}: no advantages column: they are computed first ({}), as `advcalc run` computes them",
+                    self.file,
+                    self.pipeline.estimator.name()
+                )
+            });
+        }
         Ok(Plan {
             loss,
+            notes,
             config: 0,
             training_batches,
             stats,

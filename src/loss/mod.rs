@@ -14,7 +14,9 @@
 //! sums that make a metric are f64.
 
 pub mod aggregate;
+pub mod findings;
 pub mod kl_loss;
+pub mod length_bias;
 pub mod metrics;
 pub mod partition;
 pub mod plan;

@@ -106,6 +106,11 @@ pub struct RowSums {
     pub rejected: f64,
     /// Σ m before bypass rejection.
     pub tokens_before: f64,
+    /// Σ_t |dL/d log π| without the aggregation weight c (the length-bias view multiplies
+    /// it by each mode's c).
+    pub grad_base: f64,
+    /// Σ_t A·m: the row's side of its group (the view's split when IN has no scores).
+    pub advantage: f64,
 }
 
 /// One row's outputs into `pg_losses`, `grad_weights` and (with the KL loss) `kl_losses`;
@@ -208,12 +213,21 @@ pub fn row(
         };
         pg_losses[t] = if mask[t] > 0.0 { loss } else { 0.0 };
         grad_weights[t] = grad;
+        sums.advantage += (input.advantages[t] * mask[t]) as f64;
+        sums.grad_base += match &weights {
+            _ if row_loss.is_some() => 0.0,
+            Some(w) => (m_eff[t] * term.grad * w[t]).abs() as f64,
+            None => (m_eff[t] * term.grad).abs() as f64,
+        };
         if row_loss.is_none() {
             sums.pg_loss += (c_pg * m_eff[t] * loss) as f64;
         }
     }
     if let Some(loss) = row_loss {
         sums.pg_loss = loss as f64 / place.micro_rows;
+        // geo_mean's weights are not an aggregation's: the view uses its own gradient
+        sums.grad_base =
+            grad_weights.iter().map(|g| g.abs() as f64).sum::<f64>() * place.micro_rows;
     }
     if let (Some(kl), Some(reference)) = (&spec.kl, input.reference) {
         let c_kl = aggregate::weight(spec.agg, &place.info, sums.tokens_before);
@@ -222,6 +236,7 @@ pub fn row(
         for t in 0..n {
             let (value, grad) = kl.value_and_grad(input.log_probs[t], reference[t]);
             grad_weights[t] += coef * c_kl * mask[t] * grad;
+            sums.grad_base += (coef * mask[t] * grad).abs() as f64;
             sums.kl_loss += (c_kl * mask[t] * value) as f64;
             if let Some(out) = out.as_deref_mut() {
                 out[t] = if mask[t] > 0.0 { value } else { 0.0 };
