@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "compute",
+    "loss",
     "run",
     "inspect",
     "compare",
@@ -228,6 +229,54 @@ def compute(
     """
     cfg = _config_args(config, set, estimator, convention)
     read = _read_args(input_format, layout, threads, allow_nonfinite)
+    return _compute(data, cfg, read, metrics)
+
+
+def loss(
+    data: Any,
+    config: ConfigLike = None,
+    set: Sets = None,
+    metrics: bool = False,
+    *,
+    estimator: Optional[str] = None,
+    convention: Optional[str] = None,
+    layout: str = "ragged",
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Any:
+    """Replay verl's actor loss token by token: the same columns and numbers as
+    ``advcalc loss`` (docs/loss.md).
+
+    The configuration is verl's: ``actor_rollout_ref.actor`` (``policy_loss.loss_mode``,
+    the clip ratios, ``loss_agg_mode``, the KL loss, ``ppo_mini_batch_size``, ...),
+    ``actor_rollout_ref.rollout.n`` and ``.response_length``, and ``algorithm``. The input's
+    ``advantages`` are replayed when it has them, else computed first as :func:`compute`
+    computes them; without a ``log_probs`` column the replay is on-policy.
+
+    Args:
+        data: as for :func:`compute` (an Arrow C stream or a path).
+        config: a verl trainer YAML path, YAML text, or a dict.
+        set: overrides, ``{"actor_rollout_ref.actor.loss_agg_mode": "seq-mean-token-mean"}``.
+        metrics: also return verl's actor metrics (``actor/pg_loss``, ``actor/pg_clipfrac``,
+            ...) and advcalc's, as ``--metrics`` writes them.
+        estimator, convention, layout, allow_nonfinite, threads, input_format: as for
+            :func:`compute` (the estimator computes the advantages when the input has none).
+
+    Returns:
+        The input's columns (and :func:`compute`'s when the advantages were computed) with
+        ``pg_losses``, ``grad_weights`` (dL/d log π) and, with the KL loss, ``kl_losses``;
+        with ``metrics=True``, a pair ``(result, metrics)``. The findings (verl #4852's
+        divisor, seq-mean-token-mean's length bias) are issued as :class:`DataWarning`.
+    """
+    cfg = _config_args(config, set, estimator, convention)
+    cfg["actor"] = True
+    read = _read_args(input_format, layout, threads, allow_nonfinite)
+    return _compute(data, cfg, read, metrics)
+
+
+def _compute(data: Any, cfg: Dict[str, Any], read: Dict[str, Any], metrics: bool) -> Any:
+    """`compute` and `loss` on a stream, a dataset or a file."""
     native = _load()
     if hasattr(data, "__arrow_c_stream__"):
         _take_stream(data, "data")
@@ -538,6 +587,7 @@ def _config_args(
         "sets": _sets(sets),
         "estimator": estimator,
         "convention": convention,
+        "actor": False,
     }
 
 

@@ -36,11 +36,14 @@ struct ConfigArgs {
     sets: Vec<String>,
     estimator: Option<String>,
     convention: Option<String>,
+    /// `advcalc.loss`: read the actor section too.
+    actor: bool,
 }
 
 impl ConfigArgs {
     fn load(&self) -> advcalc::Result<Config> {
         Config::load(&ConfigSources {
+            actor: self.actor,
             file: self.config_file.as_deref(),
             text: self.config_text.as_deref().map(|t| ("config", t)),
             sets: &self.sets,
@@ -302,7 +305,8 @@ fn compute_in_memory(
     Ok((engine.output_schema(), computed, config.notes))
 }
 
-fn into_python(py: Python<'_>, (schema, result, notes): InMemory) -> PyResult<ComputedParts> {
+fn into_python(py: Python<'_>, (schema, result, mut notes): InMemory) -> PyResult<ComputedParts> {
+    notes.extend(result.notes);
     let metrics = result.metrics.map(|m| m.to_string());
     let table = Table::try_new(result.batches, schema).map_err(|e| {
         to_python(

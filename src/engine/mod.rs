@@ -99,6 +99,8 @@ pub struct Computed {
     pub warnings: Vec<String>,
     /// With [`Engine::with_metrics`]: what `run --metrics` writes (one object per step).
     pub metrics: Option<serde_json::Value>,
+    /// Things the user should know about the run (the loss stage's assumptions).
+    pub notes: Vec<String>,
 }
 
 impl Engine {
@@ -444,12 +446,17 @@ impl Engine {
             out.push(batch);
             metrics::merge(&mut parts, p);
         }
+        let mut warnings = prepared.warnings.clone();
+        if let Some((findings, _, _)) = job.loss_report(&prepared, &parts) {
+            warnings.extend(findings);
+        }
         Ok(Computed {
             batches: out,
             metrics: self
                 .metrics
                 .then(|| metrics::to_json(&job, &prepared, &parts)),
-            warnings: prepared.warnings,
+            warnings,
+            notes: prepared.notes,
         })
     }
 }
