@@ -252,7 +252,7 @@ pub(crate) fn read(
     {
         return Err(s.reject(Invalid::new(
             "clip_ratio_c",
-            format!("The lower bound of the clip_ratio_c for dual-clip PPO should be greater than 1.0, but get the value: {clip_c}."),
+            format!("The lower bound of the clip_ratio_c for dual-clip PPO should be greater than 1.0, but get the value: {}.", super::value::py_float_repr(clip_c)),
         )));
     }
     let dro_beta = match (mode, dro_beta) {
@@ -381,4 +381,72 @@ pub(crate) fn to_map(spec: &LossSpec, n: Option<i64>) -> super::value::Map {
     }
     actor.insert("ppo_epochs", Value::Int(spec.ppo_epochs as i64));
     actor
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, ConfigSources};
+    use crate::loss::{AggMode, LossMode};
+
+    fn load(sets: &[&str], text: Option<&str>) -> Config {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        Config::load(&ConfigSources {
+            actor: true,
+            sets: &sets,
+            text: text.map(|t| ("config", t)),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    // verl 0.9.1's defaults: vanilla, token-mean, clip 0.2/0.2, c = 3, 256 × n = 1 rows,
+    // response length 512, no KL loss
+    #[test]
+    fn verls_defaults() {
+        let l = load(&[], None).loss.unwrap();
+        assert_eq!((l.mode, l.agg), (LossMode::Vanilla, AggMode::TokenMean));
+        assert_eq!(
+            (l.params.clip_low, l.params.clip_high, l.params.clip_c),
+            (0.2, 0.2, 3.0)
+        );
+        assert_eq!(
+            (l.mini_batch_rows, l.micro_batch_rows, l.response_length),
+            (256, None, 512)
+        );
+        assert!(l.kl.is_none() && l.bypass.is_none());
+        // run never reads the section
+        assert!(
+            Config::load(&ConfigSources::default())
+                .unwrap()
+                .loss
+                .is_none()
+        );
+    }
+
+    // every setting away from its default: written by to_yaml, read back to the same spec
+    #[test]
+    fn the_yaml_reads_back_to_the_same_loss() {
+        let c = load(
+            &[
+                "actor_rollout_ref.actor.policy_loss.loss_mode=gspo",
+                "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm",
+                "actor_rollout_ref.actor.loss_scale_factor=64",
+                "actor_rollout_ref.actor.clip_ratio_low=0.1",
+                "actor_rollout_ref.actor.clip_ratio_high=0.3",
+                "actor_rollout_ref.actor.use_kl_loss=true",
+                "actor_rollout_ref.actor.kl_loss_type=k3+",
+                "actor_rollout_ref.actor.kl_loss_coef=0.05",
+                "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+                "actor_rollout_ref.rollout.n=8",
+                "actor_rollout_ref.rollout.response_length=1024",
+            ],
+            None,
+        );
+        let l = c.loss.clone().unwrap();
+        assert_eq!((l.mini_batch_rows, l.micro_batch_rows), (32, Some(2)));
+        assert!(l.kl.is_some_and(|k| k.straight_through && k.coef == 0.05));
+        let again = load(&[], Some(&c.to_yaml()));
+        assert_eq!(again.loss, c.loss);
+    }
 }

@@ -67,11 +67,25 @@ impl Resolved {
         }
         let mut top = Map::new();
         top.insert("algorithm", Value::Map(algorithm));
+        let mut arr = Map::new();
+        if let Some(loss) = &config.loss {
+            // `advcalc config --actor`: the actor section advcalc loss reads
+            arr.insert(
+                "actor",
+                Value::Map(super::actor::to_map(loss, merged.rollout_n)),
+            );
+        }
+        let mut rollout = Map::new();
         if let Some(n) = merged.rollout_n {
-            let rollout: Map = [("n".to_string(), Value::Int(n))].into_iter().collect();
-            let arr: Map = [("rollout".to_string(), Value::Map(rollout))]
-                .into_iter()
-                .collect();
+            rollout.insert("n", Value::Int(n));
+        }
+        if let Some(loss) = &config.loss {
+            rollout.insert("response_length", Value::Int(loss.response_length as i64));
+        }
+        if !rollout.is_empty() {
+            arr.insert("rollout", Value::Map(rollout));
+        }
+        if !arr.is_empty() {
             top.insert("actor_rollout_ref", Value::Map(arr));
         }
         let tree = Value::Map(top);
@@ -92,6 +106,14 @@ impl Resolved {
                     .map(|(_, text)| text.clone());
             } else if leaf.path == "actor_rollout_ref.rollout.n"
                 && let Some(origin) = &merged.rollout_n_origin
+            {
+                leaf.source = Source::Written(origin.clone());
+            } else if let Some(below) = leaf.path.strip_prefix("actor_rollout_ref.actor.")
+                && let Some(origin) = merged.actor_origins.last(below)
+            {
+                leaf.source = Source::Written(origin.clone());
+            } else if leaf.path == "actor_rollout_ref.rollout.response_length"
+                && let Some(origin) = &merged.response_length_origin
             {
                 leaf.source = Source::Written(origin.clone());
             }

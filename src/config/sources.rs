@@ -62,6 +62,7 @@ pub(crate) struct Merged {
     pub actor: Option<Value>,
     pub actor_origins: Origins,
     pub response_length: Option<i64>,
+    pub response_length_origin: Option<Origin>,
 }
 
 /// Which source wrote a value.
@@ -129,6 +130,7 @@ pub(crate) fn merge_with_env(
     let mut root = Map::new();
     let mut origins = Origins::default();
     let mut rollout_n_origin = None;
+    let mut response_length_origin = None;
     let mut notes = Vec::new();
     let mut defaults_list = false;
     let file = match (sources.file, sources.text) {
@@ -159,6 +161,13 @@ pub(crate) fn merge_with_env(
             .is_some()
         {
             rollout_n_origin = Some(Origin::File(name.clone()));
+        }
+        if root
+            .get("actor_rollout_ref")
+            .and_then(|v| v.at(&["rollout", "response_length"]))
+            .is_some()
+        {
+            response_length_origin = Some(Origin::File(name.clone()));
         }
     }
     let mut actor_origins = Origins::default();
@@ -196,6 +205,7 @@ pub(crate) fn merge_with_env(
         if key == "actor_rollout_ref.rollout.response_length" {
             insert_path(&mut root, key, value)
                 .map_err(|msg| Error::usage(format!("--set {set}: {msg}")))?;
+            response_length_origin = Some(Origin::Set);
             continue;
         }
         let path = key.strip_prefix("algorithm.").unwrap_or(key);
@@ -326,6 +336,7 @@ pub(crate) fn merge_with_env(
         actor,
         actor_origins,
         response_length,
+        response_length_origin,
     })
 }
 
