@@ -224,3 +224,37 @@ fn config_shows_the_actor_section_with_its_origins() {
             .contains("  actor:\n")
     );
 }
+
+#[test]
+fn inspect_flags_what_loss_would() {
+    let inspect = |sets: &[&str]| {
+        let mut args = vec!["inspect", "-c", "config.yaml", "input.parquet", "--json"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let out = advcalc()
+            .current_dir(case("decoupled_is_rs_grpo"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report.to_string()
+    };
+    // bypass mode's in-loss rejection under token-mean, with the kept fraction
+    let bypass = inspect(&[
+        "algorithm.rollout_correction.bypass_mode=true",
+        "algorithm.rollout_correction.rollout_is=null",
+    ]);
+    assert!(
+        bypass.contains("bypass_token_mean_divisor") && bypass.contains("verl #4852"),
+        "{bypass}"
+    );
+    let long = inspect(&["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"]);
+    assert!(long.contains("seq_mean_token_mean_length_bias"), "{long}");
+    // neither under the file's own configuration (decoupled, token-mean)
+    let plain = inspect(&[]);
+    assert!(
+        !plain.contains("bypass_token_mean_divisor") && !plain.contains("length_bias"),
+        "{plain}"
+    );
+}

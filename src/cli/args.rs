@@ -478,9 +478,20 @@ pub enum LayoutArg {
 impl InspectArgs {
     /// Validate the arguments into the configuration and inspect options.
     pub fn resolve(&self, progress: bool) -> Result<(Config, InspectOptions)> {
-        let config = self
-            .algo
-            .load(self.config.as_deref(), self.estimator.as_deref())?;
+        let file = self.config.as_deref();
+        let estimator = self.estimator.as_deref();
+        // the actor section too, for what `advcalc loss` would flag; one it cannot read
+        // costs those checks only
+        let config = match self.algo.load_for(file, estimator, true) {
+            Ok(config) => config,
+            Err(e) => {
+                let mut config = self.algo.load(file, estimator)?;
+                config.notes.push(format!(
+                    "the loss checks are skipped: the actor section cannot be read ({e})"
+                ));
+                config
+            }
+        };
         let options = InspectOptions {
             input: self.read.input.clone(),
             input_format: self.read.input_format.map(Format::from),

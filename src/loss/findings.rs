@@ -17,6 +17,15 @@ use crate::loss::{AggMode, LossMode, LossSpec};
 /// The spread of response lengths from which `seq-mean-token-mean`'s bias is flagged.
 pub const LENGTH_RATIO: f64 = 4.0;
 
+/// "1 token", "3 tokens".
+pub fn tokens(n: f64) -> String {
+    if n == 1.0 {
+        "1 token".into()
+    } else {
+        format!("{n} tokens")
+    }
+}
+
 /// The findings of a replay: `rows` the rows' sums, `valid` their loss-mask tokens.
 pub fn findings(spec: &LossSpec, plan: &LossPlan, rows: &[RowSums], valid: &[f64]) -> Vec<String> {
     let mut out = Vec::new();
@@ -65,13 +74,15 @@ pub fn findings(spec: &LossSpec, plan: &LossPlan, rows: &[RowSums], valid: &[f64
         let (short, long) = live.fold((f64::INFINITY, 0.0f64), |(s, l), x| (s.min(x), l.max(x)));
         if long > 0.0 && long / short >= LENGTH_RATIO {
             out.push(format!(
-                "seq_mean_token_mean_length_bias: under seq-mean-token-mean{} each row weighs the same whatever its length, so a token of the shortest response ({short} tokens) weighs {:.1}× a token of the longest ({long} tokens) (verl #957, #2776); token-mean weighs every token alike (`advcalc loss --json` compares the modes on this dump)",
+                "seq_mean_token_mean_length_bias: under seq-mean-token-mean{} each row weighs the same whatever its length, so a token of the shortest response ({}) weighs {:.1}× a token of the longest ({} tokens) (verl #957, #2776); token-mean weighs every token alike (`advcalc loss --json` compares the modes on this dump)",
                 if spec.mode == LossMode::Sapo {
                     " (sapo's fixed aggregation)"
                 } else {
                     ""
                 },
-                long / short
+                tokens(short),
+                long / short,
+                long
             ));
         }
     }

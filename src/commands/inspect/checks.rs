@@ -8,6 +8,7 @@ use crate::engine::pipeline::Pipeline;
 use crate::error::Result;
 use crate::estimators::conventions::Convention;
 use crate::io::schema::{InputColumns, ScoreSource};
+use crate::loss::{AggMode, LossMode};
 use crate::shaping::kl::KlController;
 use crate::shaping::scores::Layout;
 
@@ -39,6 +40,19 @@ pub struct Checks {
     pub shaper: Option<Pipeline>,
     /// Checks skipped and why, then the configuration's notes.
     pub notes: Vec<String>,
+    /// With an actor section (`-c` a trainer YAML): what `advcalc loss` would flag.
+    pub loss: Option<LossChecks>,
+}
+
+/// The loss stage's checks (`loss::findings`): the aggregation its policy loss uses, and
+/// whether bypass mode rejects tokens inside the loss (measured here by the rejection check,
+/// on-policy: log π = old_log_probs, as verl's first mini-batch sees it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossChecks {
+    pub agg: AggMode,
+    /// sapo aggregates as seq-mean-token-mean whatever loss_agg_mode says.
+    pub sapo: bool,
+    pub bypass_rejection: bool,
 }
 
 impl Checks {
@@ -91,6 +105,16 @@ impl Checks {
             }
         }
         let mismatch = present(TokenRole::OldLogProbs) && present(TokenRole::RolloutLogProbs);
+        // bypass mode's in-loss rejection, measured on-policy (current log π = old_log_probs)
+        let bypass_rs = config
+            .loss
+            .as_ref()
+            .and_then(|l| l.bypass.as_ref())
+            .filter(|b| !b.correction.rs.is_empty());
+        if let Some(b) = bypass_rs {
+            pipeline.bypass = false;
+            pipeline.correction = Some(b.correction.clone());
+        }
         let rs_configured = pipeline
             .correction
             .as_ref()
@@ -126,6 +150,11 @@ impl Checks {
             shaper: (shaping.is_some() || rejection).then_some(pipeline),
             shaping,
             notes,
+            loss: config.loss.as_ref().map(|l| LossChecks {
+                agg: l.agg,
+                sapo: l.mode == LossMode::Sapo,
+                bypass_rejection: bypass_rs.is_some() && rejection,
+            }),
         })
     }
 

@@ -9,15 +9,17 @@ use crate::commands::analysis::tokens::TokenStats;
 use crate::commands::numbers::{num, pct};
 use crate::estimators::conventions::Convention;
 use crate::estimators::groups::Grouping;
+use crate::loss::AggMode;
+use crate::loss::findings::{LENGTH_RATIO, tokens};
 use crate::shaping::scores::Layout;
 
-use super::checks::Checks;
+use super::checks::{Checks, LossChecks};
 use super::distribution::Distribution;
 use super::report::{
     Groups, Kl, KlShaping, Mismatch, Rejection, ScoreSums, StepReport, ToolSpans, fraction,
     histogram,
 };
-use super::tally::StepTally;
+use super::tally::{RowFacts, StepTally};
 use super::thresholds::{
     EXTREME_ADVANTAGE, KL_DOMINANCE_RATIO, MISMATCH_EXTREME_FRACTION, MISMATCH_OUTSIDE_FRACTION,
     NO_SIGNAL_GROUP_FRACTION, RATIO_EXTREME, RATIO_HIGH, RATIO_LOW, REJECTED_FRACTION,
@@ -135,10 +137,53 @@ pub fn step_report(step: Option<i64>, t: StepTally, checks: &Checks) -> StepRepo
     }
     r.columns = t.columns;
     r.warnings = warnings(&r, checks.convention);
+    if let Some(l) = &checks.loss {
+        r.warnings.extend(loss_warnings(l, &r, facts));
+    }
     if let Some(f) = &r.fragile {
         r.notes = fragile_findings(f, &[checks.convention]).1;
     }
     r
+}
+
+/// What `advcalc loss` would flag on this step (`loss::findings`): bypass mode's token-mean
+/// divisor with the rejection check's kept fraction, seq-mean-token-mean's length bias.
+fn loss_warnings(l: &LossChecks, r: &StepReport, facts: &[RowFacts]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if let (true, AggMode::TokenMean, Some(j)) = (l.bypass_rejection, l.agg, &r.rejection)
+        && j.rejected_tokens > 0
+        && j.valid_tokens > 0
+    {
+        let kept = 1.0 - j.rejected_tokens as f64 / j.valid_tokens as f64;
+        out.push(Warning {
+            code: "bypass_token_mean_divisor",
+            message: format!(
+                "bypass mode's rejection drops {} of the tokens inside the loss (measured on-policy, log π = old_log_probs), but token-mean still divides by all of them (verl #4852): the loss and every gradient weight shrink to {:.3} of what the kept tokens alone would give; `advcalc loss` replays it with the run's log-probs",
+                pct(1.0 - kept),
+                kept
+            ),
+        });
+    }
+    if l.agg == AggMode::SeqMeanTokenMean || l.sapo {
+        let live = facts
+            .iter()
+            .filter(|f| !f.padding && f.valid > 0.0)
+            .map(|f| f.valid);
+        let (short, long) = live.fold((f64::INFINITY, 0.0f64), |(s, l), x| (s.min(x), l.max(x)));
+        if long > 0.0 && long / short >= LENGTH_RATIO {
+            out.push(Warning {
+                code: "seq_mean_token_mean_length_bias",
+                message: format!(
+                    "under seq-mean-token-mean{} a token of the shortest response ({}) weighs {:.1}× a token of the longest ({} tokens) (verl #957, #2776); `advcalc loss --json` compares the aggregation modes on this dump",
+                    if l.sapo { " (sapo's fixed aggregation)" } else { "" },
+                    tokens(short),
+                    long / short,
+                    long
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// The warnings a step's findings raise, in report order.

@@ -51,6 +51,7 @@ pub fn scan(
             k1: sums.k1,
             abs_k1: sums.abs_k1,
             mismatch: sums.mismatch,
+            valid: valid as f64,
             ..Default::default()
         };
         t.rows += 1;

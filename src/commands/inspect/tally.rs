@@ -20,6 +20,8 @@ pub struct RowFacts {
     pub penalty: f64,
     /// Σ |old − rollout| over the row's valid tokens where both are finite.
     pub mismatch: f64,
+    /// Mask-1 tokens (the loss checks' response lengths).
+    pub valid: f64,
 }
 
 /// NaN, ±inf and positive values of one column.
