@@ -249,8 +249,13 @@ fn advantages(config: &Config, input: &Dataset, opts: &InspectOptions, report: &
         allow_nonfinite: false,
         correct_above: 0.0,
     };
+    // the advantages only: the actor section (read for the loss checks) adds no stage here
+    let advantages_only = Config {
+        loss: None,
+        ..config.clone()
+    };
     let StepAdvantages { by_step, warnings } =
-        match advantages_by_step(config, input, &compare_options) {
+        match advantages_by_step(&advantages_only, input, &compare_options) {
             Ok(found) => found,
             Err(e) => {
                 report
