@@ -137,6 +137,10 @@ fn json_of(dir: &Path, args: &[&str]) -> Value {
 
 /// The sources of the page's numbers (`data-src`).
 fn sources(page: &str) -> std::collections::BTreeSet<String> {
+    sources_of(page)
+}
+
+fn sources_of(page: &str) -> std::collections::BTreeSet<String> {
     numbers(page).into_iter().map(|(s, _, _)| s).collect()
 }
 
@@ -178,6 +182,12 @@ fn check_numbers(dir: &Path, page: &str, estimators: &[&str], common: &[&str]) -
             format!("metrics {e}"),
             serde_json::from_str(&std::fs::read_to_string(&metrics).unwrap()).unwrap(),
         );
+    }
+    if sources_of(page).contains("loss") {
+        let out_file = dir.join("loss.out.parquet");
+        let mut loss = with(&["loss", "--json", "-q", "-f", "-e", estimators[0]]);
+        loss.push(out_file.display().to_string());
+        sources.insert("loss".into(), json_of(dir, &args(&loss)));
     }
     let found = numbers(page);
     for (src, path, value) in &found {
@@ -239,7 +249,7 @@ fn the_demo_report_is_well_formed_self_contained_and_has_what_the_demo_allows() 
         );
     }
     let s = sections(&page);
-    assert_eq!(s.keys().collect::<Vec<_>>().len(), 6);
+    assert_eq!(s.keys().collect::<Vec<_>>().len(), 7);
     for id in ["findings", "distributions", "difficulty", "strips"] {
         assert!(s[id].0, "{id} absent: {}", s[id].1);
     }
@@ -253,8 +263,42 @@ fn the_demo_report_is_well_formed_self_contained_and_has_what_the_demo_allows() 
         "{:?}",
         s["correction"]
     );
+    // the demo has old_log_probs and 256 rows, one mini-batch of verl's default 256 × 1:
+    // the loss replays on-policy
+    assert!(s["loss"].0, "loss absent: {}", s["loss"].1);
     // every section has its one-line caption
-    assert_eq!(page.matches("<p class=\"caption\">").count(), 6);
+    assert_eq!(page.matches("<p class=\"caption\">").count(), 7);
+}
+
+#[test]
+fn the_loss_section_shows_advcalc_loss_numbers_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/loss/cases/adv_grpo");
+    let (config, input) = (case.join("config.yaml"), case.join("input.parquet"));
+    let common = ["-c", config.to_str().unwrap(), input.to_str().unwrap()];
+    let mut args = vec!["-e", "grpo,rloo"];
+    args.extend(common);
+    let page = report(dir.path(), &args);
+    let s = sections(&page);
+    assert!(s["loss"].0, "loss absent: {}", s["loss"].1);
+    assert!(page.contains("seq-mean-token-mean") && page.contains("(configured)"));
+    check_numbers(dir.path(), &page, &["grpo", "rloo"], &common);
+    assert!(sources_of(&page).contains("loss"));
+    // a step that mini-batches do not divide: absent, with verl's reason
+    let mut args = vec![
+        "-e",
+        "grpo",
+        "--set",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=5",
+    ];
+    args.extend(common);
+    let page = report(dir.path(), &args);
+    let s = sections(&page);
+    assert!(
+        !s["loss"].0 && s["loss"].1.contains("mini-batches"),
+        "{:?}",
+        s["loss"]
+    );
 }
 
 #[test]

@@ -56,8 +56,9 @@ pub enum Command {
     /// Write one self-contained HTML page of plots about a dump
     ///
     /// The inspect findings, per-step curves, advantage distributions per estimator, the
-    /// difficulty-bias curve, token strips of a few rows and the rollout correction, from
-    /// the same passes as inspect and compare; opens offline in any browser and prints.
+    /// difficulty-bias curve, token strips of a few rows, the rollout correction and the
+    /// loss weights by response length, from the same passes as inspect, compare and loss;
+    /// opens offline in any browser and prints.
     Report(Box<ReportArgs>),
     /// Replay verl's actor loss on a dump: per-token losses and gradient weights
     ///
@@ -439,6 +440,16 @@ impl ReportArgs {
             rows: self.rows.clone(),
             output: self.output.clone(),
             force: self.force,
+            // the first variant's configuration with the actor section: the loss section
+            loss: self
+                .variants
+                .algo
+                .load_for(
+                    self.variants.config.first().map(PathBuf::as_path),
+                    self.variants.estimators.first().map(String::as_str),
+                    true,
+                )
+                .map_err(|e| e.to_string()),
         };
         Ok((variants, options))
     }

@@ -120,7 +120,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             let summary = crate::commands::report::report(&variants, &options)?;
             if !args.quiet {
                 eprintln!(
-                    "advcalc: {} rows, {} of 6 sections, {} warning{} -> {}",
+                    "advcalc: {} rows, {} of 7 sections, {} warning{} -> {}",
                     summary.rows,
                     summary.sections,
                     summary.warnings,

@@ -54,6 +54,8 @@ pub struct Facts {
     pub strips: Vec<Strip>,
     /// Per row: its tool spans and rejected tokens.
     pub shapes: Vec<RowFeatures>,
+    /// The loss section's facts, or why it is absent.
+    pub loss: std::result::Result<super::loss::LossFacts, String>,
 }
 
 /// One variant's facts beyond the comparison.
@@ -185,6 +187,20 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         .map(|&s| s > opts.read.correct_above)
         .collect();
     let groups = PassRates::new(&prepared, &correct);
+    let loss = match &opts.loss {
+        Err(e) => Err(format!("the actor section cannot be read: {e}")),
+        Ok(config) => pool
+            .install(|| {
+                super::loss::gather(
+                    config,
+                    input,
+                    opts.read.layout,
+                    opts.read.allow_nonfinite,
+                    &correct,
+                )
+            })
+            .map_err(|e| e.to_string()),
+    };
     let row_abs: Vec<Vec<(f64, u64)>> = sums
         .rows
         .iter()
@@ -271,6 +287,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         row_abs,
         strips,
         shapes,
+        loss,
     })
 }
 

@@ -11,6 +11,7 @@ mod difficulty;
 mod gather;
 mod groups;
 mod html;
+mod loss;
 mod page;
 mod plots;
 mod sketch;
@@ -35,6 +36,9 @@ pub struct ReportOptions {
     pub output: PathBuf,
     /// Overwrite `output` if it exists.
     pub force: bool,
+    /// The loss section's configuration: the first variant's with the trainer YAML's actor
+    /// section (`advcalc loss`), or why it cannot be read.
+    pub loss: std::result::Result<crate::config::Config, String>,
 }
 
 /// What the report found, for the command line.
@@ -44,7 +48,7 @@ pub struct ReportSummary {
     pub rows: usize,
     /// Warnings on the page (inspect's and the variants' `run` warnings).
     pub warnings: usize,
-    /// Sections shown, of six.
+    /// Sections shown, of seven.
     pub sections: usize,
 }
 
