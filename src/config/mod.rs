@@ -90,6 +90,9 @@ pub struct Config {
     /// `rollout.n`, `rollout.response_length` and bypass mode's correction; `None` for the
     /// other commands, which never read the actor section.
     pub loss: Option<crate::loss::LossSpec>,
+    /// A source wrote the actor section (the file has `actor_rollout_ref.actor`, or `--set`
+    /// sets one of its keys): the loss configuration is the run's, not verl's defaults.
+    pub actor_given: bool,
 }
 
 impl Config {
@@ -173,6 +176,7 @@ impl Config {
             notes,
             estimator_configured,
             loss,
+            actor_given: merged.actor_origins.any(),
         })
     }
 

@@ -112,6 +112,11 @@ impl Origins {
         }
     }
 
+    /// Whether any source wrote anything.
+    pub(crate) fn any(&self) -> bool {
+        !self.writes.is_empty()
+    }
+
     /// Whether any source wrote `path` (or a key inside it).
     pub(crate) fn written(&self, path: &str) -> bool {
         !self.note(path).is_empty()

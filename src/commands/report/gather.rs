@@ -189,6 +189,9 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let groups = PassRates::new(&prepared, &correct);
     let loss = match &opts.loss {
         Err(e) => Err(format!("the actor section cannot be read: {e}")),
+        Ok(config) if !config.actor_given => Err(
+            "the configuration has no actor_rollout_ref.actor section, so there is no loss to replay".into(),
+        ),
         Ok(config) => pool
             .install(|| {
                 super::loss::gather(
