@@ -10,6 +10,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::corpus::case_trials;
 use common::metrics::{compare_metrics, read_json};
 use common::{case_dirs, check_rows_close, lists_f32, read_parquet, run_in, stderr};
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -37,7 +38,6 @@ const METRICS: [&str; 7] = [
     "actor/kl_coef",
     "actor/loss",
 ];
-const SHOWN: usize = 12;
 
 fn main() {
     let args = Arguments::from_args();
@@ -49,20 +49,7 @@ fn main() {
             Err(Failed::from(format!("only {n} cases")))
         }
     })];
-    for dir in case_dirs(&cases_root()) {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        trials.push(Trial::test(name, move || {
-            let problems = check_case(&dir);
-            if problems.is_empty() {
-                return Ok(());
-            }
-            let mut text = format!("{} problem(s):\n", problems.len());
-            for p in problems.iter().take(SHOWN) {
-                text += &format!("  {p}\n");
-            }
-            Err(text.into())
-        }));
-    }
+    trials.extend(case_trials(&cases_root(), check_case));
     libtest_mimic::run(&args, trials).exit();
 }
 

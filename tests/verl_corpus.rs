@@ -16,6 +16,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use common::corpus::case_trials;
 use common::metrics::{compare_metrics, metric_value, parse_json, read_json};
 use common::{case_dirs, check_rows_close, lists_f32, read_parquet, run_in, stderr};
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -27,8 +28,6 @@ const RTOL: f64 = 2e-4;
 const ALWAYS: [&str; 3] = ["token_level_rewards", "advantages", "returns"];
 /// Columns verl writes only when its rollout-correction step ran (README "Format additions").
 const SOMETIMES: [&str; 2] = ["response_mask", "rollout_is_weights"];
-/// At most this many problems of one case are printed.
-const SHOWN: usize = 12;
 
 fn main() {
     let args = Arguments::from_args();
@@ -39,20 +38,7 @@ fn main() {
         Trial::test("oracle::metrics_shape_and_keys", oracle_metrics_shape),
         Trial::test("oracle::parse_nonfinite_json", oracle_parse_nonfinite),
     ];
-    for dir in case_dirs(&cases_root()) {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        trials.push(Trial::test(name, move || {
-            let problems = check_case(&dir);
-            if problems.is_empty() {
-                return Ok(());
-            }
-            let mut text = format!("{} problem(s):\n", problems.len());
-            for p in problems.iter().take(SHOWN) {
-                text += &format!("  {p}\n");
-            }
-            Err(text.into())
-        }));
-    }
+    trials.extend(case_trials(&cases_root(), check_case));
     libtest_mimic::run(&args, trials).exit();
 }
 

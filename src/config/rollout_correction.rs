@@ -137,34 +137,30 @@ pub(crate) fn read(s: &mut Section<'_>, loss: bool) -> Result<RolloutCorrection>
     let rs_threshold = r.opt_scalar("rollout_rs_threshold", None)?;
     let bypass_mode = r.bool("bypass_mode", false)?;
     let loss_type = r.string("loss_type", LOSS_TYPE)?;
+    // verl parses the thresholds in decoupled mode, and inside the bypass loss (`advcalc
+    // loss`); a bypass-mode `run` never reads them
     let typed = if bypass_mode && !loss {
-        // verl parses the thresholds in decoupled mode only, or inside the bypass loss.
         Ok(RolloutCorrection::Bypass {
             loss_type,
             in_loss: None,
         })
-    } else if bypass_mode {
-        decoupled(
-            &r,
-            rollout_is,
-            is_threshold,
-            batch_normalize,
-            rollout_rs,
-            rs_threshold,
-        )
-        .map(|c| RolloutCorrection::Bypass {
-            loss_type,
-            in_loss: c.decoupled().cloned(),
-        })
     } else {
-        decoupled(
+        let parsed = decoupled(
             &r,
             rollout_is,
             is_threshold,
             batch_normalize,
             rollout_rs,
             rs_threshold,
-        )
+        );
+        if bypass_mode {
+            parsed.map(|c| RolloutCorrection::Bypass {
+                loss_type,
+                in_loss: c.decoupled().cloned(),
+            })
+        } else {
+            parsed
+        }
     };
     r.finish()?; // an unknown key is reported before a bad threshold
     typed

@@ -17,6 +17,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 
+pub mod corpus;
 pub mod metrics;
 
 /// The one numeric oracle (`assert_close` and its rules), shared with the unit tests.
