@@ -85,6 +85,7 @@ fn loss_columns(
         kl_losses: stage.spec.kl.map(|_| vec![0.0; n]),
     };
     let mut sums = Vec::with_capacity(group.rows());
+    let mut scratch = Vec::new();
     for i in 0..group.rows() {
         let s = group.span(i);
         let input = RowInputs {
@@ -99,6 +100,7 @@ fn loss_columns(
         sums.push(row(
             &stage.spec,
             &place,
+            &mut scratch,
             &input,
             &mut out.pg_losses[s.clone()],
             &mut out.grad_weights[s.clone()],

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::io::atomic::{check_destination, parent_dir, persist, temporary_output};
 use crate::io::float_lists::{self, EncodedChunk};
 use crate::io::positional::PositionalFile;
-use crate::io::schema::OUTPUT_COLUMNS;
+use crate::io::schema::{LOSS_COLUMNS, OUTPUT_COLUMNS};
 use crate::io::splice::{PlaceholderSource, Splice, SpliceWriter, Splices};
 
 /// A row group's computed columns, encoded into column chunks, ready to append.
@@ -603,7 +603,8 @@ fn float_list_columns(schema: &SchemaDescriptor, sources: &[ColumnSource]) -> Ve
         .iter()
         .enumerate()
         .map(|(root, f)| {
-            sources.get(root) == Some(&ColumnSource::Computed) && OUTPUT_COLUMNS.contains(&f.name())
+            sources.get(root) == Some(&ColumnSource::Computed)
+                && (OUTPUT_COLUMNS.contains(&f.name()) || LOSS_COLUMNS.contains(&f.name()))
         })
         .collect()
 }

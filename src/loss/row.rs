@@ -114,10 +114,12 @@ pub struct RowSums {
 }
 
 /// One row's outputs into `pg_losses`, `grad_weights` and (with the KL loss) `kl_losses`;
-/// returns its metric sums.
+/// returns its metric sums. `scratch` holds the row's terms (reused across rows).
+#[allow(clippy::too_many_arguments)]
 pub fn row(
     spec: &LossSpec,
     place: &RowPlace,
+    scratch: &mut Vec<Term>,
     input: &RowInputs<'_>,
     pg_losses: &mut [f32],
     grad_weights: &mut [f32],
@@ -131,7 +133,7 @@ pub fn row(
     };
     // bypass mode: the correction verl computes inside the loss from the current log-probs
     let mut effective = None;
-    let mut weights = input.is_weights.map(<[f32]>::to_vec);
+    let mut weights: Option<std::borrow::Cow<'_, [f32]>> = input.is_weights.map(Into::into);
     if let Some(b) = &spec.bypass {
         let mut log_ratio = vec![0.0f32; n];
         correction::log_ratio_row(input.log_probs, input.old, &mut log_ratio);
@@ -145,7 +147,7 @@ pub fn row(
                 let mut w = vec![0.0f32; n];
                 correction::raw_weights_row(spec, &log_ratio, mask, &mut w);
                 correction::truncate_weights(spec, &mut w);
-                Some(w)
+                Some(w.into())
             }
             // ppo_clip in bypass mode takes no IS weights
             _ => None,
@@ -156,7 +158,9 @@ pub fn row(
     sums.rejected = sums.tokens_before - sums.tokens;
 
     let p = &spec.params;
-    let mut terms = vec![Term::default(); n];
+    let terms = &mut *scratch;
+    terms.clear();
+    terms.resize(n, Term::default());
     let mut row_loss = None;
     match spec.mode {
         LossMode::Gspo => policy::gspo_row(
@@ -165,7 +169,7 @@ pub fn row(
             input.log_probs,
             input.old,
             m_eff,
-            &mut terms,
+            terms,
         ),
         LossMode::GeoMean => {
             row_loss = Some(policy::geo_mean_row(
@@ -175,7 +179,7 @@ pub fn row(
                 input.old,
                 m_eff,
                 weights.as_deref(),
-                &mut terms,
+                terms,
             ))
         }
         mode => {
