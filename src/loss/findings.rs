@@ -18,12 +18,29 @@ use crate::loss::{AggMode, LossMode, LossSpec};
 pub const LENGTH_RATIO: f64 = 4.0;
 
 /// "1 token", "3 tokens".
-pub fn tokens(n: f64) -> String {
+fn tokens(n: f64) -> String {
     if n == 1.0 {
         "1 token".into()
     } else {
         format!("{n} tokens")
     }
+}
+
+/// `seq_mean_token_mean_length_bias`'s message when the rows' response lengths (`valid`:
+/// mask-1 tokens, 0 for none) span [`LENGTH_RATIO`]× or more; `sapo`: the aggregation is
+/// sapo's fixed one. Shared by `loss` and `inspect`.
+pub fn length_bias(valid: impl Iterator<Item = f64>, sapo: bool) -> Option<String> {
+    let live = valid.filter(|&l| l > 0.0);
+    let (short, long) = live.fold((f64::INFINITY, 0.0f64), |(s, l), x| (s.min(x), l.max(x)));
+    (long > 0.0 && long / short >= LENGTH_RATIO).then(|| {
+        format!(
+            "under seq-mean-token-mean{} each row weighs the same whatever its length, so a token of the shortest response ({}) weighs {:.1}× a token of the longest ({} tokens) (verl #957, #2776); token-mean weighs every token alike (`advcalc loss --json` compares the modes on this dump)",
+            if sapo { " (sapo's fixed aggregation)" } else { "" },
+            tokens(short),
+            long / short,
+            long
+        )
+    })
 }
 
 /// The findings of a replay: `rows` the rows' sums, `valid` their loss-mask tokens.
@@ -64,27 +81,12 @@ pub fn findings(spec: &LossSpec, plan: &LossPlan, rows: &[RowSums], valid: &[f64
             ));
         }
     }
-    let agg = if spec.mode == LossMode::Sapo {
-        AggMode::SeqMeanTokenMean
-    } else {
-        spec.agg
-    };
-    if agg == AggMode::SeqMeanTokenMean {
-        let live = valid.iter().copied().filter(|&l| l > 0.0);
-        let (short, long) = live.fold((f64::INFINITY, 0.0f64), |(s, l), x| (s.min(x), l.max(x)));
-        if long > 0.0 && long / short >= LENGTH_RATIO {
-            out.push(format!(
-                "seq_mean_token_mean_length_bias: under seq-mean-token-mean{} each row weighs the same whatever its length, so a token of the shortest response ({}) weighs {:.1}× a token of the longest ({} tokens) (verl #957, #2776); token-mean weighs every token alike (`advcalc loss --json` compares the modes on this dump)",
-                if spec.mode == LossMode::Sapo {
-                    " (sapo's fixed aggregation)"
-                } else {
-                    ""
-                },
-                tokens(short),
-                long / short,
-                long
-            ));
-        }
+    let sapo = spec.mode == LossMode::Sapo;
+    if sapo || spec.agg == AggMode::SeqMeanTokenMean {
+        out.extend(
+            length_bias(valid.iter().copied(), sapo)
+                .map(|m| format!("seq_mean_token_mean_length_bias: {m}")),
+        );
     }
     out
 }

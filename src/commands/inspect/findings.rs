@@ -10,7 +10,7 @@ use crate::commands::numbers::{num, pct};
 use crate::estimators::conventions::Convention;
 use crate::estimators::groups::Grouping;
 use crate::loss::AggMode;
-use crate::loss::findings::{LENGTH_RATIO, tokens};
+use crate::loss::findings::length_bias;
 use crate::shaping::scores::Layout;
 
 use super::checks::{Checks, LossChecks};
@@ -165,21 +165,11 @@ fn loss_warnings(l: &LossChecks, r: &StepReport, facts: &[RowFacts]) -> Vec<Warn
         });
     }
     if l.agg == AggMode::SeqMeanTokenMean || l.sapo {
-        let live = facts
-            .iter()
-            .filter(|f| !f.padding && f.valid > 0.0)
-            .map(|f| f.valid);
-        let (short, long) = live.fold((f64::INFINITY, 0.0f64), |(s, l), x| (s.min(x), l.max(x)));
-        if long > 0.0 && long / short >= LENGTH_RATIO {
+        let valid = facts.iter().filter(|f| !f.padding).map(|f| f.valid);
+        if let Some(message) = length_bias(valid, l.sapo) {
             out.push(Warning {
                 code: "seq_mean_token_mean_length_bias",
-                message: format!(
-                    "under seq-mean-token-mean{} a token of the shortest response ({}) weighs {:.1}× a token of the longest ({} tokens) (verl #957, #2776); `advcalc loss --json` compares the aggregation modes on this dump",
-                    if l.sapo { " (sapo's fixed aggregation)" } else { "" },
-                    tokens(short),
-                    long / short,
-                    long
-                ),
+                message,
             });
         }
     }
