@@ -173,10 +173,7 @@ impl<'a> Job<'a> {
     ) -> Option<(Vec<String>, serde_json::Value, String)> {
         let (stage, plan) = (self.pipeline.loss.as_ref()?, prepared.loss.as_ref()?);
         let stats = &prepared.stats;
-        let mut rows = vec![RowSums::default(); stats.rows()];
-        for (r, sums) in parts.values().flat_map(|p| &p.loss_rows) {
-            rows[*r] = *sums;
-        }
+        let rows = metrics::loss_rows(parts, stats.rows());
         let warnings = crate::loss::findings::findings(&stage.spec, plan, &rows, &stats.valid);
         // correct rows by score when IN has scores, else by the side of the advantage
         let (correct, split): (Vec<bool>, &'static str) = if stage.given {

@@ -121,6 +121,15 @@ impl StepParts {
 
 pub type Parts = BTreeMap<Option<i64>, StepParts>;
 
+/// The loss stage's per-row sums of an input of `rows` rows, by row, from pass 2's parts.
+pub fn loss_rows(parts: &Parts, rows: usize) -> Vec<crate::loss::row::RowSums> {
+    let mut out = vec![crate::loss::row::RowSums::default(); rows];
+    for (r, sums) in parts.values().flat_map(|p| &p.loss_rows) {
+        out[*r] = *sums;
+    }
+    out
+}
+
 pub fn merge(into: &mut Parts, other: Parts) {
     for (step, parts) in other {
         into.entry(step).or_default().merge(parts);
@@ -537,10 +546,7 @@ pub fn to_json(job: &Job<'_>, prepared: &Plan, parts: &Parts) -> Value {
     let mut loss: BTreeMap<Option<i64>, Map<String, Value>> = match (&pipeline.loss, &prepared.loss)
     {
         (Some(stage), Some(plan)) => {
-            let mut rows = vec![crate::loss::row::RowSums::default(); stats.rows()];
-            for (r, sums) in parts.values().flat_map(|p| &p.loss_rows) {
-                rows[*r] = *sums;
-            }
+            let rows = loss_rows(parts, stats.rows());
             crate::loss::metrics::step_metrics(&stage.spec, pipeline.bypass, &plan.partition, &rows)
                 .into_iter()
                 .collect()

@@ -29,55 +29,35 @@ pub fn step_metrics(
     rows: &[RowSums],
 ) -> Vec<(Option<i64>, Map<String, Value>)> {
     let (has_clip, has_lower, has_kl) = spec.mode.metrics();
-    let mut steps: BTreeMap<Option<i64>, Vec<[f64; 7]>> = BTreeMap::new();
+    let mut steps: BTreeMap<Option<i64>, Vec<[f64; 6]>> = BTreeMap::new();
+    // advcalc's token-weighted figures: every row of the step added once
+    let mut own: BTreeMap<Option<i64>, RowSums> = BTreeMap::new();
     for mini in &partition.minis {
-        let mut pg = 0.0;
-        let mut kl = 0.0;
+        let step_sums = own.entry(mini.step).or_default();
+        let mut whole = RowSums::default();
         let (mut clip, mut lower, mut ppo_kl) = (0.0, 0.0, 0.0);
-        let mut micros = 0.0;
-        for micro in &partition.micros[mini.micros.clone()] {
+        let micros = &partition.micros[mini.micros.clone()];
+        for micro in micros {
             let mut s = RowSums::default();
             for &r in micro {
-                let x = &rows[r];
-                pg += x.pg_loss;
-                kl += x.kl_loss;
-                s.tokens += x.tokens;
-                s.clipped += x.clipped;
-                s.lower += x.lower;
-                s.ppo_kl += x.ppo_kl;
+                s.add(&rows[r]);
             }
             let mean = |x: f64| x / (s.tokens + 1e-8);
             clip += mean(s.clipped);
             lower += mean(s.lower);
             ppo_kl += mean(s.ppo_kl);
-            micros += 1.0;
+            whole.add(&s);
         }
+        step_sums.add(&whole);
+        let n = micros.len() as f64;
         steps.entry(mini.step).or_default().push([
-            pg,
-            kl,
-            pg + kl * spec.kl.map_or(0.0, |k| k.coef),
-            clip / micros,
-            lower / micros,
-            ppo_kl / micros,
-            0.0,
+            whole.pg_loss,
+            whole.kl_loss,
+            whole.pg_loss + whole.kl_loss * spec.kl.map_or(0.0, |k| k.coef),
+            clip / n,
+            lower / n,
+            ppo_kl / n,
         ]);
-    }
-    // advcalc's token-weighted figures per step
-    let mut own: BTreeMap<Option<i64>, RowSums> = BTreeMap::new();
-    for mini in &partition.minis {
-        let s = own.entry(mini.step).or_default();
-        for micro in &partition.micros[mini.micros.clone()] {
-            for &r in micro {
-                let x = &rows[r];
-                s.tokens += x.tokens;
-                s.tokens_before += x.tokens_before;
-                s.clipped += x.clipped;
-                s.lower += x.lower;
-                s.ppo_kl += x.ppo_kl;
-                s.rejected += x.rejected;
-                s.pg_loss += x.pg_loss;
-            }
-        }
     }
     steps
         .into_iter()

@@ -113,6 +113,22 @@ pub struct RowSums {
     pub advantage: f64,
 }
 
+impl RowSums {
+    /// Add `o`'s sums to these (a micro-batch's, a step's).
+    pub fn add(&mut self, o: &RowSums) {
+        self.pg_loss += o.pg_loss;
+        self.kl_loss += o.kl_loss;
+        self.tokens += o.tokens;
+        self.clipped += o.clipped;
+        self.lower += o.lower;
+        self.ppo_kl += o.ppo_kl;
+        self.rejected += o.rejected;
+        self.tokens_before += o.tokens_before;
+        self.grad_base += o.grad_base;
+        self.advantage += o.advantage;
+    }
+}
+
 /// One row's outputs into `pg_losses`, `grad_weights` and (with the KL loss) `kl_losses`;
 /// returns its metric sums. `scratch` holds the row's terms (reused across rows).
 #[allow(clippy::too_many_arguments)]
