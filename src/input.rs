@@ -31,9 +31,15 @@ pub struct InputFile(crate::io::input::Input);
 
 impl InputFile {
     /// Open IN with the CLI's checks and messages (which name the file). `allow_nonfinite` lets
-    /// a JSONL dump's NaN and ±inf scores through (`--allow-nonfinite`).
-    pub fn open(path: &Path, format: Option<Format>, allow_nonfinite: bool) -> Result<InputFile> {
-        crate::io::input::Input::open(path, format, allow_nonfinite).map(InputFile)
+    /// a JSONL dump's NaN and ±inf scores through (`--allow-nonfinite`); `dump` is what another
+    /// trainer's dump does not record ([`Config::dump_options`](crate::Config::dump_options)).
+    pub fn open(
+        path: &Path,
+        format: Option<Format>,
+        allow_nonfinite: bool,
+        dump: &crate::DumpOptions,
+    ) -> Result<InputFile> {
+        crate::io::input::Input::open(path, format, allow_nonfinite, dump).map(InputFile)
     }
 
     /// The input's name in messages (`<stdin>` for `-`).

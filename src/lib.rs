@@ -57,4 +57,5 @@ pub use engine::{Computed, Engine};
 pub use error::{Error, ErrorKind, Result};
 pub use estimators::{Estimator, RowStats};
 pub use io::format::Format;
+pub use io::trainers::{DumpOptions, Trainer};
 pub use shaping::scores::Layout;

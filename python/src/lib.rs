@@ -86,9 +86,13 @@ fn parse_format(name: &str) -> advcalc::Result<Format> {
         "arrow" => Ok(Format::ArrowFile),
         "arrows" => Ok(Format::ArrowStream),
         "jsonl" => Ok(Format::Jsonl),
-        other => Err(advcalc::Error::usage(format!(
-            "format {other:?}: expected \"parquet\", \"arrow\", \"arrows\" or \"jsonl\""
-        ))),
+        other => advcalc::Trainer::from_name(other)
+            .map(Format::Trainer)
+            .ok_or_else(|| {
+                advcalc::Error::usage(format!(
+                    "format {other:?}: expected \"parquet\", \"arrow\", \"arrows\", \"jsonl\", \"trl\", \"nemo-rl\", \"prime-rl\" or \"open-instruct\""
+                ))
+            }),
     }
 }
 
@@ -264,7 +268,8 @@ fn compute_path(
         if advcalc::input::is_jsonl(&src, format)? {
             return Ok(None);
         }
-        let input = InputFile::open(&src, format, read.allow_nonfinite)?;
+        let dump = config.load()?.dump_options();
+        let input = InputFile::open(&src, format, read.allow_nonfinite, &dump)?;
         let batches = pool(read.threads)?.install(|| {
             (0..input.num_row_groups())
                 .into_par_iter()

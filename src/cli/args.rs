@@ -12,6 +12,7 @@ use crate::commands::run::{DatasetOptions, RunOptions};
 use crate::config::{Config, ConfigSources};
 use crate::error::{Error, Result};
 use crate::io::format::Format;
+use crate::io::trainers::Trainer;
 use crate::shaping::scores::Layout;
 
 #[derive(Debug, Parser)]
@@ -182,6 +183,21 @@ pub struct ReadArgs {
     pub layout: LayoutArg,
 }
 
+impl ReadArgs {
+    /// The trainer whose dump IN is, when it is one (told by `--input-format` or the layout);
+    /// a layout that cannot be read is left to the reader's own error.
+    pub fn dump(&self) -> Option<Trainer> {
+        let explicit = match self.input_format.map(Format::from) {
+            Some(Format::Trainer(t)) => Some(t),
+            Some(_) => return None,
+            None => None,
+        };
+        crate::io::trainers::detect(&self.input, explicit)
+            .ok()
+            .flatten()
+    }
+}
+
 /// The algorithm settings every subcommand that computes advantages accepts.
 #[derive(Debug, Args)]
 pub struct AlgoArgs {
@@ -208,19 +224,18 @@ pub struct AlgoArgs {
 }
 
 impl AlgoArgs {
-    /// Load the configuration: `file`, then `--set`, then the flags (design §3).
-    pub fn load(&self, file: Option<&std::path::Path>, estimator: Option<&str>) -> Result<Config> {
-        self.load_for(file, estimator, false)
-    }
-
-    /// [`Self::load`], reading the actor section too when `actor` (`advcalc loss`).
-    pub fn load_for(
+    /// Load the configuration: `file`, then `--set`, then the flags (design §3), reading the
+    /// actor section too when `actor` (`advcalc loss`). For IN another trainer's `dump`, its
+    /// estimator and convention are the defaults no source overrode.
+    pub fn load(
         &self,
         file: Option<&std::path::Path>,
         estimator: Option<&str>,
         actor: bool,
+        dump: Option<Trainer>,
     ) -> Result<Config> {
         Config::load(&ConfigSources {
+            dump,
             actor,
             file,
             text: None,
@@ -283,6 +298,7 @@ impl ConfigArgs {
             lam: self.algo.lam,
             no_norm_adv_by_std: self.algo.no_norm_adv_by_std,
             convention: self.algo.convention.as_deref(),
+            dump: None,
         }
     }
 }
@@ -428,7 +444,8 @@ pub struct ReportArgs {
 impl ReportArgs {
     /// Validate the arguments into the variants to show and the report options.
     pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, ReportOptions)> {
-        let variants = self.variants.resolve()?;
+        let dump = self.read.dump();
+        let variants = self.variants.resolve(dump)?;
         let options = ReportOptions {
             read: compare_options(
                 &self.read,
@@ -444,10 +461,11 @@ impl ReportArgs {
             loss: self
                 .variants
                 .algo
-                .load_for(
+                .load(
                     self.variants.config.first().map(PathBuf::as_path),
                     self.variants.estimators.first().map(String::as_str),
                     true,
+                    dump,
                 )
                 .map_err(|e| e.to_string()),
         };
@@ -465,6 +483,14 @@ pub enum FormatArg {
     Arrows,
     /// verl's JSONL dumps (.jsonl, or a directory of them; input only)
     Jsonl,
+    /// TRL's completions_NNNNN.parquet (log_completions; input only)
+    Trl,
+    /// NeMo-RL's train_data_stepN.jsonl (input only)
+    NemoRl,
+    /// prime-rl's rollouts/step_N/train/effective/traces.jsonl (input only)
+    PrimeRl,
+    /// open-instruct's --save_traces shards (RUN_rollouts_NNNNNN.jsonl; input only)
+    OpenInstruct,
 }
 
 impl From<FormatArg> for Format {
@@ -474,6 +500,10 @@ impl From<FormatArg> for Format {
             FormatArg::Arrow => Format::ArrowFile,
             FormatArg::Arrows => Format::ArrowStream,
             FormatArg::Jsonl => Format::Jsonl,
+            FormatArg::Trl => Format::Trainer(Trainer::Trl),
+            FormatArg::NemoRl => Format::Trainer(Trainer::NemoRl),
+            FormatArg::PrimeRl => Format::Trainer(Trainer::PrimeRl),
+            FormatArg::OpenInstruct => Format::Trainer(Trainer::OpenInstruct),
         }
     }
 }
@@ -493,10 +523,11 @@ impl InspectArgs {
         let estimator = self.estimator.as_deref();
         // the actor section too, for what `advcalc loss` would flag; one it cannot read
         // costs those checks only
-        let config = match self.algo.load_for(file, estimator, true) {
+        let dump = self.read.dump();
+        let config = match self.algo.load(file, estimator, true, dump) {
             Ok(config) => config,
             Err(e) => {
-                let mut config = self.algo.load(file, estimator)?;
+                let mut config = self.algo.load(file, estimator, false, dump)?;
                 config.notes.push(format!(
                     "the loss checks are skipped: the actor section cannot be read ({e})"
                 ));
@@ -518,7 +549,7 @@ impl InspectArgs {
 impl CompareArgs {
     /// Validate the arguments into the variants to compare and the compare options.
     pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, CompareOptions)> {
-        let variants = self.variants.resolve()?;
+        let variants = self.variants.resolve(self.read.dump())?;
         if variants.len() < 2 {
             return Err(Error::usage("compare needs at least two variants")
                 .with_hint("name several estimators (-e grpo,rloo) or give --config twice"));
@@ -556,7 +587,7 @@ fn compare_options(
 impl VariantArgs {
     /// One variant per (config, estimator), labelled by the estimator, the config's stem, or
     /// `stem:estimator` when both vary; a label given twice is refused.
-    fn resolve(&self) -> Result<Vec<Variant>> {
+    fn resolve(&self, dump: Option<Trainer>) -> Result<Vec<Variant>> {
         let configs: Vec<Option<&std::path::Path>> = if self.config.is_empty() {
             vec![None]
         } else {
@@ -570,7 +601,7 @@ impl VariantArgs {
         let mut variants = Vec::new();
         for file in &configs {
             for estimator in &estimators {
-                let config = self.algo.load(*file, *estimator)?;
+                let config = self.algo.load(*file, *estimator, false, dump)?;
                 let name = config.algorithm.adv_estimator.name();
                 let label = match file {
                     Some(f) if configs.len() > 1 => {
@@ -615,9 +646,12 @@ impl RunArgs {
         progress: bool,
         loss: bool,
     ) -> Result<(Config, RunOptions, DatasetOptions)> {
-        let config = self
-            .algo
-            .load_for(self.config.as_deref(), self.estimator.as_deref(), loss)?;
+        let config = self.algo.load(
+            self.config.as_deref(),
+            self.estimator.as_deref(),
+            loss,
+            self.read.dump(),
+        )?;
         let options = RunOptions {
             input: self.read.input.clone(),
             output: self.output.clone(),

@@ -168,7 +168,12 @@ pub fn run_with(
     if !is_stdio(&opts.output) {
         check_destination(&opts.output, opts.force)?;
     }
-    let opened = Input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
+    let opened = Input::open(
+        &opts.input,
+        opts.input_format,
+        opts.allow_nonfinite,
+        &config.dump_options(),
+    )?;
     let input = &opened.parquet;
     let engine = Engine::new(config, input.schema(), input.name())?
         .with_layout(opts.layout)
@@ -198,6 +203,11 @@ pub fn run_with(
         }
         .run()
     })?;
+    let mut summary = summary;
+    if let Some(dump) = &opened.trainer {
+        // what the dump's reader assumed comes first
+        summary.notes.splice(0..0, dump.notes.iter().cloned());
+    }
     match (&result, &opened.jsonl) {
         (Some(result), Some(jsonl)) => sequence_output::write(
             jsonl,

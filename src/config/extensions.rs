@@ -156,6 +156,9 @@ settings! {
     "openrlhf.kl_estimator" => openrlhf_kl_estimator: ApproxKl = ApproxKl::K1,
     /// `trl.normalize_advantages`: TRL RLOOTrainer's flag.
     "trl.normalize_advantages" => trl_normalize_advantages: bool = false,
+    /// `trl.reward_weights`: TRL's `reward_weights`, one per reward column of a TRL dump
+    /// (`io::trainers::trl`); empty: 1.0 each, TRL's default.
+    "trl.reward_weights" => trl_reward_weights: Vec<f64> = Vec::new(),
     /// `nemo.use_leave_one_out_baseline`: NeMo-RL's `grpo.use_leave_one_out_baseline` (read
     /// under nemo-rl only).
     "nemo.use_leave_one_out_baseline" => nemo_use_leave_one_out_baseline: bool = true,
@@ -249,9 +252,10 @@ pub(crate) fn check(
         None => e.settings(),
     };
     // `convention` is read by every family member; for another estimator the note above
-    // says what it changes.
+    // says what it changes. `trl.reward_weights` is read by the TRL dump reader, not by an
+    // estimator.
     for key in x.changed() {
-        if key != "convention" && !reads.contains(&key) {
+        if !["convention", "trl.reward_weights"].contains(&key) && !reads.contains(&key) {
             notes.push(format!(
                 "algorithm.{key} is not read by {} under --convention {} (`advcalc estimators` lists what each estimator reads)",
                 e.name(),

@@ -96,6 +96,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// What the readers of other trainers' dumps take from the configuration
+    /// (`algorithm.group_size`, `algorithm.trl.reward_weights`).
+    pub fn dump_options(&self) -> crate::io::trainers::DumpOptions {
+        crate::io::trainers::DumpOptions {
+            group_size: self.algorithm.ext.group_size,
+            reward_weights: self.algorithm.ext.trl_reward_weights.clone(),
+        }
+    }
+
     /// Merge the sources (file, then `--set`, then the flags) and validate the result; errors
     /// are usage errors naming the key and where its value came from.
     ///

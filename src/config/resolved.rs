@@ -160,6 +160,9 @@ impl Resolved {
                     Source::Written(Origin::File(name)) => json!({"source": "file", "file": name}),
                     Source::Written(Origin::Set) => json!({"source": "set"}),
                     Source::Written(Origin::Flag(flag)) => json!({"source": "flag", "flag": flag}),
+                    Source::Written(Origin::Input(trainer)) => {
+                        json!({"source": "input", "trainer": trainer})
+                    }
                 };
                 if let Some(i) = &leaf.interpolation {
                     entry["interpolation"] = json!(i);
@@ -178,6 +181,7 @@ fn describe(source: &Source) -> String {
         Source::Written(Origin::File(name)) => format!("file {name}"),
         Source::Written(Origin::Set) => "--set".into(),
         Source::Written(Origin::Flag(flag)) => (*flag).into(),
+        Source::Written(Origin::Input(trainer)) => format!("IN ({trainer} dump)"),
     }
 }
 

@@ -76,6 +76,15 @@ impl SettingValue for (f64, f64) {
     }
 }
 
+impl SettingValue for Vec<f64> {
+    fn read(s: &mut Section<'_>, key: &'static str, default: Self) -> Result<Self> {
+        Ok(s.opt_float_list(key)?.unwrap_or(default))
+    }
+    fn to_value(&self) -> Value {
+        self.iter().copied().collect()
+    }
+}
+
 impl SettingValue for Convention {
     fn read(s: &mut Section<'_>, key: &'static str, default: Self) -> Result<Self> {
         let Some(name) = s.opt_string(key)? else {

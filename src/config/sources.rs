@@ -38,6 +38,9 @@ pub struct ConfigSources<'a> {
     /// Read `actor_rollout_ref.actor` and `rollout.response_length` too: the loss stage's
     /// configuration (`advcalc loss`).
     pub actor: bool,
+    /// IN is this trainer's dump: its algorithm (`grpo`) and its convention are the defaults
+    /// of `adv_estimator` and `convention` where no source sets them.
+    pub dump: Option<crate::io::trainers::Trainer>,
 }
 
 /// The sources merged: the resolved `algorithm` tree as the last source left it.
@@ -74,6 +77,8 @@ pub enum Origin {
     Set,
     /// A short flag (`-e`, `--gamma`, ...).
     Flag(&'static str),
+    /// Chosen for IN, another trainer's dump (the trainer's name).
+    Input(&'static str),
 }
 
 /// The writes to the `algorithm` tree in order: (dotted path below `algorithm`, source).
@@ -108,6 +113,7 @@ impl Origins {
             Some(Origin::File(file)) => format!(" (in {file})"),
             Some(Origin::Set) => " (from --set)".to_string(),
             Some(Origin::Flag(flag)) => format!(" (from {flag})"),
+            Some(Origin::Input(trainer)) => format!(" (chosen for IN, a {trainer} dump)"),
             None => String::new(),
         }
     }
@@ -241,6 +247,19 @@ pub(crate) fn merge_with_env(
             insert_path(&mut root, &format!("algorithm.{path}"), value)
                 .map_err(|msg| Error::usage(format!("{flag}: {msg}")))?;
             origins.push(path, Origin::Flag(flag));
+        }
+    }
+    // another trainer's dump: its algorithm and convention, where no source chose
+    if let Some(trainer) = sources.dump {
+        for (path, value) in [
+            ("adv_estimator", "grpo"),
+            ("convention", trainer.convention()),
+        ] {
+            if origins.last(path).is_none() {
+                insert_path(&mut root, &format!("algorithm.{path}"), Value::from(value))
+                    .map_err(Error::usage)?;
+                origins.push(path, Origin::Input(trainer.title()));
+            }
         }
     }
 

@@ -125,6 +125,12 @@ pub fn is_dataset(path: &Path, format: Option<Format>) -> Result<bool> {
     if is_stdio(path) {
         return Ok(false);
     }
+    if matches!(format, Some(Format::Trainer(_))) {
+        return Ok(false);
+    }
+    if format.is_none() && crate::io::trainers::detect(path, None)?.is_some() {
+        return Ok(false);
+    }
     if path.is_dir() {
         if format == Some(Format::Jsonl) {
             return Ok(false);
@@ -231,6 +237,12 @@ impl Dataset {
                 Format::Jsonl => {
                     return Err(Error::usage(format!(
                         "{name}: --input-format jsonl reads a directory of .jsonl files, not a dataset"
+                    )));
+                }
+                Format::Trainer(t) => {
+                    return Err(Error::usage(format!(
+                        "{name}: --input-format {} reads one run's dump, not a dataset",
+                        t.name()
                     )));
                 }
                 f => Some(ipc::spool_to_parquet(

@@ -1,6 +1,7 @@
 //! File formats: Parquet, Arrow IPC files (`.arrow`, `.feather`, `.ipc`), Arrow IPC streams
 //! (`.arrows`, and `-` for stdin/stdout) and, as input only, verl's JSONL dumps (`.jsonl`,
-//! or a directory of them), chosen by extension unless overridden.
+//! or a directory of them) and other trainers' dumps (`io::trainers`), chosen by extension or
+//! layout unless overridden.
 
 use std::path::Path;
 
@@ -17,6 +18,9 @@ pub enum Format {
     /// verl's text dumps (`rollout_data_dir`): one JSON object per row, one score per row.
     /// Input only (`io::jsonl`).
     Jsonl,
+    /// Another trainer's rollout dump (`io::trainers`): a file, a run's directory or a glob.
+    /// Input only.
+    Trainer(crate::io::trainers::Trainer),
 }
 
 impl Format {

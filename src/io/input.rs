@@ -1,6 +1,6 @@
-//! IN in any format, as the Parquet file the passes read (an Arrow IPC input, or a verl JSONL
-//! dump, is spooled into a temporary Parquet file first, since every pass reads the input
-//! again).
+//! IN in any format, as the Parquet file the passes read (an Arrow IPC input, a verl JSONL
+//! dump or another trainer's dump is spooled into a temporary Parquet file first, since every
+//! pass reads the input again).
 
 use std::path::Path;
 
@@ -11,12 +11,15 @@ use crate::io::format::{Format, is_stdio};
 use crate::io::ipc;
 use crate::io::jsonl::{self, JsonlInput};
 use crate::io::read::ParquetInput;
+use crate::io::trainers::{self, DumpOptions, TrainerInput};
 
 pub struct Input {
     pub parquet: ParquetInput,
     /// A verl JSONL dump (sequence-level data): its files and fields, which `run` writes
     /// back out with the advantages (`io::sequence_output`).
     pub jsonl: Option<JsonlInput>,
+    /// Another trainer's dump: which, its files, and what its reader assumed.
+    pub trainer: Option<TrainerInput>,
     /// The temporary Parquet copy of an Arrow IPC or JSONL input, removed on drop.
     _spool: Option<NamedTempFile>,
 }
@@ -25,12 +28,37 @@ impl Input {
     /// Open IN (`-`: stdin), its format from `format`, else the extension (a directory holding
     /// `.jsonl` files is a JSONL dump). `allow_nonfinite` lets a JSONL dump's NaN and ±inf
     /// scores through (`--allow-nonfinite`); otherwise the reader refuses them, naming the line.
-    pub fn open(path: &Path, format: Option<Format>, allow_nonfinite: bool) -> Result<Self> {
+    /// Another trainer's dump is recognised by its layout (`io::trainers::detect`) and read
+    /// with `dump` (what the dump does not record).
+    pub fn open(
+        path: &Path,
+        format: Option<Format>,
+        allow_nonfinite: bool,
+        dump: &DumpOptions,
+    ) -> Result<Self> {
         let name = if is_stdio(path) {
             "<stdin>".to_string()
         } else {
             path.display().to_string()
         };
+        let explicit = match format {
+            Some(Format::Trainer(t)) => Some(t),
+            _ => None,
+        };
+        let detected = match format {
+            None | Some(Format::Trainer(_)) if !is_stdio(path) => trainers::detect(path, explicit)?,
+            _ => None,
+        };
+        if let Some(t) = detected {
+            let (spool, trainer) = trainers::spool(t, path, &name, dump, &std::env::temp_dir())?;
+            let parquet = ParquetInput::open_named(spool.path(), &name)?;
+            return Ok(Input {
+                parquet,
+                jsonl: None,
+                trainer: Some(trainer),
+                _spool: Some(spool),
+            });
+        }
         let format = match format {
             None if !is_stdio(path) && path.is_dir() => {
                 if jsonl::directory_is_jsonl(path, &name)? {
@@ -43,6 +71,7 @@ impl Input {
         };
         let (spool, jsonl) = match format {
             Format::Parquet => (None, None),
+            Format::Trainer(_) => unreachable!("spooled above"),
             Format::Jsonl => {
                 if is_stdio(path) {
                     return Err(Error::usage(
@@ -68,6 +97,7 @@ impl Input {
         Ok(Input {
             parquet,
             jsonl,
+            trainer: None,
             _spool: spool,
         })
     }
@@ -83,7 +113,12 @@ pub struct Opened {
 
 /// Open IN: a directory (not a JSONL dump) or a glob is a dataset; anything else is one file
 /// ([`Input::open`]).
-pub fn open(path: &Path, format: Option<Format>, allow_nonfinite: bool) -> Result<Opened> {
+pub fn open(
+    path: &Path,
+    format: Option<Format>,
+    allow_nonfinite: bool,
+    dump: &DumpOptions,
+) -> Result<Opened> {
     use crate::io::dataset::{Dataset, is_dataset};
     if is_dataset(path, format)? {
         return Ok(Opened {
@@ -91,7 +126,7 @@ pub fn open(path: &Path, format: Option<Format>, allow_nonfinite: bool) -> Resul
             file: None,
         });
     }
-    let file = Input::open(path, format, allow_nonfinite)?;
+    let file = Input::open(path, format, allow_nonfinite, dump)?;
     Ok(Opened {
         dataset: Dataset::single(&file.parquet),
         file: Some(file),

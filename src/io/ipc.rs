@@ -56,7 +56,9 @@ pub fn spool_to_parquet(
                     .map_err(|e| fail("not a readable Arrow IPC stream").with_source(e))?,
             )
         }
-        Format::Parquet | Format::Jsonl => return Err(fail("is not Arrow IPC, nothing to spool")),
+        Format::Parquet | Format::Jsonl | Format::Trainer(_) => {
+            return Err(fail("is not Arrow IPC, nothing to spool"));
+        }
     };
     let (spool, handle) = spool_file(dir, name)?;
     // The stream's schema metadata becomes the spooled file's key-value metadata, where

@@ -72,6 +72,96 @@ pub fn parse_object(line: &str) -> Result<Vec<Field<'_>>, SyntaxError> {
     Ok(fields)
 }
 
+/// A whole JSON value as a tree, in the same dialect (bare `NaN`, `Infinity`): what the
+/// readers of other trainers' dumps walk (nested token lists, message graphs).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Array(Vec<Json>),
+    /// Keys in order as written (a key given twice keeps both; [`Json::get`] finds the last).
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    /// The value of `key` in an object (the last one written), else `None`.
+    pub fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Object(fields) => fields.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The value at a path of object keys.
+    pub fn at(&self, path: &[&str]) -> Option<&Json> {
+        path.iter().try_fold(self, |v, k| v.get(k))
+    }
+
+    pub fn as_array(&self) -> Option<&[Json]> {
+        match self {
+            Json::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Json::Int(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// A number (an integer or a float) as f64.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Json::Int(i) => Some(i as f64),
+            Json::Float(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Json::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// What kind of value it is, for messages ("an array", "a string", ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "a boolean",
+            Json::Int(_) | Json::Float(_) => "a number",
+            Json::Str(_) => "a string",
+            Json::Array(_) => "an array",
+            Json::Object(_) => "an object",
+        }
+    }
+}
+
+/// One JSON value (the whole text, surrounding whitespace allowed) as a tree.
+pub fn parse_json(text: &str) -> Result<Json, SyntaxError> {
+    let mut p = Parser { text, pos: 0 };
+    p.skip_ws();
+    let value = p.tree(1)?;
+    p.skip_ws();
+    if p.pos != text.len() {
+        return Err(p.error("unexpected text after the value"));
+    }
+    Ok(value)
+}
+
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
@@ -308,6 +398,70 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// One value (at its first byte) as a tree.
+    fn tree(&mut self, depth: usize) -> Result<Json, SyntaxError> {
+        if depth > MAX_DEPTH {
+            return Err(self.error("nested too deeply"));
+        }
+        let (open, close) = match self.peek() {
+            Some(b'{') => (b'{', b'}'),
+            Some(b'[') => (b'[', b']'),
+            _ => {
+                return Ok(match self.value(depth)? {
+                    JsonValue::Null => Json::Null,
+                    JsonValue::Bool(b) => Json::Bool(b),
+                    JsonValue::Int(i) => Json::Int(i),
+                    JsonValue::Float(x) => Json::Float(x),
+                    JsonValue::Str(s) => Json::Str(s),
+                    JsonValue::Json => unreachable!("value() classifies only scalars here"),
+                });
+            }
+        };
+        self.pos += 1;
+        let (mut items, mut fields) = (Vec::new(), Vec::new());
+        self.skip_ws();
+        if self.peek() != Some(close) {
+            loop {
+                self.skip_ws();
+                let key = if open == b'{' {
+                    if self.peek() != Some(b'"') {
+                        return Err(self.error("expected a key in double quotes"));
+                    }
+                    let key = self.string()?;
+                    self.skip_ws();
+                    self.expect(b':', "expected `:` after the key")?;
+                    self.skip_ws();
+                    Some(key)
+                } else {
+                    None
+                };
+                let value = self.tree(depth + 1)?;
+                match key {
+                    Some(k) => fields.push((k, value)),
+                    None => items.push(value),
+                }
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(c) if c == close => break,
+                    _ => {
+                        return Err(self.error(if open == b'{' {
+                            "expected `,` or `}`"
+                        } else {
+                            "expected `,` or `]`"
+                        }));
+                    }
+                }
+            }
+        }
+        self.pos += 1;
+        Ok(if open == b'{' {
+            Json::Object(fields)
+        } else {
+            Json::Array(items)
+        })
+    }
+
     /// Skip an array or object (at `[` or `{`), checking its syntax.
     fn skip_nested(&mut self, depth: usize) -> Result<(), SyntaxError> {
         if depth > MAX_DEPTH {
@@ -365,6 +519,33 @@ mod tests {
             .into_iter()
             .map(|f| f.value)
             .collect()
+    }
+
+    #[test]
+    fn a_tree_keeps_nesting_nan_and_key_order() {
+        let v = parse_json(r#"{"a": [1, 2.5, NaN, -Infinity], "b": {"c": "x\n", "d": null}, "e": [[1], []], "b": true}"#).unwrap();
+        let a = v.get("a").unwrap().as_array().unwrap();
+        assert_eq!(a[0], super::Json::Int(1));
+        assert_eq!(a[1].as_f64(), Some(2.5));
+        assert!(a[2].as_f64().unwrap().is_nan());
+        assert_eq!(a[3].as_f64(), Some(f64::NEG_INFINITY));
+        assert_eq!(v.get("b"), Some(&super::Json::Bool(true)));
+        assert_eq!(
+            v.at(&["e"]).unwrap().as_array().unwrap()[1],
+            super::Json::Array(vec![])
+        );
+        let super::Json::Object(fields) = &v else {
+            panic!()
+        };
+        assert_eq!(fields[1].1.at(&["c"]).unwrap().as_str(), Some("x\n"));
+        assert!(
+            parse_json("[1, 2")
+                .unwrap_err()
+                .message
+                .contains("expected `,` or `]`")
+        );
+        assert!(parse_json("[1] x").is_err());
+        assert_eq!(parse_json(" 3 ").unwrap(), super::Json::Int(3));
     }
 
     #[test]

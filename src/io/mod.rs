@@ -1,5 +1,5 @@
-//! The I/O layer: Parquet row groups in (Arrow IPC and verl's JSONL dumps spooled into
-//! Parquet first), plain slices to the pipeline, Arrow arrays out.
+//! The I/O layer: Parquet row groups in (Arrow IPC, verl's JSONL dumps and other trainers'
+//! dumps spooled into Parquet first), plain slices to the pipeline, Arrow arrays out.
 
 pub mod assemble;
 pub mod atomic;
@@ -11,6 +11,7 @@ pub mod float_lists;
 pub mod format;
 pub mod input;
 pub mod ipc;
+pub mod json_fields;
 pub mod json_line;
 pub mod jsonl;
 pub mod list_chunk;
@@ -19,4 +20,5 @@ pub mod read;
 pub mod schema;
 pub mod sequence_output;
 pub mod splice;
+pub mod trainers;
 pub mod write;

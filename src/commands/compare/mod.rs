@@ -74,7 +74,11 @@ pub struct CompareOptions {
 
 /// Run every variant over `opts.input` and summarise their advantages side by side.
 pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
-    let opened = input::open(&opts.input, opts.input_format, opts.allow_nonfinite)?;
+    let dump = variants
+        .first()
+        .map(|v| v.config.dump_options())
+        .unwrap_or_default();
+    let opened = input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump)?;
     let input = &opened.dataset;
     let collected = collect(variants, input, opts)?;
     Ok(summarise(

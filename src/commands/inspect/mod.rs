@@ -106,7 +106,7 @@ pub(crate) const PROVENANCE_PREFIX: &str = "advcalc.";
 /// # Ok::<(), advcalc::Error>(())
 /// ```
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
-    let opened = input::open(&opts.input, opts.input_format, true)?;
+    let opened = input::open(&opts.input, opts.input_format, true, &config.dump_options())?;
     let input = &opened.dataset;
     let inspection = Inspection::new(config, input, opts.layout)?;
     let projection = inspection.projection();

@@ -95,6 +95,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         &opts.read.input,
         opts.read.input_format,
         opts.read.allow_nonfinite,
+        &variants[0].config.dump_options(),
     )?;
     let input = &opened.dataset;
     let rows = input.rows();

@@ -1,0 +1,738 @@
+//! Other trainers' rollout dumps as input, read as the trainers write them: TRL's
+//! `completions_NNNNN.parquet`, NeMo-RL's `train_data_stepN.jsonl`, prime-rl's
+//! `rollouts/step_N/train/effective/traces.jsonl` and open-instruct's `--save_traces` shards
+//! (`docs/trainers.md`; each trainer's reader is its own file here).
+//!
+//! Like verl's JSONL dumps (`io::jsonl`), a dump is **spooled** into a temporary Parquet file
+//! that the passes read: advcalc's columns (`uid`: the group as the trainer forms it, `step`,
+//! `response_mask`, `score`, the log-probs the dump holds, and [`LOGGED_ADVANTAGE`]: the
+//! advantage the trainer logged for the row), then every field of the dump as a passthrough
+//! column. A dump field whose name advcalc reads or writes (`advantages`, `values`, ...) is
+//! kept as `trainer_NAME`, so the passes never mistake it for one of their own columns. The
+//! spool's schema metadata names the trainer ([`TRAINER_KEY`]); a dump with no token data (TRL)
+//! is also marked sequence-level (`io::jsonl::SEQUENCE_LEVEL_KEY`), so token-level
+//! configurations are refused on it.
+//!
+//! `run` writes the spool's columns and advcalc's `advantages`/`returns` beside the logged
+//! [`LOGGED_ADVANTAGE`]; `inspect` recomputes the advantages under the trainer's own
+//! convention and reports where the logged ones differ (`commands::inspect::trainer_check`).
+
+pub mod nemo_rl;
+pub mod open_instruct;
+pub mod prime_rl;
+pub mod trl;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::StringArray;
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::{ArrayRef, Float64Array, Int8Array, Int64Array, ListArray, RecordBatch};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use tempfile::NamedTempFile;
+
+use crate::error::{Error, Result};
+use crate::io::json_fields::{FieldBuilder, FieldKind};
+use crate::io::json_line;
+use crate::io::jsonl::SEQUENCE_LEVEL_KEY;
+
+/// Schema metadata key naming the trainer whose dump a spool holds ([`Trainer::name`]).
+pub const TRAINER_KEY: &str = "advcalc:trainer_dump";
+
+/// The spool's column of the advantage the trainer logged for each row (float64; null when
+/// the dump holds none for the row).
+pub const LOGGED_ADVANTAGE: &str = "trainer_advantage";
+
+/// Rows per spooled row group.
+const BATCH_ROWS: usize = 1024;
+
+/// A trainer whose rollout dump advcalc reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Trainer {
+    Trl,
+    NemoRl,
+    PrimeRl,
+    OpenInstruct,
+}
+
+impl Trainer {
+    pub const ALL: [Trainer; 4] = [
+        Trainer::Trl,
+        Trainer::NemoRl,
+        Trainer::PrimeRl,
+        Trainer::OpenInstruct,
+    ];
+
+    /// The name of `--input-format` and of its convention.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trainer::Trl => "trl",
+            Trainer::NemoRl => "nemo-rl",
+            Trainer::PrimeRl => "prime-rl",
+            Trainer::OpenInstruct => "open-instruct",
+        }
+    }
+
+    /// The trainer's name as its project writes it, for messages.
+    pub fn title(self) -> &'static str {
+        match self {
+            Trainer::Trl => "TRL",
+            Trainer::NemoRl => "NeMo-RL",
+            Trainer::PrimeRl => "prime-rl",
+            Trainer::OpenInstruct => "open-instruct",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Trainer> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The `--convention` whose numbers the trainer's default algorithm (GRPO) gives: the
+    /// default for its dumps, and what `inspect`'s check recomputes under.
+    pub fn convention(self) -> &'static str {
+        match self {
+            Trainer::Trl => "trl",
+            Trainer::NemoRl => "nemo-rl",
+            // prime-rl's GRPO (reward − group mean) until its own convention exists
+            Trainer::PrimeRl => "verl",
+            Trainer::OpenInstruct => "open-instruct",
+        }
+    }
+
+    /// Whether the dump holds one score per row and no tokens.
+    pub fn sequence_level(self) -> bool {
+        self == Trainer::Trl
+    }
+
+    /// Whether `file` (a file name) is one of the trainer's dump files.
+    fn names_a_dump_file(self, file: &str) -> bool {
+        let numbered = |s: &str, prefix: &str, suffix: &str| {
+            s.strip_prefix(prefix)
+                .and_then(|r| r.strip_suffix(suffix))
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        };
+        match self {
+            Trainer::Trl => numbered(file, "completions_", ".parquet"),
+            Trainer::NemoRl => numbered(file, "train_data_step", ".jsonl"),
+            Trainer::PrimeRl => file == "traces.jsonl" || file == prime_rl::OLD_FILE,
+            Trainer::OpenInstruct => file
+                .rsplit_once("_rollouts_")
+                .is_some_and(|(run, n)| !run.is_empty() && numbered(n, "", ".jsonl")),
+        }
+    }
+
+    /// The dump's files under `dir` (or `dir` itself when it is a file), in reading order.
+    fn files(self, path: &Path, name: &str) -> Result<Vec<PathBuf>> {
+        match self {
+            Trainer::Trl => trl::files(path, name),
+            Trainer::NemoRl => nemo_rl::files(path, name),
+            Trainer::PrimeRl => prime_rl::files(path, name),
+            Trainer::OpenInstruct => open_instruct::files(path, name),
+        }
+    }
+}
+
+/// What a reader needs from the configuration: what the dump itself does not record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DumpOptions {
+    /// `algorithm.group_size`: the rows per group where the trainer forms groups of
+    /// consecutive rows (TRL); `None`: inferred from the dump, and said so.
+    pub group_size: Option<usize>,
+    /// `algorithm.trl.reward_weights`: TRL's `reward_weights` (empty: 1.0 for every reward
+    /// function, as TRL's default).
+    pub reward_weights: Vec<f64>,
+}
+
+/// One row of a dump as advcalc's columns hold it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DumpRow {
+    pub step: i64,
+    /// The group label: rows with the same label in one step are one group, as the trainer
+    /// forms them.
+    pub group: String,
+    /// The row's reward; NaN for a row the trainer could not score.
+    pub score: f64,
+    /// The response's tokens (1: trained on); `[1]` for a sequence-level dump.
+    pub mask: Vec<i8>,
+    /// The sampler's log-probs, aligned with `mask`.
+    pub rollout_log_probs: Option<Vec<f32>>,
+    /// The trainer's log-probs before the update, aligned with `mask`.
+    pub old_log_probs: Option<Vec<f32>>,
+    /// The trainer's advantage for the row.
+    pub logged_advantage: Option<f64>,
+}
+
+/// Which log-prob columns a trainer's spool has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogProbColumns {
+    pub rollout: bool,
+    pub old: bool,
+}
+
+/// A dump as read: the trainer, its files, and what the reader assumed.
+#[derive(Debug, Clone)]
+pub struct TrainerInput {
+    pub trainer: Trainer,
+    pub files: Vec<PathBuf>,
+    pub rows: usize,
+    /// What the reader chose that the dump does not say (an inferred group size, default
+    /// reward weights): `inspect` and `run` print them as notes.
+    pub notes: Vec<String>,
+}
+
+/// The trainer whose dump `path` is: `explicit` (`--input-format`) when given, else by the
+/// layout (a dump file's name, or a directory holding them); `None`: not another trainer's
+/// dump. A directory holding files of two trainers is an error naming both.
+pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>> {
+    if explicit.is_some() {
+        return Ok(explicit);
+    }
+    let name = path.display().to_string();
+    if path.is_file() {
+        let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
+        let file = file.unwrap_or_default();
+        return Ok(Trainer::ALL
+            .into_iter()
+            .find(|t| t.names_a_dump_file(&file)));
+    }
+    if !path.is_dir() {
+        return Ok(None);
+    }
+    let mut found: Vec<(Trainer, PathBuf)> = Vec::new();
+    scan(path, 0, &mut |file: &Path| {
+        let f = file.file_name().map(|f| f.to_string_lossy().into_owned());
+        let f = f.unwrap_or_default();
+        if let Some(t) = Trainer::ALL.into_iter().find(|t| t.names_a_dump_file(&f))
+            && !found.iter().any(|(k, _)| *k == t)
+        {
+            found.push((t, file.to_path_buf()));
+        }
+    })
+    .map_err(|e| Error::data(format!("{name}: cannot read the directory")).with_source(e))?;
+    match found.as_slice() {
+        [] => Ok(None),
+        [(t, _)] => Ok(Some(*t)),
+        [(a, fa), (b, fb), ..] => Err(Error::data(format!(
+            "{name}: holds both a {} dump ({}) and a {} dump ({})",
+            a.title(),
+            fa.display(),
+            b.title(),
+            fb.display()
+        ))
+        .with_hint("give the directory of one run, or pass --input-format")),
+    }
+}
+
+/// Directories deeper than this below IN are not searched for a dump's files.
+const MAX_DEPTH: usize = 5;
+
+/// Call `each` with every file under `dir` (hidden names skipped), to [`MAX_DEPTH`].
+fn scan(dir: &Path, depth: usize, each: &mut dyn FnMut(&Path)) -> std::io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            scan(&path, depth + 1, each)?;
+        } else if path.is_file() {
+            each(&path);
+        }
+    }
+    Ok(())
+}
+
+/// Every file under `dir` whose name `keep` accepts, sorted by path (to [`MAX_DEPTH`]).
+pub(crate) fn find_files(
+    dir: &Path,
+    name: &str,
+    keep: &dyn Fn(&Path) -> bool,
+) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    scan(dir, 0, &mut |f| {
+        if keep(f) {
+            out.push(f.to_path_buf());
+        }
+    })
+    .map_err(|e| Error::data(format!("{name}: cannot read the directory")).with_source(e))?;
+    Ok(out)
+}
+
+/// The number a file or directory name carries after `prefix` (`step_12` → 12).
+pub(crate) fn number_after(name: &str, prefix: &str, suffix: &str) -> Option<i64> {
+    name.strip_prefix(prefix)?
+        .strip_suffix(suffix)?
+        .parse()
+        .ok()
+}
+
+/// Read the dump at `path` (`name` in messages) and spool it into a temporary Parquet file in
+/// `dir`.
+pub fn spool(
+    trainer: Trainer,
+    path: &Path,
+    name: &str,
+    opts: &DumpOptions,
+    dir: &Path,
+) -> Result<(NamedTempFile, TrainerInput)> {
+    let files = trainer.files(path, name)?;
+    if files.is_empty() {
+        return Err(
+            Error::data(format!("{name}: no {} dump files found", trainer.title()))
+                .with_hint("docs/trainers.md shows where each trainer writes its dump"),
+        );
+    }
+    let (spool, handle) = crate::io::ipc::spool_file(dir, name)?;
+    let mut input = TrainerInput {
+        trainer,
+        files,
+        rows: 0,
+        notes: Vec::new(),
+    };
+    let sink = BufWriter::new(handle);
+    match trainer {
+        Trainer::Trl => trl::spool(&mut input, opts, sink, name)?,
+        Trainer::NemoRl => spool_jsonl(&mut input, nemo_rl::Reader::default(), sink, name)?,
+        Trainer::PrimeRl => spool_jsonl(&mut input, prime_rl::Reader::default(), sink, name)?,
+        Trainer::OpenInstruct => {
+            spool_jsonl(&mut input, open_instruct::Reader::default(), sink, name)?
+        }
+    }
+    Ok((spool, input))
+}
+
+/// Names advcalc reads or writes: a dump field of one of these names is spooled as
+/// `trainer_NAME`.
+const RESERVED: [&str; 25] = [
+    "uid",
+    "step",
+    "score",
+    "response_mask",
+    "loss_mask",
+    "session_id",
+    "output_index",
+    "prompt_ids",
+    "reward_baselines",
+    "rm_scores",
+    "token_level_scores",
+    "token_level_rewards",
+    "advantages",
+    "returns",
+    "rollout_is_weights",
+    "old_log_probs",
+    "ref_log_prob",
+    "values",
+    "rollout_log_probs",
+    "log_probs",
+    "sum_pi_squared",
+    "pg_losses",
+    "grad_weights",
+    "kl_losses",
+    LOGGED_ADVANTAGE,
+];
+
+/// The spool's name for a dump field.
+pub(crate) fn passthrough_name(field: &str) -> String {
+    if RESERVED.contains(&field) || field.starts_with("trainer_") {
+        format!("trainer_{field}")
+    } else {
+        field.to_string()
+    }
+}
+
+/// The spool's schema: advcalc's columns, then `passthrough` (already renamed).
+fn spool_schema(trainer: Trainer, log_probs: LogProbColumns, passthrough: Vec<Field>) -> SchemaRef {
+    let list = |t: DataType| DataType::List(Arc::new(Field::new("item", t, true)));
+    let mut fields = vec![
+        Field::new("uid", DataType::Utf8, false),
+        Field::new("step", DataType::Int64, false),
+        Field::new("response_mask", list(DataType::Int8), false),
+        Field::new("score", DataType::Float64, false),
+    ];
+    if log_probs.rollout {
+        fields.push(Field::new(
+            "rollout_log_probs",
+            list(DataType::Float32),
+            false,
+        ));
+    }
+    if log_probs.old {
+        fields.push(Field::new("old_log_probs", list(DataType::Float32), false));
+    }
+    fields.push(Field::new(LOGGED_ADVANTAGE, DataType::Float64, true));
+    fields.extend(passthrough);
+    let mut metadata = HashMap::from([(TRAINER_KEY.to_string(), trainer.name().to_string())]);
+    if trainer.sequence_level() {
+        metadata.insert(
+            SEQUENCE_LEVEL_KEY.to_string(),
+            format!("{} dump", trainer.title()),
+        );
+    }
+    Arc::new(Schema::new_with_metadata(fields, metadata))
+}
+
+/// Writes the spool: advcalc's columns from [`DumpRow`]s, the passthrough columns as given.
+pub(crate) struct SpoolWriter {
+    writer: ArrowWriter<BufWriter<File>>,
+    schema: SchemaRef,
+    log_probs: LogProbColumns,
+    name: String,
+}
+
+impl SpoolWriter {
+    pub(crate) fn new(
+        sink: BufWriter<File>,
+        trainer: Trainer,
+        log_probs: LogProbColumns,
+        passthrough: Vec<Field>,
+        name: &str,
+    ) -> Result<SpoolWriter> {
+        let schema = spool_schema(trainer, log_probs, passthrough);
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_max_row_group_row_count(Some(BATCH_ROWS))
+            .build();
+        let writer = ArrowWriter::try_new(sink, schema.clone(), Some(props))
+            .map_err(|e| Error::data(format!("{name}: cannot spool")).with_source(e))?;
+        Ok(SpoolWriter {
+            writer,
+            schema,
+            log_probs,
+            name: name.to_string(),
+        })
+    }
+
+    /// Write `rows` with their passthrough columns (as many rows each).
+    pub(crate) fn write(&mut self, rows: &[DumpRow], passthrough: Vec<ArrayRef>) -> Result<()> {
+        let fail = || Error::data(format!("{}: cannot spool", self.name));
+        let mask = ListArray::new(
+            Arc::new(Field::new("item", DataType::Int8, true)),
+            OffsetBuffer::from_lengths(rows.iter().map(|r| r.mask.len())),
+            Arc::new(Int8Array::from_iter_values(
+                rows.iter().flat_map(|r| r.mask.iter().copied()),
+            )),
+            None,
+        );
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.group.as_str()),
+            )),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.step))),
+            Arc::new(mask),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.score))),
+        ];
+        let floats = |pick: &dyn Fn(&DumpRow) -> Option<&Vec<f32>>| -> ArrayRef {
+            let mut b = ListBuilder::new(Float32Builder::new());
+            for r in rows {
+                // a row without them (none logged) gets zeros of its mask's length
+                match pick(r) {
+                    Some(v) => b.values().append_slice(v),
+                    None => b.values().append_slice(&vec![0.0; r.mask.len()]),
+                }
+                b.append(true);
+            }
+            Arc::new(b.finish())
+        };
+        if self.log_probs.rollout {
+            columns.push(floats(&|r| r.rollout_log_probs.as_ref()));
+        }
+        if self.log_probs.old {
+            columns.push(floats(&|r| r.old_log_probs.as_ref()));
+        }
+        columns.push(Arc::new(Float64Array::from_iter(
+            rows.iter().map(|r| r.logged_advantage),
+        )));
+        columns.extend(passthrough);
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)
+            .map_err(|e| fail().with_source(e))?;
+        self.writer.write(&batch).map_err(|e| fail().with_source(e))
+    }
+
+    pub(crate) fn close(self) -> Result<()> {
+        let name = self.name;
+        self.writer
+            .close()
+            .map(|_| ())
+            .map_err(|e| Error::data(format!("{name}: cannot spool")).with_source(e))
+    }
+}
+
+/// A JSONL trainer's reader: each non-blank line is one row.
+pub(crate) trait LineReader {
+    /// The log-prob columns its rows carry.
+    const LOG_PROBS: LogProbColumns;
+
+    /// Called before the lines of each file (`name`: the file in messages).
+    fn file(&mut self, path: &Path, name: &str) -> Result<()>;
+
+    /// One line's row; `at` is "FILE line N" for messages.
+    fn row(&mut self, fields: &[json_line::Field<'_>], at: &str) -> Result<DumpRow>;
+
+    /// Notes on what the reader assumed, after the last line.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Call `each` with every non-blank line of `files`: the index of its file, its fields parsed,
+/// and where it is ("FILE line N").
+fn for_each_line(
+    files: &[PathBuf],
+    mut each: impl FnMut(usize, &[json_line::Field<'_>], &str) -> Result<()>,
+) -> Result<()> {
+    let mut buf = Vec::new();
+    for (index, path) in files.iter().enumerate() {
+        let file = path.display().to_string();
+        let handle = File::open(path)
+            .map_err(|e| Error::data(format!("{file}: cannot open")).with_source(e))?;
+        let mut reader = BufReader::with_capacity(1 << 20, handle);
+        let mut line = 0usize;
+        loop {
+            buf.clear();
+            let n = reader
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| Error::data(format!("{file}: cannot read")).with_source(e))?;
+            if n == 0 {
+                break;
+            }
+            line += 1;
+            if line % BATCH_ROWS == 0 {
+                crate::interrupt::check()?;
+            }
+            let at = format!("{file} line {line}");
+            let text = std::str::from_utf8(&buf)
+                .map_err(|e| Error::data(format!("{at}: not valid UTF-8")).with_source(e))?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            let fields = json_line::parse_object(text)
+                .map_err(|e| Error::data(format!("{at}: not a JSON object")).with_source(e))?;
+            each(index, &fields, &at)?;
+        }
+    }
+    Ok(())
+}
+
+/// Spool a JSONL dump: a first read finds the fields' kinds (the passthrough columns), a
+/// second converts each line with `reader` and appends its fields.
+fn spool_jsonl<R: LineReader>(
+    input: &mut TrainerInput,
+    mut reader: R,
+    sink: BufWriter<File>,
+    name: &str,
+) -> Result<()> {
+    let mut kinds: Vec<(String, FieldKind)> = Vec::new();
+    for_each_line(&input.files, |_, fields, _| {
+        for f in fields {
+            let kind = FieldKind::of(&f.value);
+            match kinds.iter_mut().find(|(k, _)| *k == f.key) {
+                Some((_, k)) => *k = k.merge(kind),
+                None => kinds.push((f.key.clone(), kind)),
+            }
+        }
+        Ok(())
+    })?;
+    let position: HashMap<&str, usize> = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| (k.as_str(), i))
+        .collect();
+    let passthrough: Vec<Field> = kinds
+        .iter()
+        .map(|(k, kind)| Field::new(passthrough_name(k), kind.data_type(), true))
+        .collect();
+    let mut writer = SpoolWriter::new(sink, input.trainer, R::LOG_PROBS, passthrough, name)?;
+    let mut builders: Vec<FieldBuilder> = kinds
+        .iter()
+        .map(|&(_, kind)| FieldBuilder::new(kind))
+        .collect();
+    let mut rows: Vec<DumpRow> = Vec::with_capacity(BATCH_ROWS);
+    let changed = |at: &str| Error::data(format!("{at}: the file changed while advcalc read it"));
+    let mut total = 0usize;
+    let mut current_file = None;
+    for_each_line(&input.files, |index, fields, at| {
+        if current_file != Some(index) {
+            current_file = Some(index);
+            let path = &input.files[index];
+            reader.file(path, &path.display().to_string())?;
+        }
+        rows.push(reader.row(fields, at)?);
+        let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
+        for f in fields {
+            let &i = position.get(f.key.as_str()).ok_or_else(|| changed(at))?;
+            slots[i] = Some(f);
+        }
+        for (builder, slot) in builders.iter_mut().zip(slots) {
+            if !builder.append(slot) {
+                return Err(changed(at));
+            }
+        }
+        total += 1;
+        if rows.len() == BATCH_ROWS {
+            writer.write(
+                &rows,
+                builders.iter_mut().map(FieldBuilder::finish).collect(),
+            )?;
+            rows.clear();
+        }
+        Ok(())
+    })?;
+    if total == 0 {
+        return Err(Error::data(format!(
+            "{name}: the {} dump has no rows",
+            input.trainer.title()
+        )));
+    }
+    if !rows.is_empty() {
+        writer.write(
+            &rows,
+            builders.iter_mut().map(FieldBuilder::finish).collect(),
+        )?;
+    }
+    writer.close()?;
+    input.rows = total;
+    input.notes.extend(reader.notes());
+    Ok(())
+}
+
+/// A JSON field's value as a list of floats (`at`, `what`: for the message).
+pub(crate) fn float_list(v: &json_line::Json, at: &str, what: &str) -> Result<Vec<f64>> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| Error::data(format!("{at}: `{what}` is {}, not a list", v.kind())))?;
+    items
+        .iter()
+        .map(|x| {
+            x.as_f64().ok_or_else(|| {
+                Error::data(format!("{at}: `{what}` holds {}, not a number", x.kind()))
+            })
+        })
+        .collect()
+}
+
+/// A JSON field's value as a list of integers.
+pub(crate) fn int_list(v: &json_line::Json, at: &str, what: &str) -> Result<Vec<i64>> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| Error::data(format!("{at}: `{what}` is {}, not a list", v.kind())))?;
+    items
+        .iter()
+        .map(|x| {
+            x.as_i64().ok_or_else(|| {
+                Error::data(format!("{at}: `{what}` holds {}, not an integer", x.kind()))
+            })
+        })
+        .collect()
+}
+
+/// A top-level field parsed as a tree; `None` when the line lacks it.
+pub(crate) fn field_tree(
+    fields: &[json_line::Field<'_>],
+    key: &str,
+    at: &str,
+) -> Result<Option<json_line::Json>> {
+    match fields.iter().find(|f| f.key == key) {
+        None => Ok(None),
+        Some(f) => json_line::parse_json(f.raw)
+            .map(Some)
+            .map_err(|e| Error::data(format!("{at}: `{key}` is not JSON")).with_source(e)),
+    }
+}
+
+/// A required top-level field parsed as a tree.
+pub(crate) fn required(
+    fields: &[json_line::Field<'_>],
+    key: &str,
+    at: &str,
+    trainer: Trainer,
+) -> Result<json_line::Json> {
+    field_tree(fields, key, at)?.ok_or_else(|| {
+        Error::data(format!(
+            "{at}: no `{key}` (every line of a {} dump has one)",
+            trainer.title()
+        ))
+    })
+}
+
+/// The group size of consecutive groups inferred from runs of equal prompts: the greatest
+/// common divisor of the lengths of every maximal run of equal `keys` within a step (two
+/// adjacent groups of one prompt form a run of twice the size, so the gcd is the size when
+/// any group stands alone).
+pub(crate) fn inferred_group_size<K: PartialEq>(runs: impl Iterator<Item = (i64, K)>) -> usize {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    let mut g = 0usize;
+    let mut current: Option<(i64, K)> = None;
+    let mut len = 0usize;
+    for item in runs {
+        if current.as_ref() == Some(&item) {
+            len += 1;
+        } else {
+            if len > 0 {
+                g = gcd(g, len);
+            }
+            current = Some(item);
+            len = 1;
+        }
+    }
+    if len > 0 {
+        g = gcd(g, len);
+    }
+    g.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_files_are_told_by_their_names() {
+        let of = |f: &str| Trainer::ALL.into_iter().find(|t| t.names_a_dump_file(f));
+        assert_eq!(of("completions_00012.parquet"), Some(Trainer::Trl));
+        assert_eq!(of("completions_.parquet"), None);
+        assert_eq!(of("train_data_step3.jsonl"), Some(Trainer::NemoRl));
+        assert_eq!(of("val_data_step3.jsonl"), None);
+        assert_eq!(of("traces.jsonl"), Some(Trainer::PrimeRl));
+        assert_eq!(
+            of("run1_rollouts_000000.jsonl"),
+            Some(Trainer::OpenInstruct)
+        );
+        assert_eq!(of("run1_metadata.jsonl"), None);
+        assert_eq!(of("12.jsonl"), None);
+    }
+
+    #[test]
+    fn group_size_is_the_gcd_of_prompt_runs() {
+        let runs = |v: &[(i64, &str)]| inferred_group_size(v.iter().copied());
+        // a prompt drawn twice in a row makes a run of 8; the lone group says 4
+        let a = [(1, "a"); 4];
+        let b = [(1, "b"); 8];
+        let rows: Vec<(i64, &str)> = a.iter().chain(&b).chain(&a).copied().collect();
+        assert_eq!(runs(&rows), 4);
+        // the same prompt across a step boundary is two runs
+        let rows = [(1, "a"), (1, "a"), (2, "a"), (2, "a")];
+        assert_eq!(runs(&rows), 2);
+        assert_eq!(runs(&[]), 1);
+    }
+
+    #[test]
+    fn fields_advcalc_reads_are_renamed() {
+        assert_eq!(passthrough_name("advantages"), "trainer_advantages");
+        assert_eq!(passthrough_name("step"), "trainer_step");
+        assert_eq!(passthrough_name("trainer_x"), "trainer_trainer_x");
+        assert_eq!(passthrough_name("prompt"), "prompt");
+    }
+}

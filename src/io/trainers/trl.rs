@@ -1,0 +1,322 @@
+//! TRL's `log_completions` dump: `GRPOTrainer.log` writes, every `logging_steps`,
+//! `output_dir/completions/completions_{global_step:05d}.parquet` with pandas
+//! (`trl/trainer/grpo_trainer.py`, TRL 1.16.0): `step`, `prompt`, `completion` (text, or a
+//! list of chat messages), one float column per reward function holding its **unweighted**
+//! reward (null where the function returned `None`), any `log_extra` columns, and the scalar
+//! `advantage`. A file holds the step's last generation batch in the gathered order.
+//!
+//! - **Groups** are consecutive blocks of `num_generations` rows (TRL's
+//!   `view(-1, num_generations)`), not rows with equal prompts: a prompt drawn twice is two
+//!   groups. The size is not in the file: `algorithm.group_size` when set, else the greatest
+//!   common divisor of the runs of equal prompts, said in a note.
+//! - **Score** = Σ wᵢ·rᵢ over the non-null rewards in float32 (`sum_then_normalize`:
+//!   `(rewards_per_func * reward_weights).nansum(dim=1)`), NaN when every reward of the row is
+//!   null (TRL gives it advantage 0). The weights are not in the file:
+//!   `algorithm.trl.reward_weights`, else 1.0 each (TRL's default), said in a note.
+//! - **Reward columns**: the float columns after `completion` and before `advantage` (the
+//!   first `len(reward_weights)` of them when weights are given: the rest are `log_extra`).
+//!
+//! Sequence-level: one score per row, no tokens.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::error::{Error, Result};
+use crate::io::trainers::{
+    DumpOptions, DumpRow, LogProbColumns, SpoolWriter, Trainer, TrainerInput, find_files,
+    inferred_group_size, number_after, passthrough_name,
+};
+
+/// The completions files at `path` (a file, a run's `output_dir`, or its `completions/`), in
+/// step order.
+pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = find_files(path, name, &|f| step_of(f).is_some())?;
+    files.sort_by_key(|f| (step_of(f), f.clone()));
+    Ok(files)
+}
+
+/// The step a file's name gives (`completions_00012.parquet` → 12).
+fn step_of(path: &Path) -> Option<i64> {
+    number_after(path.file_name()?.to_str()?, "completions_", ".parquet")
+}
+
+/// One file's record batches and schema.
+fn read_file(path: &Path) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let file_name = path.display().to_string();
+    let fail = || Error::data(format!("{file_name}: cannot read it as Parquet"));
+    let file = File::open(path)
+        .map_err(|e| Error::data(format!("{file_name}: cannot open")).with_source(e))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail().with_source(e))?;
+    let schema = builder.schema().clone();
+    let reader = builder
+        .with_batch_size(8192)
+        .build()
+        .map_err(|e| fail().with_source(e))?;
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| fail().with_source(e))?;
+    Ok((schema, batches))
+}
+
+/// Where TRL's columns are in a file's schema.
+struct Layout {
+    step: usize,
+    prompt: usize,
+    rewards: Vec<usize>,
+    advantage: usize,
+}
+
+fn layout(schema: &SchemaRef, file: &str, weights: &[f64]) -> Result<Layout> {
+    let find = |col: &str| {
+        schema.index_of(col).map_err(|_| {
+            Error::data(format!(
+                "{file}: no `{col}` column (TRL's completions files have step, prompt, completion, one column per reward function and advantage)"
+            ))
+        })
+    };
+    let step = find("step")?;
+    let prompt = find("prompt")?;
+    let completion = find("completion")?;
+    let advantage = find("advantage")?;
+    if !matches!(
+        schema.field(step).data_type(),
+        DataType::Int64 | DataType::Int32
+    ) {
+        return Err(Error::data(format!(
+            "{file}: column `step` is {}, not integers",
+            schema.field(step).data_type()
+        )));
+    }
+    let is_float = |i: usize| {
+        matches!(
+            schema.field(i).data_type(),
+            DataType::Float64 | DataType::Float32
+        )
+    };
+    if !is_float(advantage) {
+        return Err(Error::data(format!(
+            "{file}: column `advantage` is {}, not floats",
+            schema.field(advantage).data_type()
+        )));
+    }
+    let mut rewards: Vec<usize> = (completion + 1..advantage)
+        .filter(|&i| is_float(i))
+        .collect();
+    if !weights.is_empty() {
+        if rewards.len() < weights.len() {
+            return Err(Error::usage(format!(
+                "{file}: algorithm.trl.reward_weights has {} weights, but the file has {} reward column(s) ({})",
+                weights.len(),
+                rewards.len(),
+                names(schema, &rewards)
+            )));
+        }
+        rewards.truncate(weights.len());
+    }
+    if rewards.is_empty() {
+        return Err(Error::data(format!(
+            "{file}: no reward column between `completion` and `advantage`"
+        )));
+    }
+    Ok(Layout {
+        step,
+        prompt,
+        rewards,
+        advantage,
+    })
+}
+
+fn names(schema: &SchemaRef, columns: &[usize]) -> String {
+    columns
+        .iter()
+        .map(|&i| schema.field(i).name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A float column's values as f64 (null → NaN).
+fn floats(a: &ArrayRef) -> Vec<f64> {
+    let get = |i: usize| -> f64 {
+        if a.is_null(i) {
+            return f64::NAN;
+        }
+        match a.data_type() {
+            DataType::Float32 => a.as_primitive::<Float32Type>().value(i) as f64,
+            _ => a.as_primitive::<Float64Type>().value(i),
+        }
+    };
+    (0..a.len()).map(get).collect()
+}
+
+fn ints(a: &ArrayRef) -> Vec<Option<i64>> {
+    (0..a.len())
+        .map(|i| {
+            (!a.is_null(i)).then(|| match a.data_type() {
+                DataType::Int32 => a.as_primitive::<Int32Type>().value(i) as i64,
+                _ => a.as_primitive::<Int64Type>().value(i),
+            })
+        })
+        .collect()
+}
+
+/// TRL's `sum_then_normalize` reward of one row, in float32 as TRL computes it: Σ wᵢ·rᵢ over
+/// the non-NaN rewards, NaN when all are NaN.
+pub fn reward(rewards: &[f64], weights: &[f64]) -> f64 {
+    let mut sum = 0.0f32;
+    let mut any = false;
+    for (i, &r) in rewards.iter().enumerate() {
+        if r.is_nan() {
+            continue;
+        }
+        any = true;
+        let w = weights.get(i).copied().unwrap_or(1.0) as f32;
+        sum += r as f32 * w;
+    }
+    if any { sum as f64 } else { f64::NAN }
+}
+
+/// Spool the dump's files into `sink`.
+pub(crate) fn spool(
+    input: &mut TrainerInput,
+    opts: &DumpOptions,
+    sink: BufWriter<File>,
+    name: &str,
+) -> Result<()> {
+    // every file read once (a completions file holds one generation batch: small)
+    let mut files = Vec::new();
+    for path in &input.files {
+        files.push((path.display().to_string(), read_file(path)?));
+    }
+    let (first_file, (schema, _)) = &files[0];
+    let layout0 = layout(schema, first_file, &opts.reward_weights)?;
+    for (file, (s, _)) in &files[1..] {
+        if s.fields() != schema.fields() {
+            return Err(
+                Error::data(format!("{file}: its columns differ from {first_file}'s"))
+                    .with_hint("give the completions files of one run"),
+            );
+        }
+    }
+    // the group size: given, or the gcd of the prompt runs over every file
+    let group_size = match opts.group_size {
+        Some(n) => n,
+        None => {
+            let mut keys = Vec::new();
+            for (_, (_, batches)) in &files {
+                for b in batches {
+                    let steps = ints(b.column(layout0.step));
+                    let prompts = b.column(layout0.prompt);
+                    for (i, step) in steps.into_iter().enumerate() {
+                        keys.push((step.unwrap_or(0), prompts.slice(i, 1).to_data()));
+                    }
+                }
+            }
+            let n = inferred_group_size(keys.into_iter());
+            input.notes.push(format!(
+                "TRL groups consecutive blocks of num_generations rows; the file does not record it: group size {n} inferred from the runs of equal prompts (set algorithm.group_size to give it)"
+            ));
+            n
+        }
+    };
+    let reward_names = names(schema, &layout0.rewards);
+    if opts.reward_weights.is_empty() {
+        input.notes.push(format!(
+            "TRL's reward_weights are not in the file: 1.0 for each reward column ({reward_names}); set algorithm.trl.reward_weights=[...] to give them"
+        ));
+    }
+    let passthrough: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            Field::new(passthrough_name(f.name()), f.data_type().clone(), true)
+                .with_metadata(f.metadata().clone())
+        })
+        .collect();
+    let mut writer = SpoolWriter::new(
+        sink,
+        Trainer::Trl,
+        LogProbColumns::default(),
+        passthrough,
+        name,
+    )?;
+    let mut total = 0usize;
+    for (file, (_, batches)) in &files {
+        let rows_in_file: usize = batches.iter().map(|b| b.num_rows()).sum();
+        if rows_in_file % group_size != 0 {
+            return Err(Error::data(format!(
+                "{file}: {rows_in_file} rows is not a multiple of the group size {group_size}"
+            ))
+            .with_hint(
+                "TRL groups consecutive blocks of num_generations rows: set algorithm.group_size to your num_generations",
+            ));
+        }
+        let mut row_in_file = 0usize;
+        let mut file_step: Option<i64> = None;
+        for b in batches {
+            let steps = ints(b.column(layout0.step));
+            let rewards: Vec<Vec<f64>> = layout0
+                .rewards
+                .iter()
+                .map(|&c| floats(b.column(c)))
+                .collect();
+            let advantages = floats(b.column(layout0.advantage));
+            let mut rows = Vec::with_capacity(b.num_rows());
+            for (i, step) in steps.into_iter().enumerate() {
+                let at = format!("{file} row {}", row_in_file + 1);
+                let step = step.ok_or_else(|| Error::data(format!("{at}: `step` is null")))?;
+                match file_step {
+                    Some(s) if s != step => {
+                        return Err(Error::data(format!(
+                            "{at}: `step` is {step}, but the file's first row says {s}"
+                        )));
+                    }
+                    _ => file_step = Some(step),
+                }
+                let r: Vec<f64> = rewards.iter().map(|c| c[i]).collect();
+                rows.push(DumpRow {
+                    step,
+                    group: format!("{step}:{}", row_in_file / group_size),
+                    score: reward(&r, &opts.reward_weights),
+                    mask: vec![1],
+                    rollout_log_probs: None,
+                    old_log_probs: None,
+                    logged_advantage: Some(advantages[i]).filter(|a| !a.is_nan()),
+                });
+                row_in_file += 1;
+            }
+            let passthrough: Vec<ArrayRef> = b.columns().iter().map(Arc::clone).collect();
+            writer.write(&rows, passthrough)?;
+            total += rows.len();
+        }
+    }
+    writer.close()?;
+    input.rows = total;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reward_is_the_weighted_nansum_in_float32() {
+        // TRL's fixture run: weights [1.0, 0.5]; a null keyword reward counts as 0
+        assert_eq!(reward(&[1.5, f64::NAN], &[1.0, 0.5]), 1.5);
+        assert_eq!(reward(&[1.0, 1.0], &[1.0, 0.5]), 1.5);
+        assert!(reward(&[f64::NAN, f64::NAN], &[1.0, 0.5]).is_nan());
+        // float32: 0.1 + 0.2 rounds as TRL's tensors do
+        assert_eq!(reward(&[0.1, 0.2], &[]), (0.1f32 + 0.2f32) as f64);
+    }
+}
