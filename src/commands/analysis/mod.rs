@@ -1,10 +1,12 @@
 //! The analysis inspect and compare both report, neither command's own: numerically fragile
 //! groups and their findings (`fragile`), advantage statistics over valid tokens (`tokens`),
 //! per-row sums of one row group's outputs (`sums`), group pass-rate buckets (`buckets`),
-//! and the finding a command reports ([`Warning`]).
+//! another trainer's logged advantages against advcalc's (`logged`), and the finding a
+//! command reports ([`Warning`]).
 
 pub(crate) mod buckets;
 pub(crate) mod fragile;
+pub mod logged;
 pub(crate) mod sums;
 pub(crate) mod tokens;
 

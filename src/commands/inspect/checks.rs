@@ -60,11 +60,22 @@ impl Checks {
         let mut pipeline = Pipeline::new(&config.algorithm);
         let present = |role| columns.token(role).is_some();
         let mut notes = Vec::new();
-        if let Some(tag) = columns
-            .schema
-            .metadata()
-            .get(crate::io::jsonl::SEQUENCE_LEVEL_KEY)
+        let metadata = columns.schema.metadata();
+        if let Some(trainer) = metadata
+            .get(crate::io::trainers::TRAINER_KEY)
+            .and_then(|t| crate::io::trainers::Trainer::from_name(t))
         {
+            notes.push(format!(
+                "IN is a {} dump, read as {} forms its groups (docs/trainers.md){}",
+                trainer.title(),
+                trainer.title(),
+                if trainer.sequence_level() {
+                    ": one score per row, no tokens, so each row counts as one valid token and the mask, tool-span, KL and mismatch checks do not apply"
+                } else {
+                    ""
+                }
+            ));
+        } else if let Some(tag) = metadata.get(crate::io::jsonl::SEQUENCE_LEVEL_KEY) {
             let grouping = crate::io::jsonl::Writer::of_tag(tag)
                 .unwrap_or(crate::io::jsonl::Writer::Legacy)
                 .grouping();

@@ -32,6 +32,7 @@ pub use tally::ColumnCounts;
 
 use arrow_array::RecordBatch;
 
+use crate::commands::analysis::logged;
 use crate::commands::analysis::tokens::TokenStats;
 use crate::commands::compare::{CompareOptions, StepAdvantages, advantages_by_step};
 use crate::config::Config;
@@ -125,8 +126,28 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     })?;
     progress.finish();
     let mut report = inspection.finish(input, partials);
+    if let Some(dump) = opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
+        // what the reader assumed, then the check of the logged advantages
+        report.notes.splice(0..0, dump.notes.iter().cloned());
+        let options = config.dump_options();
+        match logged::check(
+            config,
+            dump.trainer,
+            input,
+            &opts.input,
+            &options,
+            opts.layout,
+        ) {
+            Ok(check) => report.logged = Some(check),
+            Err(e) => report.notes.push(format!(
+                "the check of the logged advantages was skipped: {e}"
+            )),
+        }
+    }
     if opts.estimator_given {
-        advantages(config, input, opts, &mut report);
+        // a trainer's own NaN (TRL's unscorable rows) is its convention's to handle
+        let dump = opened.file.as_ref().is_some_and(|f| f.trainer.is_some());
+        advantages(config, input, opts, dump, &mut report);
     }
     Ok(report)
 }
@@ -231,6 +252,7 @@ impl Inspection {
             .into_iter()
             .filter_map(|(k, v)| Some((k.strip_prefix(PROVENANCE_PREFIX)?.to_string(), v)))
             .collect(),
+            logged: None,
         }
     }
 }
@@ -238,7 +260,13 @@ impl Inspection {
 /// The configured estimator's advantage statistics per step (the whole `run` pipeline, as
 /// `compare` runs it); a failure (a column the estimator needs, a refused value) becomes a
 /// note, since the other findings stand without it.
-fn advantages(config: &Config, input: &Dataset, opts: &InspectOptions, report: &mut Report) {
+fn advantages(
+    config: &Config,
+    input: &Dataset,
+    opts: &InspectOptions,
+    allow_nonfinite: bool,
+    report: &mut Report,
+) {
     let name = config.algorithm.adv_estimator.name();
     let compare_options = CompareOptions {
         input: opts.input.clone(),
@@ -246,7 +274,7 @@ fn advantages(config: &Config, input: &Dataset, opts: &InspectOptions, report: &
         layout: opts.layout,
         threads: opts.threads,
         progress: opts.progress,
-        allow_nonfinite: false,
+        allow_nonfinite,
         correct_above: 0.0,
     };
     // the advantages only: the actor section (read for the loss checks) adds no stage here

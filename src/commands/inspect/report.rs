@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::commands::analysis::Warning;
 use crate::commands::analysis::fragile::{Fragile, fragile_json, fragile_rows};
+use crate::commands::analysis::logged::LoggedCheck;
 use crate::commands::numbers::{num, pct};
 use crate::shaping::scores::Layout;
 
@@ -28,6 +29,8 @@ pub struct Report {
     /// How the file was made, when advcalc wrote it: its `advcalc.*` key-value metadata
     /// (`docs/inspect.md`), keys without the prefix, in file order.
     pub provenance: Vec<(String, String)>,
+    /// Another trainer's dump: its logged advantages against advcalc's (docs/trainers.md).
+    pub logged: Option<LoggedCheck>,
 }
 
 /// One step's findings.
@@ -190,6 +193,7 @@ impl Report {
             "notes": self.notes,
             "steps": self.steps.iter().map(StepReport::to_json).collect::<Vec<_>>(),
             "warnings": self.warnings(),
+            "logged_advantages": self.logged.as_ref().map_or(Value::Null, LoggedCheck::to_json),
             "provenance": self
                 .provenance
                 .iter()
@@ -200,7 +204,8 @@ impl Report {
 
     /// How many warnings the report raises.
     pub fn warnings(&self) -> usize {
-        self.steps.iter().map(|s| s.warnings.len()).sum()
+        self.steps.iter().map(|s| s.warnings.len()).sum::<usize>()
+            + usize::from(self.logged.as_ref().is_some_and(LoggedCheck::warns))
     }
 
     /// The report as aligned tables for a terminal.
@@ -232,6 +237,23 @@ impl Report {
         for step in &self.steps {
             out.push('\n');
             out += &step.render();
+        }
+        if let Some(check) = &self.logged {
+            out.push('\n');
+            out += &check.render();
+            if check.warns() {
+                out += &format!(
+                    "warning: logged_advantages_differ: {} of {} rows differ from advcalc's recomputation beyond float32 rounding, {} of them for no float32 reason{}\n",
+                    check.differing,
+                    check.compared,
+                    check.differing - check.fragile,
+                    if check.causes.is_empty() {
+                        ": a setting the dump does not record (docs/trainers.md lists them)"
+                    } else {
+                        ""
+                    }
+                );
+            }
         }
         let n = self.warnings();
         out += &format!("\n{n} warning{}\n", if n == 1 { "" } else { "s" });

@@ -185,6 +185,8 @@ pub struct TrainerInput {
     /// What the reader chose that the dump does not say (an inferred group size, default
     /// reward weights): `inspect` and `run` print them as notes.
     pub notes: Vec<String>,
+    /// The size of consecutive groups the reader cut (TRL), given or inferred.
+    pub group_size: Option<usize>,
 }
 
 /// The trainer whose dump `path` is: `explicit` (`--input-format`) when given, else by the
@@ -300,6 +302,7 @@ pub fn spool(
         files,
         rows: 0,
         notes: Vec::new(),
+        group_size: None,
     };
     let sink = BufWriter::new(handle);
     match trainer {

@@ -230,6 +230,7 @@ pub(crate) fn spool(
             n
         }
     };
+    input.group_size = Some(group_size);
     let reward_names = names(schema, &layout0.rewards);
     if opts.reward_weights.is_empty() {
         input.notes.push(format!(
