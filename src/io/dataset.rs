@@ -141,7 +141,7 @@ pub fn is_dataset(path: &Path, format: Option<Format>) -> Result<bool> {
     Ok(!path.exists() && is_glob(&path.to_string_lossy()))
 }
 
-fn is_glob(s: &str) -> bool {
+pub(crate) fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
@@ -332,7 +332,7 @@ impl Dataset {
 }
 
 /// The part of a glob before its first component with a glob character, and the rest.
-fn split_glob(pattern: &str) -> (PathBuf, String) {
+pub(crate) fn split_glob(pattern: &str) -> (PathBuf, String) {
     let mut base = PathBuf::new();
     let mut rest = Vec::new();
     let mut in_rest = false;
@@ -401,7 +401,7 @@ fn walk(
 
 /// Whether `rel`'s components match the glob's (`*`, `?`, `[a-z]` within a component,
 /// `**` for any number of components).
-fn glob_matches(pattern: &[&str], rel: &Path) -> bool {
+pub(crate) fn glob_matches(pattern: &[&str], rel: &Path) -> bool {
     let comps: Vec<String> = rel
         .components()
         .filter_map(|c| match c {

@@ -87,14 +87,24 @@ pub struct Needs {
 
 impl InputColumns {
     pub fn resolve(schema: SchemaRef, needs: &Needs, file: &str) -> Result<Self> {
-        if schema.metadata().contains_key(SEQUENCE_LEVEL_KEY) && !needs.token_data.is_empty() {
+        if let Some(tag) = schema.metadata().get(SEQUENCE_LEVEL_KEY)
+            && !needs.token_data.is_empty()
+        {
+            // the tag names the writer: "verl JSONL", "verl JSONL V1", "TRL dump"
+            let what = if tag.starts_with("verl") {
+                "a verl JSONL dump".to_string()
+            } else {
+                format!("a {tag}")
+            };
             return Err(Error::data(format!(
-                "{file}: {} — a verl JSONL dump has one score per row and no token columns",
+                "{file}: {} — {what} has one score per row and no token columns",
                 needs.token_data.join("; ")
             ))
-            .with_hint(
-                "use a sequence-level estimator (`advcalc estimators` marks them: grpo, rloo, ...) without KL in the reward or rollout correction, or dump token-level Parquet with the verl hook (docs/verl.md)",
-            ));
+            .with_hint(if tag.starts_with("verl") {
+                "use a sequence-level estimator (`advcalc estimators` marks them: grpo, rloo, ...) without KL in the reward or rollout correction, or dump token-level Parquet with the verl hook (docs/verl.md)"
+            } else {
+                "use a sequence-level estimator (`advcalc estimators` marks them: grpo, rloo, ...) without KL in the reward or rollout correction"
+            }));
         }
         let find = |name: &str| schema.index_of(name).ok();
         let col = |name: &'static str| ColumnRef {

@@ -197,6 +197,22 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         return Ok(explicit);
     }
     let name = path.display().to_string();
+    if let Some(files) = glob_files(path, &name)? {
+        let mut found = files.iter().filter_map(|f| {
+            let file = f.file_name()?.to_string_lossy().into_owned();
+            Trainer::ALL
+                .into_iter()
+                .find(|t| t.names_a_dump_file(&file))
+        });
+        let first = found.next();
+        // every file of one trainer's dump, or not a dump glob (a dataset's)
+        return Ok(first.filter(|t| {
+            found.all(|u| u == *t)
+                && files.iter().all(|f| {
+                    t.names_a_dump_file(&f.file_name().unwrap_or_default().to_string_lossy())
+                })
+        }));
+    }
     if path.is_file() {
         let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
         let file = file.unwrap_or_default();
@@ -230,6 +246,49 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         ))
         .with_hint("give the directory of one run, or pass --input-format")),
     }
+}
+
+/// The files a glob IN matches, in natural order (`step_2` before `step_10`); `None` when IN
+/// is not a glob (it exists, or has no glob character).
+fn glob_files(path: &Path, name: &str) -> Result<Option<Vec<PathBuf>>> {
+    use crate::io::dataset::{glob_matches, is_glob, split_glob};
+    let pattern = path.to_string_lossy().into_owned();
+    if path.exists() || !is_glob(&pattern) {
+        return Ok(None);
+    }
+    let (base, rest) = split_glob(&pattern);
+    if !base.is_dir() {
+        return Ok(Some(Vec::new()));
+    }
+    let rest: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let mut files = find_files(&base, name, &|f| {
+        f.strip_prefix(&base)
+            .is_ok_and(|rel| glob_matches(&rest, rel))
+    })?;
+    files.sort_by_key(|f| natural_key(f));
+    Ok(Some(files))
+}
+
+/// A path's sort key with its digit runs compared as numbers.
+fn natural_key(path: &Path) -> Vec<(String, u64)> {
+    let s = path.to_string_lossy();
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            let mut n = c.to_digit(10).unwrap_or(0) as u64;
+            while let Some(d) = chars.peek().and_then(|d| d.to_digit(10)) {
+                n = n.saturating_mul(10).saturating_add(d as u64);
+                chars.next();
+            }
+            key.push((std::mem::take(&mut text), n));
+        } else {
+            text.push(c);
+        }
+    }
+    key.push((text, u64::MAX));
+    key
 }
 
 /// Directories deeper than this below IN are not searched for a dump's files.
@@ -289,7 +348,10 @@ pub fn spool(
     opts: &DumpOptions,
     dir: &Path,
 ) -> Result<(NamedTempFile, TrainerInput)> {
-    let files = trainer.files(path, name)?;
+    let files = match glob_files(path, name)? {
+        Some(files) => files,
+        None => trainer.files(path, name)?,
+    };
     if files.is_empty() {
         return Err(
             Error::data(format!("{name}: no {} dump files found", trainer.title()))
@@ -715,6 +777,18 @@ mod tests {
         );
         assert_eq!(of("run1_metadata.jsonl"), None);
         assert_eq!(of("12.jsonl"), None);
+    }
+
+    #[test]
+    fn natural_order_compares_numbers() {
+        let mut v = vec![
+            PathBuf::from("r/step_10/a.jsonl"),
+            PathBuf::from("r/step_2/a.jsonl"),
+            PathBuf::from("r/step_1/b.jsonl"),
+        ];
+        v.sort_by_key(|p| natural_key(p));
+        assert_eq!(v[0], PathBuf::from("r/step_1/b.jsonl"));
+        assert_eq!(v[2], PathBuf::from("r/step_10/a.jsonl"));
     }
 
     #[test]

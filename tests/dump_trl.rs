@@ -1,0 +1,243 @@
+//! TRL's completions dump, as TRL 1.16.0's own `GRPOTrainer.log` wrote it
+//! (`fixtures/trainers/dumps/trl/`): `run` and `inspect` read the run's directory with no
+//! conversion, and the advantages equal the ones TRL computed (the `advantage` lists of
+//! expected.json, written by the generator from TRL's own code, never by advcalc).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Float64Type, Int64Type};
+use common::{advcalc, assert_close, lists_f32, read_parquet, stderr};
+use serde_json::Value;
+
+fn fixture(run: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/trainers/dumps/trl")
+        .join(run)
+}
+
+/// TRL's advantages, file by file in step order, and the settings the file does not record.
+fn expected(run: &str) -> (Vec<f64>, Vec<i64>, Value) {
+    let text = std::fs::read_to_string(fixture(run).join("expected.json")).unwrap();
+    let e: Value = serde_json::from_str(&text).unwrap();
+    let files = e["files"].as_object().unwrap();
+    let mut names: Vec<&String> = files.keys().collect();
+    names.sort();
+    let (mut adv, mut steps) = (Vec::new(), Vec::new());
+    for name in names {
+        let f = &files[name];
+        for a in f["advantage"].as_array().unwrap() {
+            adv.push(a.as_f64().unwrap());
+            steps.push(f["step"].as_i64().unwrap());
+        }
+    }
+    (adv, steps, e)
+}
+
+fn weights(e: &Value) -> String {
+    let w: Vec<String> = e["reward_weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_f64().unwrap().to_string())
+        .collect();
+    format!("algorithm.trl.reward_weights=[{}]", w.join(","))
+}
+
+#[test]
+fn run_on_the_run_directory_gives_trls_advantages() {
+    for run in ["run1", "run_chat"] {
+        let (expected, steps, e) = expected(run);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.parquet");
+        let done = advcalc()
+            .arg("run")
+            .arg(fixture(run))
+            .arg(&out)
+            .args(["--set", &weights(&e), "--allow-nonfinite"])
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{run}: {}", stderr(&done));
+        let err = stderr(&done);
+        // the reader says what it inferred; the defaults are TRL's algorithm and convention
+        assert!(err.contains("group size 4 inferred"), "{err}");
+        let b = read_parquet(&out);
+        let adv: Vec<f32> = lists_f32(&b, "advantages")
+            .into_iter()
+            .map(|row| {
+                assert_eq!(row.len(), 1, "sequence-level: one token per row");
+                row[0]
+            })
+            .collect();
+        // TRL computes in float32, advcalc in f64 written as float32
+        assert_close(run, &adv, &expected, 1e-6, 1e-6);
+        let logged = b.column_by_name("trainer_advantage").unwrap();
+        let logged = logged.as_primitive::<Float64Type>();
+        for (i, &x) in expected.iter().enumerate() {
+            assert_eq!(logged.value(i), x, "{run} row {i}: the logged advantage");
+        }
+        let step = b
+            .column_by_name("step")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        assert_eq!(step.values().to_vec(), steps);
+        // step 1 holds one prompt twice: two groups of 4 (rows 0-3 and 8-11), not one of 8
+        let uid = b.column_by_name("uid").unwrap();
+        let uid = uid.as_string::<i32>();
+        assert_ne!(uid.value(0), uid.value(8));
+        // the dump's own columns stay, TRL's `step` under its kept name
+        for col in [
+            "prompt",
+            "completion",
+            "length_reward",
+            "advantage",
+            "trainer_step",
+        ] {
+            assert!(b.column_by_name(col).is_some(), "{run}: {col}");
+        }
+        let provenance = b.schema().metadata().clone();
+        assert_eq!(provenance["advcalc.convention"], "trl");
+        assert_eq!(provenance["advcalc.estimator"], "grpo");
+    }
+}
+
+#[test]
+fn inspect_checks_the_logged_advantages() {
+    let (_, _, e) = expected("run1");
+    let done = advcalc()
+        .arg("inspect")
+        .arg("--json")
+        .arg(fixture("run1"))
+        .args(["--set", &weights(&e)])
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{}", stderr(&done));
+    let report: Value = serde_json::from_slice(&done.stdout).unwrap();
+    let check = &report["logged_advantages"];
+    assert_eq!(check["trainer"], "trl");
+    assert_eq!(check["compared"], 36);
+    assert_eq!(check["differing"], 0);
+    assert!(check["max_abs_difference"].as_f64().unwrap() < 1e-6);
+
+    // a wrong group size: every group moves, and the check names the size that fits
+    let done = advcalc()
+        .arg("inspect")
+        .arg(fixture("run1"))
+        .args(["--set", &weights(&e), "--set", "algorithm.group_size=6"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&done.stdout);
+    assert!(text.contains("warning: logged_advantages_differ"), "{text}");
+    assert!(text.contains("set algorithm.group_size=4"), "{text}");
+
+    // without the weights: the check says they are assumed
+    let done = advcalc()
+        .arg("inspect")
+        .arg(fixture("run1"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        text.contains("reward_weights are not in the file"),
+        "{text}"
+    );
+}
+
+#[test]
+fn one_file_and_a_glob_read_as_the_directory_does() {
+    let (expected, _, e) = expected("run1");
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixture("run1").join("completions/completions_00002.parquet");
+    let out = dir.path().join("one.parquet");
+    let done = advcalc()
+        .arg("run")
+        .arg(&file)
+        .arg(&out)
+        .args(["--set", &weights(&e)])
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{}", stderr(&done));
+    let adv: Vec<f32> = lists_f32(&read_parquet(&out), "advantages")
+        .into_iter()
+        .map(|r| r[0])
+        .collect();
+    assert_close("step 2", &adv, &expected[12..24], 1e-6, 1e-6);
+
+    let glob = fixture("run1").join("completions/completions_0000[23].parquet");
+    let out = dir.path().join("glob.parquet");
+    let done = advcalc()
+        .arg("run")
+        .arg(&glob)
+        .arg(&out)
+        .args(["--set", &weights(&e)])
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{}", stderr(&done));
+    let adv: Vec<f32> = lists_f32(&read_parquet(&out), "advantages")
+        .into_iter()
+        .map(|r| r[0])
+        .collect();
+    assert_close("steps 2-3", &adv, &expected[12..], 1e-6, 1e-6);
+}
+
+#[test]
+fn bad_dumps_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    // a group size that does not divide a file's rows
+    let done = advcalc()
+        .arg("run")
+        .arg(fixture("run1"))
+        .arg(dir.path().join("o.parquet"))
+        .args(["--set", "algorithm.group_size=5"])
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(1));
+    let err = stderr(&done);
+    assert!(
+        err.contains("completions_00001.parquet: 12 rows is not a multiple of the group size 5"),
+        "{err}"
+    );
+    assert!(!dir.path().join("o.parquet").exists());
+    // more weights than reward columns
+    let done = advcalc()
+        .arg("run")
+        .arg(fixture("run1"))
+        .arg(dir.path().join("o.parquet"))
+        .args(["--set", "algorithm.trl.reward_weights=[1,1,1]"])
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(2), "{}", stderr(&done));
+    assert!(stderr(&done).contains("3 weights"), "{}", stderr(&done));
+    // a token-level estimator on sequence-level data
+    let done = advcalc()
+        .arg("run")
+        .args(["-e", "gae"])
+        .arg(fixture("run1"))
+        .arg(dir.path().join("o.parquet"))
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(1), "{}", stderr(&done));
+    assert!(
+        stderr(&done).contains("a TRL dump has one score per row"),
+        "{}",
+        stderr(&done)
+    );
+    // a file that is not TRL's
+    let bad = dir.path().join("completions");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(bad.join("completions_00001.parquet"), b"not parquet").unwrap();
+    let done = advcalc()
+        .arg("run")
+        .arg(dir.path())
+        .arg(dir.path().join("o.parquet"))
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(1), "{}", stderr(&done));
+    assert!(
+        stderr(&done).contains("completions_00001.parquet"),
+        "{}",
+        stderr(&done)
+    );
+}
