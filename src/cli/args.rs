@@ -168,9 +168,12 @@ pub struct LossArgs {
 pub struct ReadArgs {
     /// Input: Parquet, an Arrow IPC file (.arrow/.feather/.ipc) or stream (.arrows), `-` for
     /// an Arrow IPC stream on stdin, verl's JSONL dumps (a .jsonl file, or the
-    /// rollout_data_dir holding them: one score per row, sequence-level estimators only), or
-    /// a dataset: a directory or a quoted glob ('dumps/step=*.parquet') of Parquet/Arrow
-    /// files, read as one input (steps from a `step` column, or step=N in the paths)
+    /// rollout_data_dir holding them: one score per row, sequence-level estimators only),
+    /// another trainer's dump (TRL's completions_NNNNN.parquet, NeMo-RL's
+    /// train_data_stepN.jsonl, prime-rl's rollouts/, open-instruct's RUN_rollouts_NNNNNN.jsonl:
+    /// a file, the run's directory or a glob; docs/trainers.md), or a dataset: a directory or
+    /// a quoted glob ('dumps/step=*.parquet') of Parquet/Arrow files, read as one input (steps
+    /// from a `step` column, or step=N in the paths)
     #[arg(value_name = "IN")]
     pub input: PathBuf,
 

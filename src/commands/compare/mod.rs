@@ -81,12 +81,21 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
     let opened = input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump)?;
     let input = &opened.dataset;
     let collected = collect(variants, input, opts)?;
-    Ok(summarise(
-        variants,
-        collected,
-        &input.name,
-        opts.correct_above,
-    ))
+    let mut comparison = summarise(variants, collected, &input.name, opts.correct_above);
+    if let (Some(trainer), Some(first)) = (
+        opened.file.as_ref().and_then(|f| f.trainer.as_ref()),
+        variants.first(),
+    ) {
+        comparison.logged = Some(crate::commands::analysis::logged::check(
+            &first.config,
+            trainer.trainer,
+            input,
+            &opts.input,
+            &dump,
+            opts.layout,
+        )?);
+    }
+    Ok(comparison)
 }
 
 /// One configuration's advantage statistics per training batch, and the data warnings

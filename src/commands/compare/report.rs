@@ -7,6 +7,7 @@ use super::summary::{PairSummary, VariantSummary};
 use crate::commands::analysis::Warning;
 use crate::commands::analysis::buckets::BUCKETS;
 use crate::commands::analysis::fragile::{Fragile, fragile_findings, fragile_json, fragile_rows};
+use crate::commands::analysis::logged::LoggedCheck;
 use crate::commands::numbers::{fixed6, pct2};
 use crate::estimators::conventions::Convention;
 
@@ -33,6 +34,9 @@ pub struct Comparison {
     /// The conventions the variants run under: a fragile-group finding is a warning when it
     /// concerns one of them, else a note.
     pub(crate) conventions: Vec<Convention>,
+    /// Another trainer's dump: its logged advantages against advcalc's recomputation under
+    /// its convention (`inspect`'s check, docs/trainers.md).
+    pub logged: Option<LoggedCheck>,
 }
 
 impl Comparison {
@@ -106,6 +110,7 @@ impl Comparison {
             "fragile_groups": self.fragile.as_ref().map_or(Value::Null, fragile_json),
             "warnings": listed(&fragile.0),
             "notes": listed(&fragile.1),
+            "logged_advantages": self.logged.as_ref().map_or(Value::Null, LoggedCheck::to_json),
         })
     }
 
@@ -189,6 +194,10 @@ impl Comparison {
             for n in notes {
                 out += &format!("note[{}]: {}\n", n.code, n.message);
             }
+        }
+        if let Some(check) = &self.logged {
+            out += "\n";
+            out += &check.render();
         }
         out
     }

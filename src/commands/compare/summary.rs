@@ -106,6 +106,7 @@ pub(crate) fn summarise(
             .iter()
             .map(|v| v.config.algorithm.ext.convention)
             .collect(),
+        logged: None,
     }
 }
 
