@@ -24,6 +24,19 @@ pub fn is_jsonl(path: &Path, format: Option<Format>) -> Result<bool> {
     })
 }
 
+/// The trainer whose dump IN is (`format` when it names one, else told by the layout:
+/// `docs/trainers.md`); `None` for any other input, or a layout that cannot be read (its
+/// reader then reports why). Its estimator and convention are the configuration's defaults
+/// ([`ConfigSources::dump`](crate::ConfigSources::dump)).
+pub fn dump_trainer(path: &Path, format: Option<Format>) -> Option<crate::Trainer> {
+    let explicit = match format {
+        Some(Format::Trainer(t)) => Some(t),
+        Some(_) => return None,
+        None => None,
+    };
+    crate::io::trainers::detect(path, explicit).ok().flatten()
+}
+
 /// One input file, opened as `advcalc run` opens it: Parquet, or an Arrow IPC file or stream
 /// (`-`: stdin) spooled into a temporary Parquet file (removed on drop), or a verl JSONL dump
 /// read into one; its format from `format`, else the extension.

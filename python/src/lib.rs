@@ -42,7 +42,14 @@ struct ConfigArgs {
 
 impl ConfigArgs {
     fn load(&self) -> advcalc::Result<Config> {
+        self.load_for(None)
+    }
+
+    /// The configuration for IN `dump`, another trainer's dump (its estimator and convention
+    /// are the defaults), as the CLI loads it.
+    fn load_for(&self, dump: Option<advcalc::Trainer>) -> advcalc::Result<Config> {
         Config::load(&ConfigSources {
+            dump,
             actor: self.actor,
             file: self.config_file.as_deref(),
             text: self.config_text.as_deref().map(|t| ("config", t)),
@@ -244,7 +251,7 @@ fn compute_stream(
     let name = name.unwrap_or_else(|| "<stream>".to_string());
     let done = run_engine(py, move || {
         let (schema, batches) = collect_stream(reader)?;
-        compute_in_memory(&config, &read, metrics, schema, &name, &batches)
+        compute_in_memory(config.load()?, &read, metrics, schema, &name, &batches)
     })?;
     into_python(py, done)
 }
@@ -268,8 +275,8 @@ fn compute_path(
         if advcalc::input::is_jsonl(&src, format)? {
             return Ok(None);
         }
-        let dump = config.load()?.dump_options();
-        let input = InputFile::open(&src, format, read.allow_nonfinite, &dump)?;
+        let config = config.load_for(advcalc::input::dump_trainer(&src, format))?;
+        let input = InputFile::open(&src, format, read.allow_nonfinite, &config.dump_options())?;
         let batches = pool(read.threads)?.install(|| {
             (0..input.num_row_groups())
                 .into_par_iter()
@@ -277,7 +284,7 @@ fn compute_path(
                 .collect::<advcalc::Result<Vec<_>>>()
         })?;
         compute_in_memory(
-            &config,
+            config,
             &read,
             metrics,
             input.schema(),
@@ -294,14 +301,13 @@ fn compute_path(
 type InMemory = (SchemaRef, advcalc::Computed, Vec<String>);
 
 fn compute_in_memory(
-    config: &ConfigArgs,
+    config: Config,
     read: &ReadArgs,
     metrics: bool,
     schema: SchemaRef,
     name: &str,
     batches: &[RecordBatch],
 ) -> advcalc::Result<InMemory> {
-    let config = config.load()?;
     let engine = Engine::new(&config, schema, name)?
         .with_layout(read.layout()?)
         .allow_nonfinite(read.allow_nonfinite)
@@ -351,7 +357,7 @@ fn run(
     memory: Option<usize>,
 ) -> PyResult<RunDone> {
     run_engine(py, move || {
-        let config = config.load()?;
+        let config = config.load_for(advcalc::input::dump_trainer(&src, read.format()?))?;
         let opts = RunOptions {
             input: src,
             output: dst,
@@ -366,12 +372,14 @@ fn run(
             memory,
         };
         let summary = advcalc::run(&config, &opts)?;
+        let mut notes = config.notes;
+        notes.extend(summary.notes);
         Ok((
             summary.rows,
             summary.row_groups,
             summary.training_batches,
             summary.warnings,
-            config.notes,
+            notes,
         ))
     })
 }
@@ -380,7 +388,7 @@ fn run(
 #[pyfunction]
 fn inspect(py: Python<'_>, src: PathBuf, config: ConfigArgs, read: ReadArgs) -> PyResult<String> {
     run_engine(py, move || {
-        let config = config.load()?;
+        let config = config.load_for(advcalc::input::dump_trainer(&src, read.format()?))?;
         let opts = InspectOptions {
             input: src,
             input_format: read.format()?,
@@ -407,13 +415,14 @@ fn compare(
         return Err(usage(py, "compare needs at least two variants".into()));
     }
     run_engine(py, move || {
+        let dump = advcalc::input::dump_trainer(&src, read.format()?);
         let variants = variants
             .iter()
             .map(|(label, c)| {
                 Ok(Variant {
                     label: label.clone(),
                     config: c
-                        .load()
+                        .load_for(dump)
                         .map_err(|e| e.context(format!("variant {label}")))?,
                 })
             })

@@ -190,14 +190,7 @@ impl ReadArgs {
     /// The trainer whose dump IN is, when it is one (told by `--input-format` or the layout);
     /// a layout that cannot be read is left to the reader's own error.
     pub fn dump(&self) -> Option<Trainer> {
-        let explicit = match self.input_format.map(Format::from) {
-            Some(Format::Trainer(t)) => Some(t),
-            Some(_) => return None,
-            None => None,
-        };
-        crate::io::trainers::detect(&self.input, explicit)
-            .ok()
-            .flatten()
+        crate::input::dump_trainer(&self.input, self.input_format.map(Format::from))
     }
 }
 

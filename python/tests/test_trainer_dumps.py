@@ -1,0 +1,54 @@
+"""Other trainers' dumps from Python: the same reading, defaults and check as the CLI
+(docs/trainers.md). The expected advantages are TRL's own (fixtures/trainers/dumps/trl,
+expected.json, written from TRL 1.16.0's code)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import advcalc
+from conftest import cli_json
+
+TRL = Path(__file__).resolve().parents[2] / "fixtures" / "trainers" / "dumps" / "trl" / "run1"
+WEIGHTS = ["algorithm.trl.reward_weights=[1.0,0.5]"]
+
+
+def trl_advantages() -> list:
+    files = json.loads((TRL / "expected.json").read_text())["files"]
+    return [a for name in sorted(files) for a in files[name]["advantage"]]
+
+
+def test_run_reads_the_directory_and_writes_trls_advantages(tmp_path: Path) -> None:
+    out = tmp_path / "out.parquet"
+    done = advcalc.run(TRL, out, set=WEIGHTS, allow_nonfinite=True)
+    assert done["rows"] == 36
+    table = pq.read_table(out)
+    got = [row[0] for row in table.column("advantages").to_pylist()]
+    assert got == pytest.approx(trl_advantages(), abs=1e-6)
+    assert table.column("trainer_advantage").to_pylist() == trl_advantages()
+    assert table.schema.metadata[b"advcalc.convention"] == b"trl"
+
+
+def test_compute_on_the_directory_matches_the_cli(tmp_path: Path) -> None:
+    table = advcalc.compute(TRL, set=WEIGHTS, allow_nonfinite=True)
+    got = [row[0] for row in table.column("advantages").to_pylist()]
+    assert got == pytest.approx(trl_advantages(), abs=1e-6)
+
+
+def test_inspect_reports_the_logged_check_as_the_cli_does() -> None:
+    report = advcalc.inspect(TRL, set=WEIGHTS)
+    check = report["logged_advantages"]
+    assert (check["trainer"], check["compared"], check["differing"]) == ("trl", 36, 0)
+    cli = cli_json("inspect", "--json", str(TRL), "--set", WEIGHTS[0])
+    assert cli["logged_advantages"] == check
+
+
+def test_input_format_names_the_trainer(tmp_path: Path) -> None:
+    one = TRL / "completions" / "completions_00002.parquet"
+    table = advcalc.compute(one, set=WEIGHTS, input_format="trl")
+    got = [row[0] for row in table.column("advantages").to_pylist()]
+    assert got == pytest.approx(trl_advantages()[12:24], abs=1e-6)
