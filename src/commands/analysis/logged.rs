@@ -220,7 +220,9 @@ fn rows_of(b: &RecordBatch, name: &str) -> Result<Vec<Row>> {
 }
 
 fn differs(logged: f64, recomputed: f64) -> bool {
-    !((logged - recomputed).abs() <= ATOL + RTOL * recomputed.abs())
+    // a NaN on either side differs
+    let close = (logged - recomputed).abs() <= ATOL + RTOL * recomputed.abs();
+    !close
 }
 
 /// The rows that differ, the number of rows compared and the largest difference.
@@ -351,7 +353,7 @@ fn known_causes(
             // another group size: a divisor of every file's row count
             let rows = input.rows();
             let given = used_group_size(path, trainer, dump);
-            for n in (1..=rows.min(256)).filter(|n| rows % n == 0 && Some(*n) != given) {
+            for n in (1..=rows.min(256)).filter(|&n| rows.is_multiple_of(n) && Some(n) != given) {
                 let d = DumpOptions {
                     group_size: Some(n),
                     ..dump.clone()

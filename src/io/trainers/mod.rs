@@ -573,7 +573,7 @@ fn for_each_line(
                 break;
             }
             line += 1;
-            if line % BATCH_ROWS == 0 {
+            if line.is_multiple_of(BATCH_ROWS) {
                 crate::interrupt::check()?;
             }
             let at = format!("{file} line {line}");
@@ -781,7 +781,7 @@ mod tests {
 
     #[test]
     fn natural_order_compares_numbers() {
-        let mut v = vec![
+        let mut v = [
             PathBuf::from("r/step_10/a.jsonl"),
             PathBuf::from("r/step_2/a.jsonl"),
             PathBuf::from("r/step_1/b.jsonl"),

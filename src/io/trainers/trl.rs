@@ -255,7 +255,7 @@ pub(crate) fn spool(
     let mut total = 0usize;
     for (file, (_, batches)) in &files {
         let rows_in_file: usize = batches.iter().map(|b| b.num_rows()).sum();
-        if rows_in_file % group_size != 0 {
+        if !rows_in_file.is_multiple_of(group_size) {
             return Err(Error::data(format!(
                 "{file}: {rows_in_file} rows is not a multiple of the group size {group_size}"
             ))
