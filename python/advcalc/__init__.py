@@ -104,6 +104,10 @@ def __getattr__(name: str) -> Any:
         return _load().__version__
     if name == "_native":
         return _load()
+    if name == "read_skyrl_dump":  # advcalc.skyrl: numpy and pyarrow, no native module
+        from .skyrl import read_skyrl_dump
+
+        return read_skyrl_dump
     raise AttributeError(f"module 'advcalc' has no attribute {name!r}")
 
 
