@@ -1,0 +1,216 @@
+//! NeMo-RL's `train_data_step{N}.jsonl` through the real binary: the committed fixture
+//! (`fixtures/trainers/dumps/nemo-rl/run1`, written by NeMo-RL's own logger, with NeMo-RL's own
+//! advantages and groups in `expected.json`) read as a log dir, an `exp_NNN` directory and one
+//! file; a malformed line and a log dir of two runs are refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Float64Type, Int64Type};
+use common::{advcalc, check_close, lists_f32, read_parquet, stderr};
+use serde_json::Value;
+
+/// float32 tolerance: NeMo-RL computes in float32, advcalc in float64 rounded to float32.
+const ATOL: f64 = 1e-6;
+const RTOL: f64 = 1e-5;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trainers/dumps/nemo-rl/run1")
+}
+
+/// expected.json's rows, in reading order (steps by N, rows by idx), with their step.
+fn expected() -> Vec<(i64, Value)> {
+    let text = std::fs::read_to_string(fixture().join("expected.json")).unwrap();
+    let json: Value = serde_json::from_str(&text).unwrap();
+    let steps = json["steps"].as_object().unwrap();
+    let mut files: Vec<(i64, &Vec<Value>)> = steps
+        .iter()
+        .map(|(file, rows)| {
+            let n = file
+                .strip_prefix("train_data_step")
+                .and_then(|r| r.strip_suffix(".jsonl"))
+                .unwrap()
+                .parse()
+                .unwrap();
+            (n, rows.as_array().unwrap())
+        })
+        .collect();
+    files.sort_by_key(|(n, _)| *n);
+    files
+        .into_iter()
+        .flat_map(|(n, rows)| rows.iter().map(move |r| (n, r.clone())))
+        .collect()
+}
+
+fn run(input: &Path, out: &Path) -> std::process::Output {
+    advcalc()
+        .arg("run")
+        .arg(input)
+        .arg(out)
+        .output()
+        .expect("advcalc runs")
+}
+
+/// Copy a directory tree (the fixture, to write next to it).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Every row of `out` against expected.json's rows `rows`.
+fn check_rows(out: &RecordBatch, rows: &[(i64, Value)]) {
+    assert_eq!(out.num_rows(), rows.len());
+    let advantages = lists_f32(out, "advantages");
+    let masks = out
+        .column_by_name("response_mask")
+        .unwrap()
+        .as_list::<i32>();
+    let uids = out.column_by_name("uid").unwrap().as_string::<i32>();
+    let steps = out
+        .column_by_name("step")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let logged = out
+        .column_by_name("trainer_advantage")
+        .unwrap()
+        .as_primitive::<Float64Type>();
+    let idx = out
+        .column_by_name("idx")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    for (i, (step, want)) in rows.iter().enumerate() {
+        let what = format!("step {step} idx {}", want["idx"]);
+        assert_eq!(steps.value(i), *step, "{what}: step");
+        assert_eq!(idx.value(i), want["idx"].as_i64().unwrap(), "{what}: idx");
+        let group = want["group"].as_i64().unwrap();
+        assert_eq!(uids.value(i), format!("{step}:{group}"), "{what}: uid");
+        let mask: Vec<i8> = masks
+            .value(i)
+            .as_primitive::<arrow::datatypes::Int8Type>()
+            .values()
+            .to_vec();
+        // the response: from the first trained token to input_lengths
+        let response =
+            want["input_length"].as_i64().unwrap() - want["prompt_length"].as_i64().unwrap();
+        assert_eq!(mask.len() as i64, response, "{what}: response length");
+        let trained = mask.iter().filter(|&&m| m == 1).count() as i64;
+        assert_eq!(
+            trained,
+            want["num_loss_tokens"].as_i64().unwrap(),
+            "{what}: trained tokens"
+        );
+        let nemo = want["advantage"].as_f64().unwrap();
+        assert!(!logged.is_null(i), "{what}: no logged advantage");
+        assert_eq!(logged.value(i), nemo, "{what}: trainer_advantage");
+        let on_trained: Vec<f32> = advantages[i]
+            .iter()
+            .zip(&mask)
+            .filter(|(_, m)| **m == 1)
+            .map(|(a, _)| *a)
+            .collect();
+        assert_eq!(advantages[i].len(), mask.len(), "{what}: advantages length");
+        let expected = vec![nemo; on_trained.len()];
+        check_close(
+            &format!("{what}: advantages"),
+            &on_trained,
+            &expected,
+            ATOL,
+            RTOL,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn run_gives_nemo_rl_numbers_on_the_log_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = run(&fixture(), &out);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    // the overlong row of step 2 is computed in its group, and said so
+    assert!(
+        err.contains("1 NeMo-RL row(s) have sample_loss_mask 0"),
+        "{err}"
+    );
+    let batch = read_parquet(&out);
+    let rows = expected();
+    assert_eq!(rows.len(), 16);
+    check_rows(&batch, &rows);
+    // the overlong-filtered row (step 2) keeps its field as written
+    let masked = rows
+        .iter()
+        .position(|(_, r)| r["sample_loss_mask"].as_f64() == Some(0.0))
+        .expect("the fixture has an overlong row");
+    // (the spool passes a field holding a list through as its JSON text)
+    let sample = batch
+        .column_by_name("sample_loss_mask")
+        .expect("sample_loss_mask passes through");
+    assert_eq!(sample.as_string::<i32>().value(masked), "[0.0]");
+    assert_eq!(rows[masked].0, 2);
+}
+
+#[test]
+fn an_exp_directory_and_one_file_read_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("exp.parquet");
+    let o = run(&fixture().join("exp_001"), &out);
+    assert!(o.status.success(), "{}", stderr(&o));
+    check_rows(&read_parquet(&out), &expected());
+    let out = dir.path().join("one.parquet");
+    let o = run(&fixture().join("exp_001/train_data_step2.jsonl"), &out);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let step2: Vec<(i64, Value)> = expected().into_iter().filter(|(n, _)| *n == 2).collect();
+    check_rows(&read_parquet(&out), &step2);
+}
+
+#[test]
+fn inspect_reads_the_dump() {
+    let o = advcalc().arg("inspect").arg(fixture()).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_batch_dimension_of_two_is_refused_naming_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("run1");
+    copy_dir(&fixture(), &copy);
+    let file = copy.join("exp_001/train_data_step2.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert!(lines[2].contains(r#""rewards": [1.0]"#) || lines[2].contains(r#""rewards": [0.0]"#));
+    lines[2] = lines[2]
+        .replace(r#""rewards": [1.0]"#, r#""rewards": [1.0, 2.0]"#)
+        .replace(r#""rewards": [0.0]"#, r#""rewards": [1.0, 2.0]"#);
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = run(&copy, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("train_data_step2.jsonl line 3"), "{err}");
+    assert!(err.contains("`rewards`"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn two_runs_under_one_log_dir_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("run1");
+    copy_dir(&fixture(), &copy);
+    copy_dir(&copy.join("exp_001"), &copy.join("exp_002"));
+    let out = dir.path().join("out.parquet");
+    let o = run(&copy, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("exp_001") && err.contains("exp_002"), "{err}");
+    assert!(err.contains("exp_NNN"), "{err}");
+}
