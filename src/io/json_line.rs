@@ -150,6 +150,28 @@ impl Json {
     }
 }
 
+/// The one element of an array of one element (`[x]`, as NeMo-RL's writer wraps every
+/// value in a batch of one): `x` classified, with its text; `None` for anything else.
+pub fn single_element(raw: &str) -> Option<(JsonValue, &str)> {
+    let mut p = Parser { text: raw, pos: 0 };
+    p.skip_ws();
+    if p.peek() != Some(b'[') {
+        return None;
+    }
+    p.pos += 1;
+    p.skip_ws();
+    let start = p.pos;
+    let value = p.value(1).ok()?;
+    let inner = &raw[start..p.pos];
+    p.skip_ws();
+    if p.peek() != Some(b']') {
+        return None;
+    }
+    p.pos += 1;
+    p.skip_ws();
+    (p.pos == raw.len()).then_some((value, inner))
+}
+
 /// One JSON value (the whole text, surrounding whitespace allowed) as a tree.
 pub fn parse_json(text: &str) -> Result<Json, SyntaxError> {
     let mut p = Parser { text, pos: 0 };
@@ -519,6 +541,15 @@ mod tests {
             .into_iter()
             .map(|f| f.value)
             .collect()
+    }
+
+    #[test]
+    fn a_batch_of_one_is_unwrapped() {
+        assert_eq!(single_element("[1.5]"), Some((Float(1.5), "1.5")));
+        assert_eq!(single_element(" [ [1, 2] ] "), Some((Json, "[1, 2]")));
+        assert_eq!(single_element("[1, 2]"), None);
+        assert_eq!(single_element("[]"), None);
+        assert_eq!(single_element("1"), None);
     }
 
     #[test]

@@ -539,6 +539,10 @@ pub(crate) trait LineReader {
     /// The log-prob columns its rows carry.
     const LOG_PROBS: LogProbColumns;
 
+    /// Whether the writer wraps every value in a batch of one (NeMo-RL): the passthrough
+    /// columns then hold the one element (`rewards: [1.0]` → `rewards` 1.0).
+    const BATCHED: bool = false;
+
     /// Called before the lines of each file (`name`: the file in messages).
     fn file(&mut self, path: &Path, name: &str) -> Result<()>;
 
@@ -600,7 +604,7 @@ fn spool_jsonl<R: LineReader>(
 ) -> Result<()> {
     let mut kinds: Vec<(String, FieldKind)> = Vec::new();
     for_each_line(&input.files, |_, fields, _| {
-        for f in fields {
+        for f in &passthrough_fields::<R>(fields) {
             let kind = FieldKind::of(&f.value);
             match kinds.iter_mut().find(|(k, _)| *k == f.key) {
                 Some((_, k)) => *k = k.merge(kind),
@@ -634,8 +638,9 @@ fn spool_jsonl<R: LineReader>(
             reader.file(path, &path.display().to_string())?;
         }
         rows.push(reader.row(fields, at)?);
+        let fields = passthrough_fields::<R>(fields);
         let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
-        for f in fields {
+        for f in &fields {
             let &i = position.get(f.key.as_str()).ok_or_else(|| changed(at))?;
             slots[i] = Some(f);
         }
@@ -670,6 +675,24 @@ fn spool_jsonl<R: LineReader>(
     input.rows = total;
     input.notes.extend(reader.notes());
     Ok(())
+}
+
+/// A line's fields as the passthrough columns hold them: unwrapped from a batch of one when
+/// the writer batches ([`LineReader::BATCHED`]).
+fn passthrough_fields<'a, R: LineReader>(
+    fields: &[json_line::Field<'a>],
+) -> Vec<json_line::Field<'a>> {
+    fields
+        .iter()
+        .map(|f| match json_line::single_element(f.raw) {
+            Some((value, raw)) if R::BATCHED => json_line::Field {
+                key: f.key.clone(),
+                value,
+                raw,
+            },
+            _ => f.clone(),
+        })
+        .collect()
 }
 
 /// A JSON field's value as a list of floats (`at`, `what`: for the message).

@@ -111,6 +111,8 @@ fn number(v: &Json, key: &str, at: &str) -> Result<f64> {
 }
 
 impl LineReader for Reader {
+    // every value is wrapped in a batch of one (`make_microbatch_iterator(1)`)
+    const BATCHED: bool = true;
     const LOG_PROBS: LogProbColumns = LogProbColumns {
         rollout: true,
         old: true,
