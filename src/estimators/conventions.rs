@@ -1,4 +1,4 @@
-//! `--convention verl|trl|openrlhf|nemo-rl|open-instruct|skyrl`: each framework's grouping
+//! `--convention verl|trl|openrlhf|nemo-rl|open-instruct|skyrl|prime-rl`: each framework's grouping
 //! rule, std flavour, ε and its placement, singleton rule and whitening switch for the
 //! GRPO/RLOO family (`grpo`, `drgrpo`, `grpo_batch_std`, `rloo`, `maxrl`), so that the same
 //! estimator name gives that framework's numbers (`docs/conventions.md` C). Not an estimator
@@ -21,6 +21,7 @@
 //! | nemo-rl | `uid` (or `prompt_ids`, `nemo.group_by`) | leave-one-out sample | `σ + 1e-6` where σ > 0 | 0 | `nemo_rl/algorithms/utils.py` line 104 |
 //! | open-instruct | consecutive n | population | `σ + 1e-8` | 0 | `open_instruct/data_loader.py` 1472–1484 |
 //! | skyrl | `uid` | sample | `σ + 1e-6` | raw s (RLOO: 0) | `skyrl/backends/skyrl_train/utils/ppo_utils.py` 1224–1429 |
+//! | prime-rl | `uid` | none (`s − μ_g`) | — | 0 | `prime_rl/orchestrator/algo/grpo.py` `score_group` (559b447) |
 //!
 //! Everything is computed in f64 and written as f32: the exact answer of each framework's
 //! formula (open-instruct's numpy does the same). For the f32 frameworks the difference is
@@ -57,16 +58,18 @@ pub enum Convention {
     NemoRl,
     OpenInstruct,
     Skyrl,
+    PrimeRl,
 }
 
 impl Convention {
-    pub const ALL: [Convention; 6] = [
+    pub const ALL: [Convention; 7] = [
         Convention::Verl,
         Convention::Trl,
         Convention::Openrlhf,
         Convention::NemoRl,
         Convention::OpenInstruct,
         Convention::Skyrl,
+        Convention::PrimeRl,
     ];
 
     pub fn name(self) -> &'static str {
@@ -77,6 +80,7 @@ impl Convention {
             Convention::NemoRl => "nemo-rl",
             Convention::OpenInstruct => "open-instruct",
             Convention::Skyrl => "skyrl",
+            Convention::PrimeRl => "prime-rl",
         }
     }
 
@@ -88,7 +92,9 @@ impl Convention {
     pub fn consecutive(self) -> bool {
         match self {
             Convention::Trl | Convention::Openrlhf | Convention::OpenInstruct => true,
-            Convention::Verl | Convention::NemoRl | Convention::Skyrl => false,
+            Convention::Verl | Convention::NemoRl | Convention::Skyrl | Convention::PrimeRl => {
+                false
+            }
         }
     }
 
@@ -111,7 +117,8 @@ impl Convention {
             Convention::Verl
             | Convention::Trl
             | Convention::Openrlhf
-            | Convention::OpenInstruct => &[],
+            | Convention::OpenInstruct
+            | Convention::PrimeRl => &[],
         }
     }
 }
@@ -184,6 +191,11 @@ pub enum Rule {
     BatchStd(BatchStdRule),
     /// `maxrl` under the framework's rule.
     Maxrl(MaxrlRule),
+    /// prime-rl's GRPO (`score_group`): `s − μ_g`, never divided by a std whatever
+    /// `norm_adv_by_std_in_grpo` says (prime-rl has no such switch); a singleton gets 0 (its
+    /// own mean). As prime-rl's `iter_trainable_traces`, rows without a valid token stay out
+    /// of μ_g and get 0; NaN scores too (prime-rl's mean would turn the group NaN).
+    PrimeRlMean,
 }
 
 /// A family member's behaviour under one convention: its rule, and the keys it reads there
@@ -421,6 +433,32 @@ fn skyrl_rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
     })
 }
 
+/// prime-rl's GRPO ([`Rule::PrimeRlMean`]): `s − μ_g` over the group's rows with a valid
+/// token and a score; the others get 0.
+fn prime_rl_mean(scores: &[f64], has_tokens: &[bool], grouping: &Grouping) -> Vec<f64> {
+    let counted = |i: usize| has_tokens.get(i).copied().unwrap_or(false) && !scores[i].is_nan();
+    let mut count = vec![0usize; grouping.n_groups];
+    let mut sum = vec![0.0; grouping.n_groups];
+    for (i, &g) in grouping.group_of_row.iter().enumerate() {
+        if counted(i) {
+            count[g] += 1;
+            sum[g] += scores[i];
+        }
+    }
+    grouping
+        .group_of_row
+        .iter()
+        .enumerate()
+        .map(|(i, &g)| {
+            if counted(i) {
+                scores[i] - sum[g] / count[g] as f64
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
 /// Why [`family_scalars`] gives no numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -491,6 +529,7 @@ pub fn family_scalars(
         Rule::TrlRloo => trl_rloo(scores, grouping, opts.trl_normalize_advantages),
         Rule::BatchStd(rule) => grpo_batch_std(scores, grouping, rule),
         Rule::Maxrl(rule) => maxrl(scores, has_tokens, grouping, rule),
+        Rule::PrimeRlMean => prime_rl_mean(scores, has_tokens, grouping),
     })
 }
 
@@ -730,6 +769,46 @@ mod tests {
         );
     }
 
+    // prime-rl's GRPO (`score_group`): s − μ_g, no std whatever norm_adv_by_std_in_grpo
+    // says; a singleton is its own mean (0). T1: μ_a = .5 → [.5, −.5, 0], b alone → 0. The
+    // prime-rl fixture's step 1 group: rewards [1.25, .25, 1, 1.25], μ = .9375 →
+    // [.3125, −.6875, .0625, .3125] (prime-rl's own, expected.json).
+    #[test]
+    fn prime_rl_mean_baseline() {
+        use Convention::PrimeRl;
+        use Estimator::*;
+        let l = ["a", "a", "a", "b"];
+        let s = [1.0, 0.0, 0.5, 0.7];
+        for e in [Grpo, Drgrpo] {
+            assert_close(&run(e, PrimeRl, &s, &l), &[0.5, -0.5, 0.0, 0.0]);
+        }
+        let no_std = family_scalars(Grpo, &opts(PrimeRl), false, &s, &[true; 4], &grouping(&l));
+        assert_close(&no_std.unwrap(), &[0.5, -0.5, 0.0, 0.0]);
+        assert_close(&run(Maxrl, PrimeRl, &s, &l), &[1.0, -1.0, 0.0, 0.0]);
+        assert_close(
+            &run(Grpo, PrimeRl, &eight(), &["g"; 8])[..2],
+            &[0.875, -0.125],
+        );
+        assert_close(
+            &run(Grpo, PrimeRl, &[1.25, 0.25, 1.0, 1.25], &["g"; 4]),
+            &[0.3125, -0.6875, 0.0625, 0.3125],
+        );
+        // rows without a valid token stay out of the mean (iter_trainable_traces), NaN too:
+        // μ = (1 + 0)/2 over the counted rows
+        let a = family_scalars(
+            Grpo,
+            &opts(PrimeRl),
+            true,
+            &[1.0, 0.0, 0.2, f64::NAN],
+            &[true, true, false, true],
+            &grouping(&["a"; 4]),
+        );
+        assert_close(&a.unwrap(), &[0.5, -0.5, 0.0, 0.0]);
+        assert!(check(Rloo, PrimeRl).is_err());
+        assert!(check(GrpoBatchStd, PrimeRl).is_err());
+        assert!(!PrimeRl.consecutive());
+    }
+
     #[test]
     fn openrlhf_refuses_singletons_and_trl_zeroes_them() {
         let g = grouping(&["a"]);
@@ -854,7 +933,7 @@ mod tests {
         use Convention::*;
         use Estimator::*;
         let none: Option<&[&str]> = None;
-        let table: [(Estimator, [Option<&[&str]>; 6]); 5] = [
+        let table: [(Estimator, [Option<&[&str]>; 7]); 5] = [
             (
                 Grpo,
                 [
@@ -869,6 +948,8 @@ mod tests {
                     ]),
                     Some(&["norm_adv_by_std_in_grpo", "group_size"]),
                     Some(&["norm_adv_by_std_in_grpo", "skyrl.advantage_batch_normalize"]),
+                    // listed as the member's own; prime-rl's rule never divides
+                    Some(&["norm_adv_by_std_in_grpo"]),
                 ],
             ),
             (
@@ -880,6 +961,7 @@ mod tests {
                     Some(&["nemo.group_by"]),
                     none,
                     Some(&["skyrl.advantage_batch_normalize"]),
+                    none,
                 ],
             ),
             (
@@ -891,11 +973,20 @@ mod tests {
                     Some(&["nemo.use_leave_one_out_baseline", "nemo.group_by"]),
                     Some(&["group_size"]),
                     Some(&["skyrl.advantage_batch_normalize"]),
+                    Some(&[]),
                 ],
             ),
             (
                 GrpoBatchStd,
-                [Some(&[]), Some(&["group_size"]), none, none, none, none],
+                [
+                    Some(&[]),
+                    Some(&["group_size"]),
+                    none,
+                    none,
+                    none,
+                    none,
+                    none,
+                ],
             ),
             (
                 Maxrl,
@@ -906,12 +997,13 @@ mod tests {
                     none,
                     none,
                     Some(&["skyrl.advantage_batch_normalize"]),
+                    Some(&[]),
                 ],
             ),
         ];
         assert_eq!(
             Convention::ALL,
-            [Verl, Trl, Openrlhf, NemoRl, OpenInstruct, Skyrl]
+            [Verl, Trl, Openrlhf, NemoRl, OpenInstruct, Skyrl, PrimeRl]
         );
         for (e, lists) in table {
             for (c, expected) in Convention::ALL.into_iter().zip(lists) {

@@ -41,6 +41,8 @@ pub const MEMBER: Member = Member {
                 rule: Rule::Nemo(scale),
                 reads: &["nemo.use_leave_one_out_baseline"],
             },
+            // prime-rl's GRPO is already the mean baseline without the std
+            Convention::PrimeRl => Under::rule(Rule::PrimeRlMean),
         })
     },
 };

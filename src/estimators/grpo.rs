@@ -92,6 +92,8 @@ pub const MEMBER: Member = Member {
                 rule: Rule::Nemo(scale),
                 reads: &["nemo.use_leave_one_out_baseline", "nemo.normalize_rewards"],
             },
+            // score_group: reward − group mean, no std; norm_adv_by_std_in_grpo has no say
+            Convention::PrimeRl => Under::rule(Rule::PrimeRlMean),
         })
     },
 };

@@ -101,7 +101,8 @@ pub const MEMBER: Member = Member {
         Convention::Openrlhf
         | Convention::NemoRl
         | Convention::OpenInstruct
-        | Convention::Skyrl => None,
+        | Convention::Skyrl
+        | Convention::PrimeRl => None,
     },
 };
 

@@ -76,12 +76,14 @@ pub fn maxrl(
     }
 }
 
-/// `maxrl` under each convention (`docs/conventions.md` C5): prime-rl's rule under `verl`,
-/// SkyRL's under `skyrl`; the other frameworks have none.
+/// `maxrl` under each convention (`docs/conventions.md` C5): prime-rl's rule under `verl` and
+/// `prime-rl`, SkyRL's under `skyrl`; the other frameworks have none.
 pub const MEMBER: Member = Member {
     reads: &[],
     under: |c| match c {
-        Convention::Verl => Some(Under::rule(Rule::Maxrl(MaxrlRule::PrimeRl))),
+        Convention::Verl | Convention::PrimeRl => {
+            Some(Under::rule(Rule::Maxrl(MaxrlRule::PrimeRl)))
+        }
         Convention::Skyrl => Some(Under::rule(Rule::Maxrl(MaxrlRule::Skyrl))),
         Convention::Trl | Convention::Openrlhf | Convention::NemoRl | Convention::OpenInstruct => {
             None

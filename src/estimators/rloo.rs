@@ -41,7 +41,8 @@ pub const MEMBER: Member = Member {
         }),
         Convention::Openrlhf => Some(Under::rule(Rule::OpenrlhfRloo)),
         Convention::NemoRl => Some(Under::rule(Rule::NemoRloo)),
-        Convention::OpenInstruct => None,
+        // prime-rl has no leave-one-out algorithm
+        Convention::OpenInstruct | Convention::PrimeRl => None,
     },
 };
 

@@ -100,8 +100,8 @@ impl Trainer {
         match self {
             Trainer::Trl => "trl",
             Trainer::NemoRl => "nemo-rl",
-            // prime-rl's GRPO (reward − group mean) until its own convention exists
-            Trainer::PrimeRl => "verl",
+            // prime-rl's GRPO: reward − group mean in float32, no std
+            Trainer::PrimeRl => "prime-rl",
             Trainer::OpenInstruct => "open-instruct",
         }
     }
