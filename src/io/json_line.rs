@@ -59,7 +59,33 @@ impl std::error::Error for SyntaxError {}
 /// The fields of one line, in order (a key given twice keeps its last value, in the place of
 /// its first). The line must hold one JSON object and nothing else but whitespace.
 pub fn parse_object(line: &str) -> Result<Vec<Field<'_>>, SyntaxError> {
-    let mut p = Parser { text: line, pos: 0 };
+    let mut p = Parser {
+        text: line,
+        pos: 0,
+        shallow: false,
+    };
+    p.skip_ws();
+    if p.peek() != Some(b'{') {
+        return Err(p.error("expected a JSON object (`{`)"));
+    }
+    let fields = p.object_fields()?;
+    p.skip_ws();
+    if p.pos != line.len() {
+        return Err(p.error("unexpected text after the object"));
+    }
+    Ok(fields)
+}
+
+/// [`parse_object`]'s top-level fields, but a nested value (an array or object) is only
+/// bracket-matched, not checked: for a first read that needs the fields' kinds of lines a
+/// second read parses fully (the readers of other trainers' dumps). A nested value's syntax
+/// errors are left to that read.
+pub fn parse_object_shallow(line: &str) -> Result<Vec<Field<'_>>, SyntaxError> {
+    let mut p = Parser {
+        text: line,
+        pos: 0,
+        shallow: true,
+    };
     p.skip_ws();
     if p.peek() != Some(b'{') {
         return Err(p.error("expected a JSON object (`{`)"));
@@ -153,7 +179,11 @@ impl Json {
 /// The one element of an array of one element (`[x]`, as NeMo-RL's writer wraps every
 /// value in a batch of one): `x` classified, with its text; `None` for anything else.
 pub fn single_element(raw: &str) -> Option<(JsonValue, &str)> {
-    let mut p = Parser { text: raw, pos: 0 };
+    let mut p = Parser {
+        text: raw,
+        pos: 0,
+        shallow: true,
+    };
     p.skip_ws();
     if p.peek() != Some(b'[') {
         return None;
@@ -174,7 +204,11 @@ pub fn single_element(raw: &str) -> Option<(JsonValue, &str)> {
 
 /// One JSON value (the whole text, surrounding whitespace allowed) as a tree.
 pub fn parse_json(text: &str) -> Result<Json, SyntaxError> {
-    let mut p = Parser { text, pos: 0 };
+    let mut p = Parser {
+        text,
+        pos: 0,
+        shallow: false,
+    };
     p.skip_ws();
     let value = p.tree(1)?;
     p.skip_ws();
@@ -187,6 +221,9 @@ pub fn parse_json(text: &str) -> Result<Json, SyntaxError> {
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
+    /// Find the end of nested values by their brackets only, without checking what is
+    /// inside ([`parse_object_shallow`]).
+    shallow: bool,
 }
 
 /// Nesting deeper than this is refused rather than risk the stack.
@@ -268,6 +305,10 @@ impl<'a> Parser<'a> {
     fn value(&mut self, depth: usize) -> Result<JsonValue, SyntaxError> {
         match self.peek() {
             Some(b'"') => Ok(JsonValue::Str(self.string()?)),
+            Some(b'{' | b'[') if self.shallow => {
+                self.skip_brackets()?;
+                Ok(JsonValue::Json)
+            }
             Some(b'{' | b'[') => {
                 self.skip_nested(depth)?;
                 Ok(JsonValue::Json)
@@ -294,9 +335,27 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// A number by JSON's grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    /// A number (at its first byte), classified and converted.
     fn number(&mut self) -> Result<JsonValue, SyntaxError> {
         let start = self.pos;
+        let integer = self.scan_number()?;
+        let text = &self.text[start..self.pos];
+        if integer && let Ok(i) = text.parse::<i64>() {
+            return Ok(JsonValue::Int(i));
+        }
+        // Rust's parser takes every JSON number (a huge one becomes ±inf, as in Python's
+        // float()).
+        text.parse::<f64>()
+            .map(JsonValue::Float)
+            .map_err(|_| SyntaxError {
+                column: start + 1,
+                message: format!("`{text}` is not a number"),
+            })
+    }
+
+    /// Past a number by JSON's grammar, `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`,
+    /// without converting it (a nested value being skipped); whether it is an integer.
+    fn scan_number(&mut self) -> Result<bool, SyntaxError> {
         let digits = |p: &mut Self| {
             let from = p.pos;
             while matches!(p.peek(), Some(b'0'..=b'9')) {
@@ -330,18 +389,7 @@ impl<'a> Parser<'a> {
                 return Err(self.error("expected a digit in the exponent"));
             }
         }
-        let text = &self.text[start..self.pos];
-        if integer && let Ok(i) = text.parse::<i64>() {
-            return Ok(JsonValue::Int(i));
-        }
-        // Rust's parser takes every JSON number (a huge one becomes ±inf, as in Python's
-        // float()).
-        text.parse::<f64>()
-            .map(JsonValue::Float)
-            .map_err(|_| SyntaxError {
-                column: start + 1,
-                message: format!("`{text}` is not a number"),
-            })
+        Ok(integer)
     }
 
     /// A string (at its opening quote), unescaped.
@@ -484,6 +532,86 @@ impl<'a> Parser<'a> {
         })
     }
 
+    /// Skip one value (at its first byte), checking its syntax without converting numbers or
+    /// building strings: the inside of a nested value a line's reader does not classify.
+    fn skip_value(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        match self.peek() {
+            Some(b'{' | b'[') => self.skip_nested(depth),
+            Some(b'"') => self.skip_string(),
+            Some(b'-' | b'0'..=b'9') if !self.text[self.pos..].starts_with("-Infinity") => {
+                self.scan_number().map(|_| ())
+            }
+            _ => self.value(depth).map(|_| ()),
+        }
+    }
+
+    /// Past a string (at its opening quote), checking its escapes, without unescaping it.
+    fn skip_string(&mut self) -> Result<(), SyntaxError> {
+        self.pos += 1;
+        loop {
+            let rest = &self.bytes()[self.pos..];
+            let Some(stop) = rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            else {
+                self.pos = self.text.len();
+                return Err(self.error("unterminated string"));
+            };
+            self.pos += stop;
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    match self.peek() {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            self.pos += 1
+                        }
+                        Some(b'u') => {
+                            self.pos += 1;
+                            self.hex4()?;
+                        }
+                        None => return Err(self.error("unterminated escape")),
+                        _ => return Err(self.error("invalid escape")),
+                    }
+                }
+                _ => return Err(self.error("control character in a string")),
+            }
+        }
+    }
+
+    /// Past an array or object (at `[` or `{`) by counting its brackets outside strings.
+    fn skip_brackets(&mut self) -> Result<(), SyntaxError> {
+        let bytes = self.bytes();
+        let mut depth = 0usize;
+        let mut i = self.pos;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'[' | b'{' => depth += 1,
+                b']' | b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.pos = i + 1;
+                        return Ok(());
+                    }
+                }
+                b'"' => {
+                    i += 1;
+                    while i < bytes.len() && bytes[i] != b'"' {
+                        // an escape's next byte is never the closing quote
+                        i += if bytes[i] == b'\\' { 2 } else { 1 };
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        self.pos = bytes.len();
+        Err(self.error("unterminated array or object"))
+    }
+
     /// Skip an array or object (at `[` or `{`), checking its syntax.
     fn skip_nested(&mut self, depth: usize) -> Result<(), SyntaxError> {
         if depth > MAX_DEPTH {
@@ -510,7 +638,7 @@ impl<'a> Parser<'a> {
                 self.expect(b':', "expected `:` after the key")?;
                 self.skip_ws();
             }
-            self.value(depth + 1)?;
+            self.skip_value(depth + 1)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -541,6 +669,18 @@ mod tests {
             .into_iter()
             .map(|f| f.value)
             .collect()
+    }
+
+    #[test]
+    fn a_shallow_read_matches_brackets_only() {
+        let line = r#"{"a": [1, "]}", {"b": [2]}], "c": 3.5, "d": [x y]}"#;
+        let f = parse_object_shallow(line).unwrap();
+        assert_eq!(f[0].raw, r#"[1, "]}", {"b": [2]}]"#);
+        assert_eq!((f[1].key.as_str(), &f[1].value), ("c", &Float(3.5)));
+        // the inside is not checked: the full read refuses it
+        assert_eq!(f[2].raw, "[x y]");
+        assert!(parse_object(line).is_err());
+        assert!(parse_object_shallow(r#"{"a": [1, 2"#).is_err());
     }
 
     #[test]

@@ -465,8 +465,12 @@ impl SpoolWriter {
         name: &str,
     ) -> Result<SpoolWriter> {
         let schema = spool_schema(trainer, log_probs, passthrough);
+        // the spool is written once and its chunks are spliced into OUT as they are: fast
+        // compression, no dictionaries (token lists as text are all distinct), no statistics
         let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+            .set_dictionary_enabled(false)
+            .set_statistics_enabled(parquet::file::properties::EnabledStatistics::None)
             .set_max_row_group_row_count(Some(BATCH_ROWS))
             .build();
         let writer = ArrowWriter::try_new(sink, schema.clone(), Some(props))
@@ -555,10 +559,12 @@ pub(crate) trait LineReader {
     }
 }
 
-/// Call `each` with every non-blank line of `files`: the index of its file, its fields parsed,
-/// and where it is ("FILE line N").
+/// Call `each` with every non-blank line of `files`: the index of its file, its fields parsed
+/// (`shallow`: nested values only bracket-matched, `json_line::parse_object_shallow`), and
+/// where it is ("FILE line N").
 fn for_each_line(
     files: &[PathBuf],
+    shallow: bool,
     mut each: impl FnMut(usize, &[json_line::Field<'_>], &str) -> Result<()>,
 ) -> Result<()> {
     let mut buf = Vec::new();
@@ -586,7 +592,12 @@ fn for_each_line(
             if text.trim().is_empty() {
                 continue;
             }
-            let fields = json_line::parse_object(text)
+            let parsed = if shallow {
+                json_line::parse_object_shallow(text)
+            } else {
+                json_line::parse_object(text)
+            };
+            let fields = parsed
                 .map_err(|e| Error::data(format!("{at}: not a JSON object")).with_source(e))?;
             each(index, &fields, &at)?;
         }
@@ -603,7 +614,8 @@ fn spool_jsonl<R: LineReader>(
     name: &str,
 ) -> Result<()> {
     let mut kinds: Vec<(String, FieldKind)> = Vec::new();
-    for_each_line(&input.files, |_, fields, _| {
+    // the kinds only: the second read checks every line in full
+    for_each_line(&input.files, true, |_, fields, _| {
         for f in &passthrough_fields::<R>(fields) {
             let kind = FieldKind::of(&f.value);
             match kinds.iter_mut().find(|(k, _)| *k == f.key) {
@@ -631,7 +643,7 @@ fn spool_jsonl<R: LineReader>(
     let changed = |at: &str| Error::data(format!("{at}: the file changed while advcalc read it"));
     let mut total = 0usize;
     let mut current_file = None;
-    for_each_line(&input.files, |index, fields, at| {
+    for_each_line(&input.files, false, |index, fields, at| {
         if current_file != Some(index) {
             current_file = Some(index);
             let path = &input.files[index];
