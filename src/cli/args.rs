@@ -214,7 +214,8 @@ pub struct AlgoArgs {
     pub no_norm_adv_by_std: bool,
 
     /// Whose numbers the GRPO/RLOO family (grpo, drgrpo, grpo_batch_std, rloo, maxrl) gives:
-    /// verl, trl, openrlhf, nemo-rl, open-instruct or skyrl (algorithm.convention; default verl)
+    /// verl, trl, openrlhf, nemo-rl, open-instruct, skyrl or prime-rl (algorithm.convention;
+    /// default verl, or the trainer's for another trainer's dump)
     #[arg(long, value_name = "NAME")]
     pub convention: Option<String>,
 }
