@@ -550,8 +550,9 @@ pub(crate) trait LineReader {
     /// Called before the lines of each file (`name`: the file in messages).
     fn file(&mut self, path: &Path, name: &str) -> Result<()>;
 
-    /// One line's row; `at` is "FILE line N" for messages.
-    fn row(&mut self, fields: &[json_line::Field<'_>], at: &str) -> Result<DumpRow>;
+    /// One line's row, in file order; `at` is "FILE line N" for messages. The line's nested
+    /// values were parsed ahead, on any thread ([`Line`], [`field_tree`]).
+    fn row(&mut self, fields: &Line<'_>, at: &str) -> Result<DumpRow>;
 
     /// Notes on what the reader assumed, after the last line.
     fn notes(&self) -> Vec<String> {
@@ -559,14 +560,18 @@ pub(crate) trait LineReader {
     }
 }
 
-/// Call `each` with every non-blank line of `files`: the index of its file, its fields parsed
-/// (`shallow`: nested values only bracket-matched, `json_line::parse_object_shallow`), and
-/// where it is ("FILE line N").
-fn for_each_line(
-    files: &[PathBuf],
-    shallow: bool,
-    mut each: impl FnMut(usize, &[json_line::Field<'_>], &str) -> Result<()>,
-) -> Result<()> {
+/// One non-blank line of a dump file.
+struct RawLine {
+    /// The index of its file.
+    file: usize,
+    /// "FILE line N", for messages.
+    at: String,
+    text: String,
+}
+
+/// Call `each` with the non-blank lines of `files`, in order, up to `BATCH_ROWS` at a time.
+fn for_each_chunk(files: &[PathBuf], mut each: impl FnMut(&[RawLine]) -> Result<()>) -> Result<()> {
+    let mut chunk: Vec<RawLine> = Vec::with_capacity(BATCH_ROWS);
     let mut buf = Vec::new();
     for (index, path) in files.iter().enumerate() {
         let file = path.display().to_string();
@@ -583,26 +588,83 @@ fn for_each_line(
                 break;
             }
             line += 1;
-            if line.is_multiple_of(BATCH_ROWS) {
-                crate::interrupt::check()?;
-            }
             let at = format!("{file} line {line}");
-            let text = std::str::from_utf8(&buf)
-                .map_err(|e| Error::data(format!("{at}: not valid UTF-8")).with_source(e))?;
+            let text = String::from_utf8(std::mem::take(&mut buf)).map_err(|e| {
+                Error::data(format!("{at}: not valid UTF-8")).with_source(e.utf8_error())
+            })?;
             if text.trim().is_empty() {
                 continue;
             }
-            let parsed = if shallow {
-                json_line::parse_object_shallow(text)
-            } else {
-                json_line::parse_object(text)
-            };
-            let fields = parsed
-                .map_err(|e| Error::data(format!("{at}: not a JSON object")).with_source(e))?;
-            each(index, &fields, &at)?;
+            chunk.push(RawLine {
+                file: index,
+                at,
+                text,
+            });
+            if chunk.len() == BATCH_ROWS {
+                crate::interrupt::check()?;
+                each(&chunk)?;
+                chunk.clear();
+            }
         }
     }
+    if !chunk.is_empty() {
+        each(&chunk)?;
+    }
     Ok(())
+}
+
+/// One line's top-level fields, with the trees of its nested values parsed ahead (on the
+/// thread that parsed the line): what a [`LineReader`] reads, through [`field_tree`] and
+/// [`required`]. It derefs to the fields.
+pub(crate) struct Line<'a> {
+    fields: Vec<json_line::Field<'a>>,
+    /// The parsed tree of each nested field, by index; taken by the first `field_tree`.
+    trees: std::cell::RefCell<
+        Vec<Option<std::result::Result<json_line::Json, json_line::SyntaxError>>>,
+    >,
+}
+
+impl<'a> Line<'a> {
+    /// The line's fields, and the trees of its nested values.
+    fn parsed(fields: Vec<json_line::Field<'a>>) -> Self {
+        let trees = fields
+            .iter()
+            .map(|f| (f.value == json_line::JsonValue::Json).then(|| json_line::parse_json(f.raw)))
+            .collect();
+        Line {
+            fields,
+            trees: std::cell::RefCell::new(trees),
+        }
+    }
+}
+
+impl<'a> From<Vec<json_line::Field<'a>>> for Line<'a> {
+    /// The fields alone: trees are parsed when asked for.
+    fn from(fields: Vec<json_line::Field<'a>>) -> Self {
+        let n = fields.len();
+        Line {
+            fields,
+            trees: std::cell::RefCell::new((0..n).map(|_| None).collect()),
+        }
+    }
+}
+
+impl<'a> std::ops::Deref for Line<'a> {
+    type Target = [json_line::Field<'a>];
+
+    fn deref(&self) -> &Self::Target {
+        &self.fields
+    }
+}
+
+/// A line parsed on a worker thread: its fields for the reader, or the line's error.
+fn parse_line(raw: &RawLine, shallow: bool) -> Result<Vec<json_line::Field<'_>>> {
+    let parsed = if shallow {
+        json_line::parse_object_shallow(&raw.text)
+    } else {
+        json_line::parse_object(&raw.text)
+    };
+    parsed.map_err(|e| Error::data(format!("{}: not a JSON object", raw.at)).with_source(e))
 }
 
 /// Spool a JSONL dump: a first read finds the fields' kinds (the passthrough columns), a
@@ -613,14 +675,26 @@ fn spool_jsonl<R: LineReader>(
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<()> {
+    use rayon::prelude::*;
     let mut kinds: Vec<(String, FieldKind)> = Vec::new();
-    // the kinds only: the second read checks every line in full
-    for_each_line(&input.files, true, |_, fields, _| {
-        for f in &passthrough_fields::<R>(fields) {
-            let kind = FieldKind::of(&f.value);
-            match kinds.iter_mut().find(|(k, _)| *k == f.key) {
-                Some((_, k)) => *k = k.merge(kind),
-                None => kinds.push((f.key.clone(), kind)),
+    // the kinds only (nested values bracket-matched): the second read checks every line
+    for_each_chunk(&input.files, |chunk| {
+        let lines: Vec<Result<Vec<(String, FieldKind)>>> = chunk
+            .par_iter()
+            .map(|raw| {
+                let fields = parse_line(raw, true)?;
+                Ok(passthrough_fields::<R>(&fields)
+                    .into_iter()
+                    .map(|f| (f.key, FieldKind::of(&f.value)))
+                    .collect())
+            })
+            .collect();
+        for line in lines {
+            for (key, kind) in line? {
+                match kinds.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, k)) => *k = k.merge(kind),
+                    None => kinds.push((key, kind)),
+                }
             }
         }
         Ok(())
@@ -634,56 +708,76 @@ fn spool_jsonl<R: LineReader>(
         .iter()
         .map(|(k, kind)| Field::new(passthrough_name(k), kind.data_type(), true))
         .collect();
-    let mut writer = SpoolWriter::new(sink, input.trainer, R::LOG_PROBS, passthrough, name)?;
+    let writer = SpoolWriter::new(sink, input.trainer, R::LOG_PROBS, passthrough, name)?;
+    // the spool is encoded and compressed on its own thread while the next lines are parsed
+    let (send, receive) = std::sync::mpsc::sync_channel::<(Vec<DumpRow>, Vec<ArrayRef>)>(2);
+    let encoder = std::thread::spawn(move || -> Result<()> {
+        let mut writer = writer;
+        for (rows, passthrough) in receive {
+            writer.write(&rows, passthrough)?;
+        }
+        writer.close()
+    });
     let mut builders: Vec<FieldBuilder> = kinds
         .iter()
         .map(|&(_, kind)| FieldBuilder::new(kind))
         .collect();
-    let mut rows: Vec<DumpRow> = Vec::with_capacity(BATCH_ROWS);
+    let mut rows: Vec<DumpRow> = Vec::new();
     let changed = |at: &str| Error::data(format!("{at}: the file changed while advcalc read it"));
     let mut total = 0usize;
     let mut current_file = None;
-    for_each_line(&input.files, false, |index, fields, at| {
-        if current_file != Some(index) {
-            current_file = Some(index);
-            let path = &input.files[index];
-            reader.file(path, &path.display().to_string())?;
-        }
-        rows.push(reader.row(fields, at)?);
-        let fields = passthrough_fields::<R>(fields);
-        let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
-        for f in &fields {
-            let &i = position.get(f.key.as_str()).ok_or_else(|| changed(at))?;
-            slots[i] = Some(f);
-        }
-        for (builder, slot) in builders.iter_mut().zip(slots) {
-            if !builder.append(slot) {
-                return Err(changed(at));
+    let read = for_each_chunk(&input.files, |chunk| {
+        // parsing (the lines' fields and nested values) on every thread; the reader's state,
+        // the passthrough columns and errors in file order
+        let parsed: Vec<Result<(Line<'_>, Vec<json_line::Field<'_>>)>> = chunk
+            .par_iter()
+            .map(|raw| {
+                let fields = parse_line(raw, false)?;
+                let passthrough = passthrough_fields::<R>(&fields);
+                Ok((Line::parsed(fields), passthrough))
+            })
+            .collect();
+        for (raw, line) in chunk.iter().zip(parsed) {
+            let (line, passthrough) = line?;
+            let at = raw.at.as_str();
+            if current_file != Some(raw.file) {
+                current_file = Some(raw.file);
+                let path = &input.files[raw.file];
+                reader.file(path, &path.display().to_string())?;
             }
+            rows.push(reader.row(&line, at)?);
+            let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
+            for f in &passthrough {
+                let &i = position.get(f.key.as_str()).ok_or_else(|| changed(at))?;
+                slots[i] = Some(f);
+            }
+            for (builder, slot) in builders.iter_mut().zip(slots) {
+                if !builder.append(slot) {
+                    return Err(changed(at));
+                }
+            }
+            total += 1;
         }
-        total += 1;
-        if rows.len() == BATCH_ROWS {
-            writer.write(
-                &rows,
-                builders.iter_mut().map(FieldBuilder::finish).collect(),
-            )?;
-            rows.clear();
-        }
+        let batch = (
+            std::mem::take(&mut rows),
+            builders.iter_mut().map(FieldBuilder::finish).collect(),
+        );
+        // a closed channel: the encoder failed, and says why below
+        let _ = send.send(batch);
         Ok(())
-    })?;
+    });
+    drop(send);
+    let encoded = encoder
+        .join()
+        .map_err(|_| Error::data(format!("{name}: the spool's encoder failed")))?;
+    read?;
+    encoded?;
     if total == 0 {
         return Err(Error::data(format!(
             "{name}: the {} dump has no rows",
             input.trainer.title()
         )));
     }
-    if !rows.is_empty() {
-        writer.write(
-            &rows,
-            builders.iter_mut().map(FieldBuilder::finish).collect(),
-        )?;
-    }
-    writer.close()?;
     input.rows = total;
     input.notes.extend(reader.notes());
     Ok(())
@@ -739,21 +833,23 @@ pub(crate) fn int_list(v: &json_line::Json, at: &str, what: &str) -> Result<Vec<
 
 /// A top-level field parsed as a tree; `None` when the line lacks it.
 pub(crate) fn field_tree(
-    fields: &[json_line::Field<'_>],
+    fields: &Line<'_>,
     key: &str,
     at: &str,
 ) -> Result<Option<json_line::Json>> {
-    match fields.iter().find(|f| f.key == key) {
-        None => Ok(None),
-        Some(f) => json_line::parse_json(f.raw)
-            .map(Some)
-            .map_err(|e| Error::data(format!("{at}: `{key}` is not JSON")).with_source(e)),
-    }
+    let Some(i) = fields.iter().position(|f| f.key == key) else {
+        return Ok(None);
+    };
+    // parsed ahead when the line was, else now
+    let ahead = fields.trees.borrow_mut().get_mut(i).and_then(Option::take);
+    let tree = ahead.unwrap_or_else(|| json_line::parse_json(fields[i].raw));
+    tree.map(Some)
+        .map_err(|e| Error::data(format!("{at}: `{key}` is not JSON")).with_source(e))
 }
 
 /// A required top-level field parsed as a tree.
 pub(crate) fn required(
-    fields: &[json_line::Field<'_>],
+    fields: &Line<'_>,
     key: &str,
     at: &str,
     trainer: Trainer,

@@ -29,10 +29,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::io::json_line::{self, Json};
+use crate::io::json_line::Json;
 use crate::io::trainers::{
-    DumpRow, LineReader, LogProbColumns, Trainer, field_tree, find_files, float_list, int_list,
-    number_after, required,
+    DumpRow, Line, LineReader, LogProbColumns, Trainer, field_tree, find_files, float_list,
+    int_list, number_after, required,
 };
 
 const PREFIX: &str = "train_data_step";
@@ -101,7 +101,7 @@ fn unbatch(v: Json, key: &str, at: &str) -> Result<Json> {
     }
 }
 
-fn field(fields: &[json_line::Field<'_>], key: &str, at: &str) -> Result<Json> {
+fn field(fields: &Line<'_>, key: &str, at: &str) -> Result<Json> {
     unbatch(required(fields, key, at, Trainer::NemoRl)?, key, at)
 }
 
@@ -128,7 +128,7 @@ impl LineReader for Reader {
         Ok(())
     }
 
-    fn row(&mut self, fields: &[json_line::Field<'_>], at: &str) -> Result<DumpRow> {
+    fn row(&mut self, fields: &Line<'_>, at: &str) -> Result<DumpRow> {
         let score = number(&field(fields, "rewards", at)?, "rewards", at)?;
         let key = "input_lengths";
         let length = field(fields, key, at)?;
@@ -275,7 +275,7 @@ mod tests {
 
     fn read(reader: &mut Reader, text: &str, at: &str) -> Result<DumpRow> {
         let fields = json_line::parse_object(text).unwrap();
-        reader.row(&fields, at)
+        reader.row(&Line::from(fields), at)
     }
 
     fn reader(step: &str) -> Reader {

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::io::json_line;
 use crate::io::trainers::{
-    DumpRow, LineReader, LogProbColumns, Trainer, find_files, float_list, int_list, required,
+    DumpRow, Line, LineReader, LogProbColumns, Trainer, find_files, float_list, int_list, required,
 };
 
 /// The shards at `path` (one shard, or a directory holding a run's shards), in shard order.
@@ -180,14 +180,14 @@ impl Reader {
 }
 
 /// A required integer field.
-fn int(fields: &[json_line::Field<'_>], key: &str, at: &str) -> Result<i64> {
+fn int(fields: &Line<'_>, key: &str, at: &str) -> Result<i64> {
     let v = required(fields, key, at, Trainer::OpenInstruct)?;
     v.as_i64()
         .ok_or_else(|| Error::data(format!("{at}: `{key}` is {}, not an integer", v.kind())))
 }
 
 /// A required number field (a bare NaN included).
-fn number(fields: &[json_line::Field<'_>], key: &str, at: &str) -> Result<f64> {
+fn number(fields: &Line<'_>, key: &str, at: &str) -> Result<f64> {
     let v = required(fields, key, at, Trainer::OpenInstruct)?;
     v.as_f64()
         .ok_or_else(|| Error::data(format!("{at}: `{key}` is {}, not a number", v.kind())))
@@ -204,7 +204,7 @@ impl LineReader for Reader {
         Ok(())
     }
 
-    fn row(&mut self, fields: &[json_line::Field<'_>], at: &str) -> Result<DumpRow> {
+    fn row(&mut self, fields: &Line<'_>, at: &str) -> Result<DumpRow> {
         let step = int(fields, "step", at)?;
         let sample = int(fields, "sample_idx", at)?;
         let prompt = int(fields, "prompt_idx", at)?;
@@ -272,7 +272,7 @@ mod tests {
 
     fn read(reader: &mut Reader, text: &str, at: &str) -> Result<DumpRow> {
         let fields = json_line::parse_object(text).expect("valid line");
-        reader.row(&fields, at)
+        reader.row(&Line::from(fields), at)
     }
 
     #[test]

@@ -25,10 +25,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::io::json_line::{self, Json};
+use crate::io::json_line::Json;
 use crate::io::trainers::{
-    DumpRow, LineReader, LogProbColumns, Trainer, field_tree, find_files, float_list, int_list,
-    number_after, required,
+    DumpRow, Line, LineReader, LogProbColumns, Trainer, field_tree, find_files, float_list,
+    int_list, number_after, required,
 };
 
 /// The file name of the older layout (`rollouts/step_N/train_rollouts.jsonl`).
@@ -142,7 +142,7 @@ impl LineReader for Reader {
         Ok(())
     }
 
-    fn row(&mut self, fields: &[json_line::Field<'_>], at: &str) -> Result<DumpRow> {
+    fn row(&mut self, fields: &Line<'_>, at: &str) -> Result<DumpRow> {
         let trainer = Trainer::PrimeRl;
         let traces = required(fields, "traces", at, trainer)?;
         let traces = traces.as_array().ok_or_else(|| {
@@ -418,7 +418,7 @@ mod tests {
             step: Some(3),
             ..Default::default()
         };
-        r.row(&fields, "f.jsonl line 7")
+        r.row(&Line::from(fields), "f.jsonl line 7")
     }
 
     const NODES: &str = r#"[
@@ -525,7 +525,12 @@ mod tests {
             ..Default::default()
         };
         for n in 1..=2 {
-            assert_eq!(r.row(&fields, &format!("f line {n}")).unwrap().step, 3);
+            assert_eq!(
+                r.row(&Line::from(fields.clone()), &format!("f line {n}"))
+                    .unwrap()
+                    .step,
+                3
+            );
         }
         let notes = r.notes();
         assert_eq!(notes.len(), 1);
