@@ -274,7 +274,7 @@ mod tests {
     }
 
     fn read(reader: &mut Reader, text: &str, at: &str) -> Result<DumpRow> {
-        let fields = json_line::parse_object(text).unwrap();
+        let fields = crate::io::json_line::parse_object(text).unwrap();
         reader.row(&Line::from(fields), at)
     }
 

@@ -413,7 +413,7 @@ mod tests {
     use super::*;
 
     fn row(line: &str) -> Result<DumpRow> {
-        let fields = json_line::parse_object(line).unwrap();
+        let fields = crate::io::json_line::parse_object(line).unwrap();
         let mut r = Reader {
             step: Some(3),
             ..Default::default()
@@ -519,7 +519,7 @@ mod tests {
     #[test]
     fn a_dispatch_step_other_than_the_directorys_is_noted_once() {
         let line = episode(&format!("[{}]", trace(NODES))).replace("\"step\":3", "\"step\":2");
-        let fields = json_line::parse_object(&line).unwrap();
+        let fields = crate::io::json_line::parse_object(&line).unwrap();
         let mut r = Reader {
             step: Some(3),
             ..Default::default()
