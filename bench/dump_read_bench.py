@@ -192,14 +192,22 @@ def main() -> None:
             times[name].append(timed(cmd))
     print(f"rows {args.rows}, steps {args.steps}, response tokens {args.tokens}, "
           f"rounds {args.rounds}, {os.cpu_count()} CPUs")
-    print("| format | size (MiB) | wall median (s) | µs per row | per row vs verl JSONL |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| format | size (MiB) | wall median (s) | µs per row | per row vs verl JSONL "
+          "| ms per MiB | per MiB vs verl JSONL |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    def mib(name: str) -> float:
+        return sum(f.stat().st_size for f in inputs[name].rglob("*") if f.is_file()) / 2**20
+
     base = statistics.median(times["verl JSONL"]) if "verl JSONL" in times else None
+    base_mib = base / mib("verl JSONL") if base else None
     for name in names:
         m = statistics.median(times[name])
-        size = sum(f.stat().st_size for f in inputs[name].rglob("*") if f.is_file()) / 2**20
+        size = mib(name)
         ratio = f"{m / base:.2f}" if base else "-"
-        print(f"| {name} | {size:.1f} | {m:.3f} | {m / args.rows * 1e6:.1f} | {ratio} |")
+        per_mib = m / size
+        ratio_mib = f"{per_mib / base_mib:.2f}" if base_mib else "-"
+        print(f"| {name} | {size:.1f} | {m:.3f} | {m / args.rows * 1e6:.1f} | {ratio} "
+              f"| {per_mib * 1e3:.1f} | {ratio_mib} |")
 
 
 if __name__ == "__main__":
