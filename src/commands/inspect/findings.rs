@@ -359,7 +359,7 @@ pub fn warnings(r: &StepReport, convention: Convention) -> Vec<Warning> {
         warn(
             "non_finite_values",
             format!(
-                "non-finite values ({}): verl carries them into every group and batch statistic; advcalc run refuses them unless --allow-nonfinite",
+                "non-finite values ({}): verl carries them into every group and batch statistic; advcalc run refuses them in the columns its configuration reads unless --allow-nonfinite",
                 bad.join("; ")
             ),
         );
