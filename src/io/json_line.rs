@@ -59,21 +59,7 @@ impl std::error::Error for SyntaxError {}
 /// The fields of one line, in order (a key given twice keeps its last value, in the place of
 /// its first). The line must hold one JSON object and nothing else but whitespace.
 pub fn parse_object(line: &str) -> Result<Vec<Field<'_>>, SyntaxError> {
-    let mut p = Parser {
-        text: line,
-        pos: 0,
-        shallow: false,
-    };
-    p.skip_ws();
-    if p.peek() != Some(b'{') {
-        return Err(p.error("expected a JSON object (`{`)"));
-    }
-    let fields = p.object_fields()?;
-    p.skip_ws();
-    if p.pos != line.len() {
-        return Err(p.error("unexpected text after the object"));
-    }
-    Ok(fields)
+    object(line, false)
 }
 
 /// [`parse_object`]'s top-level fields, but a nested value (an array or object) is only
@@ -81,10 +67,14 @@ pub fn parse_object(line: &str) -> Result<Vec<Field<'_>>, SyntaxError> {
 /// second read parses fully (the readers of other trainers' dumps). A nested value's syntax
 /// errors are left to that read.
 pub fn parse_object_shallow(line: &str) -> Result<Vec<Field<'_>>, SyntaxError> {
+    object(line, true)
+}
+
+fn object(line: &str, shallow: bool) -> Result<Vec<Field<'_>>, SyntaxError> {
     let mut p = Parser {
         text: line,
         pos: 0,
-        shallow: true,
+        shallow,
     };
     p.skip_ws();
     if p.peek() != Some(b'{') {
