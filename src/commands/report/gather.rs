@@ -234,6 +234,10 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     )?;
 
     let mut report = inspection.finish(input, tallies);
+    if let Some(dump) = opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
+        // what the dump's reader assumed, as inspect shows it
+        report.notes.splice(0..0, dump.notes.iter().cloned());
+    }
     let first_name = first.algorithm.adv_estimator.name();
     inspect::add_advantages(
         &mut report,
