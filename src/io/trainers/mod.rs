@@ -625,16 +625,26 @@ pub(crate) struct Line<'a> {
 }
 
 impl<'a> Line<'a> {
-    /// The line's fields, and the trees of its nested values.
-    fn parsed(fields: Vec<json_line::Field<'a>>) -> Self {
+    /// The line's fields (read shallow: nested values only bracket-matched), and the trees of
+    /// its nested values, which checks them in full; `Err` names the first that is not JSON.
+    fn parsed(
+        fields: Vec<json_line::Field<'a>>,
+    ) -> std::result::Result<Self, (String, json_line::SyntaxError)> {
         let trees = fields
             .iter()
             .map(|f| (f.value == json_line::JsonValue::Json).then(|| json_line::parse_json(f.raw)))
-            .collect();
-        Line {
+            .collect::<Vec<_>>();
+        if let Some((i, Some(Err(e)))) = trees
+            .iter()
+            .enumerate()
+            .find(|(_, t)| matches!(t, Some(Err(_))))
+        {
+            return Err((fields[i].key.clone(), e.clone()));
+        }
+        Ok(Line {
             fields,
             trees: std::cell::RefCell::new(trees),
-        }
+        })
     }
 }
 
@@ -732,9 +742,14 @@ fn spool_jsonl<R: LineReader>(
         let parsed: Vec<Result<(Line<'_>, Vec<json_line::Field<'_>>)>> = chunk
             .par_iter()
             .map(|raw| {
-                let fields = parse_line(raw, false)?;
+                // the top level checked here, the nested values by their trees
+                let fields = parse_line(raw, true)?;
                 let passthrough = passthrough_fields::<R>(&fields);
-                Ok((Line::parsed(fields), passthrough))
+                let line = Line::parsed(fields).map_err(|(key, e)| {
+                    // the column counts within the field's value
+                    Error::data(format!("{}: `{key}` is not JSON", raw.at)).with_source(e)
+                })?;
+                Ok((line, passthrough))
             })
             .collect();
         for (raw, line) in chunk.iter().zip(parsed) {
@@ -908,6 +923,15 @@ mod tests {
         );
         assert_eq!(of("run1_metadata.jsonl"), None);
         assert_eq!(of("12.jsonl"), None);
+    }
+
+    #[test]
+    fn a_nested_value_that_is_not_json_is_named() {
+        let fields = json_line::parse_object_shallow(r#"{"a": 1, "b": [1, x]}"#).unwrap();
+        let Err((key, e)) = Line::parsed(fields) else {
+            panic!("a bad nested value is refused")
+        };
+        assert_eq!((key.as_str(), e.column), ("b", 5));
     }
 
     #[test]
