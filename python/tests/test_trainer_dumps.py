@@ -52,3 +52,27 @@ def test_input_format_names_the_trainer(tmp_path: Path) -> None:
     table = advcalc.compute(one, set=WEIGHTS, input_format="trl")
     got = [row[0] for row in table.column("advantages").to_pylist()]
     assert got == pytest.approx(trl_advantages()[12:24], abs=1e-6)
+
+
+DUMPS = TRL.parents[1]
+
+
+@pytest.mark.parametrize(
+    "run, settings",
+    [
+        ("nemo-rl/run1", []),
+        ("prime-rl/run1", []),
+        ("open-instruct/run1", []),
+        ("trl/run_chat", WEIGHTS),
+    ],
+)
+def test_every_trainers_dump_reads_from_python_as_from_the_cli(run: str, settings: list) -> None:
+    """Each trainer's fixture (written by its own writer): the logged advantages are
+    recomputed within float32 rounding, the same report as the CLI's."""
+    src = DUMPS / run
+    report = advcalc.inspect(src, set=settings or None)
+    check = report["logged_advantages"]
+    assert check["compared"] == check["rows"] > 0
+    assert check["differing"] == 0, check
+    args = ["inspect", "--json", str(src)] + [a for s in settings for a in ("--set", s)]
+    assert cli_json(*args)["logged_advantages"] == check
