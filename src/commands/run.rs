@@ -168,12 +168,16 @@ pub fn run_with(
     if !is_stdio(&opts.output) {
         check_destination(&opts.output, opts.force)?;
     }
-    let opened = Input::open(
-        &opts.input,
-        opts.input_format,
-        opts.allow_nonfinite,
-        &config.dump_options(),
-    )?;
+    let pool = thread_pool(opts.threads)?;
+    // within the pool: a trainer dump's reader parses on its threads
+    let opened = pool.install(|| {
+        Input::open(
+            &opts.input,
+            opts.input_format,
+            opts.allow_nonfinite,
+            &config.dump_options(),
+        )
+    })?;
     let input = &opened.parquet;
     let engine = Engine::new(config, input.schema(), input.name())?
         .with_layout(opts.layout)
@@ -192,7 +196,7 @@ pub fn run_with(
         ),
     };
     let provenance = provenance(config, opts, input);
-    let summary = thread_pool(opts.threads)?.install(|| {
+    let summary = pool.install(|| {
         Passes {
             opts,
             job: engine.job(),

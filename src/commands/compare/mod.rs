@@ -78,7 +78,9 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
         .first()
         .map(|v| v.config.dump_options())
         .unwrap_or_default();
-    let opened = input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump)?;
+    // within a pool of --threads: a trainer dump's reader parses on its threads
+    let opened = thread_pool(opts.threads)?
+        .install(|| input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump))?;
     let input = &opened.dataset;
     let collected = collect(variants, input, opts)?;
     let mut comparison = summarise(variants, collected, &input.name, opts.correct_above);

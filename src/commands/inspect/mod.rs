@@ -107,14 +107,17 @@ pub(crate) const PROVENANCE_PREFIX: &str = "advcalc.";
 /// # Ok::<(), advcalc::Error>(())
 /// ```
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
-    let opened = input::open(&opts.input, opts.input_format, true, &config.dump_options())?;
+    let pool = thread_pool(opts.threads)?;
+    // within the pool: a trainer dump's reader parses on its threads
+    let opened =
+        pool.install(|| input::open(&opts.input, opts.input_format, true, &config.dump_options()))?;
     let input = &opened.dataset;
     let inspection = Inspection::new(config, input, opts.layout)?;
     let projection = inspection.projection();
     let units = input.units();
     let progress = Progress::new(input.rows() as u64, opts.progress);
     progress.pass("inspecting");
-    let partials = thread_pool(opts.threads)?.install(|| {
+    let partials = pool.install(|| {
         (0..units.len())
             .into_par_iter()
             .map(|u| {

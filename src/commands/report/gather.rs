@@ -91,12 +91,15 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     if variants.is_empty() {
         return Err(Error::usage("report needs at least one estimator"));
     }
-    let opened = input::open(
-        &opts.read.input,
-        opts.read.input_format,
-        opts.read.allow_nonfinite,
-        &variants[0].config.dump_options(),
-    )?;
+    // within a pool of --threads: a trainer dump's reader parses on its threads
+    let opened = thread_pool(opts.read.threads)?.install(|| {
+        input::open(
+            &opts.read.input,
+            opts.read.input_format,
+            opts.read.allow_nonfinite,
+            &variants[0].config.dump_options(),
+        )
+    })?;
     let input = &opened.dataset;
     let rows = input.rows();
     if let Some(&bad) = opts.rows.iter().find(|&&r| r >= rows) {
