@@ -224,6 +224,20 @@ fn bad_dumps_are_one_line_errors() {
         "{}",
         stderr(&done)
     );
+    // a trainer's format is input only
+    let done = advcalc()
+        .arg("run")
+        .arg(fixture("run1"))
+        .arg(dir.path().join("o.x"))
+        .args(["--output-format", "trl"])
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(2), "{}", stderr(&done));
+    assert!(
+        stderr(&done).contains("not a TRL dump"),
+        "{}",
+        stderr(&done)
+    );
     // a file that is not TRL's
     let bad = dir.path().join("completions");
     std::fs::create_dir(&bad).unwrap();

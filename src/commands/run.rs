@@ -151,9 +151,13 @@ pub fn run_with(
         .with_hint("rerun a single file without --resume (with --force to overwrite OUT)"));
     }
     let out_format = Format::of(&opts.output, opts.output_format);
-    if out_format == Format::Jsonl {
+    if let Format::Jsonl | Format::Trainer(_) = out_format {
+        let what = match out_format {
+            Format::Trainer(t) => format!("a {} dump", t.title()),
+            _ => "JSONL".to_string(),
+        };
         return Err(Error::usage(format!(
-            "{}: advcalc writes Parquet or Arrow IPC, not JSONL",
+            "{}: advcalc writes Parquet or Arrow IPC, not {what}",
             opts.output.display()
         ))
         .with_hint("name OUT .parquet or .arrow (or pass --output-format)"));
