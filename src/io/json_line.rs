@@ -254,6 +254,19 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// An object's key (at its opening quote) and the `:` after it, with the whitespace
+    /// around that.
+    fn key(&mut self) -> Result<String, SyntaxError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.error("expected a key in double quotes"));
+        }
+        let key = self.string()?;
+        self.skip_ws();
+        self.expect(b':', "expected `:` after the key")?;
+        self.skip_ws();
+        Ok(key)
+    }
+
     /// The top-level object's fields (at `{`).
     fn object_fields(&mut self) -> Result<Vec<Field<'a>>, SyntaxError> {
         self.pos += 1;
@@ -265,13 +278,7 @@ impl<'a> Parser<'a> {
         }
         loop {
             self.skip_ws();
-            if self.peek() != Some(b'"') {
-                return Err(self.error("expected a key in double quotes"));
-            }
-            let key = self.string()?;
-            self.skip_ws();
-            self.expect(b':', "expected `:` after the key")?;
-            self.skip_ws();
+            let key = self.key()?;
             let start = self.pos;
             let value = self.value(1)?;
             let raw = &self.text[start..self.pos];
@@ -484,14 +491,7 @@ impl<'a> Parser<'a> {
             loop {
                 self.skip_ws();
                 let key = if open == b'{' {
-                    if self.peek() != Some(b'"') {
-                        return Err(self.error("expected a key in double quotes"));
-                    }
-                    let key = self.string()?;
-                    self.skip_ws();
-                    self.expect(b':', "expected `:` after the key")?;
-                    self.skip_ws();
-                    Some(key)
+                    Some(self.key()?)
                 } else {
                     None
                 };
@@ -620,13 +620,7 @@ impl<'a> Parser<'a> {
         loop {
             self.skip_ws();
             if open == b'{' {
-                if self.peek() != Some(b'"') {
-                    return Err(self.error("expected a key in double quotes"));
-                }
-                self.string()?;
-                self.skip_ws();
-                self.expect(b':', "expected `:` after the key")?;
-                self.skip_ws();
+                self.key()?;
             }
             self.skip_value(depth + 1)?;
             self.skip_ws();

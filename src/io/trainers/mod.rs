@@ -818,29 +818,30 @@ fn passthrough_fields<'a, R: LineReader>(
 
 /// A JSON field's value as a list of floats (`at`, `what`: for the message).
 pub(crate) fn float_list(v: &json_line::Json, at: &str, what: &str) -> Result<Vec<f64>> {
-    let items = v
-        .as_array()
-        .ok_or_else(|| Error::data(format!("{at}: `{what}` is {}, not a list", v.kind())))?;
-    items
-        .iter()
-        .map(|x| {
-            x.as_f64().ok_or_else(|| {
-                Error::data(format!("{at}: `{what}` holds {}, not a number", x.kind()))
-            })
-        })
-        .collect()
+    list(v, at, what, json_line::Json::as_f64, "a number")
 }
 
 /// A JSON field's value as a list of integers.
 pub(crate) fn int_list(v: &json_line::Json, at: &str, what: &str) -> Result<Vec<i64>> {
+    list(v, at, what, json_line::Json::as_i64, "an integer")
+}
+
+/// A JSON list's items, each converted by `item` (`expected` names what it takes).
+fn list<T>(
+    v: &json_line::Json,
+    at: &str,
+    what: &str,
+    item: fn(&json_line::Json) -> Option<T>,
+    expected: &str,
+) -> Result<Vec<T>> {
     let items = v
         .as_array()
         .ok_or_else(|| Error::data(format!("{at}: `{what}` is {}, not a list", v.kind())))?;
     items
         .iter()
         .map(|x| {
-            x.as_i64().ok_or_else(|| {
-                Error::data(format!("{at}: `{what}` holds {}, not an integer", x.kind()))
+            item(x).ok_or_else(|| {
+                Error::data(format!("{at}: `{what}` holds {}, not {expected}", x.kind()))
             })
         })
         .collect()
