@@ -989,3 +989,21 @@ fn strips_prefer_rows_with_tool_spans_or_rejected_tokens_and_say_why() {
     );
     assert!(why(100).contains("rejected token"), "{}", why(100));
 }
+
+/// Another trainer's dump (NeMo-RL's own writer, fixtures/trainers/dumps): the page shows the
+/// check of the logged advantages with inspect's numbers, and every number on it is a
+/// command's.
+#[test]
+fn a_trainer_dump_shows_the_check_of_its_logged_advantages() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trainers/dumps/nemo-rl/run1");
+    let input = input.to_str().unwrap();
+    let page = report(dir.path(), &["-e", "grpo,drgrpo", input]);
+    assert!(
+        page.contains("<h3>Logged advantages</h3>"),
+        "no check on the page"
+    );
+    assert!(page.contains("data-path=\"/logged_advantages/compared\""));
+    let checked = check_numbers(dir.path(), &page, &["grpo", "drgrpo"], &[input]);
+    assert!(checked > 20, "{checked} numbers");
+}

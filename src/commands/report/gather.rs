@@ -238,8 +238,17 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
 
     let mut report = inspection.finish(input, tallies);
     if let Some(dump) = opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
-        // what the dump's reader assumed, as inspect shows it
+        // what the dump's reader assumed, and the check of its logged advantages, as inspect
+        // shows them
         report.notes.splice(0..0, dump.notes.iter().cloned());
+        report.logged = Some(crate::commands::analysis::logged::check(
+            first,
+            dump.trainer,
+            input,
+            &opts.read.input,
+            &first.dump_options(),
+            opts.read.layout,
+        )?);
     }
     let first_name = first.algorithm.adv_estimator.name();
     inspect::add_advantages(

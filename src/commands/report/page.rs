@@ -222,6 +222,15 @@ fn findings(f: &Facts) -> PageSection {
             escape(&first.warnings[k].message),
         );
     }
+    if let Some(check) = f.inspect.logged.as_ref().filter(|c| c.warns()) {
+        any = true;
+        body += &format!(
+            "<li data-code=\"logged_advantages_differ\"><code>logged_advantages_differ</code> — {} of {} rows of this {} dump differ from advcalc's recomputation beyond float32 rounding (below)</li>\n",
+            check.differing,
+            check.compared,
+            escape(check.trainer.title()),
+        );
+    }
     for facts in &f.variants {
         for w in &facts.warnings {
             any = true;
@@ -283,6 +292,27 @@ fn findings(f: &Facts) -> PageSection {
         );
     }
     body += "</table>\n<p class=\"meta\">— : the dump lacks the columns for that check (see the notes). docs/inspect.md explains each finding.</p>\n";
+    if let Some(check) = &f.inspect.logged {
+        let p = |k: &str| format!("/logged_advantages/{k}");
+        body += &format!(
+            "<h3>Logged advantages</h3>\n<p>This is a {} dump: advcalc recomputed every row's advantage as <code>{}</code> under <code>--convention {}</code> and compared it with the one {} logged (docs/trainers.md).</p>\n<table>\n<tr><th>rows compared</th><th>rows differing</th><th>of them in fragile groups</th><th>largest difference</th></tr>\n<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n</table>\n",
+            escape(check.trainer.title()),
+            escape(check.estimator),
+            escape(check.convention),
+            escape(check.trainer.title()),
+            num(INSPECT, j, &p("compared"), Style::Plain),
+            num(INSPECT, j, &p("differing"), Style::Plain),
+            num(INSPECT, j, &p("fragile"), Style::Plain),
+            num(INSPECT, j, &p("max_abs_difference"), Style::Plain),
+        );
+        if !check.causes.is_empty() {
+            body += "<ul class=\"notes\">\n";
+            for c in &check.causes {
+                body += &format!("<li>likely cause: {}</li>\n", escape(c));
+            }
+            body += "</ul>\n";
+        }
+    }
     PageSection {
         id: "findings",
         title: "Inspect findings",

@@ -174,8 +174,11 @@ pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<Strin
                 String::new()
             }
         };
+        // a tick a rounding step away from 0 is 0 (plotters' ticks of a span around 0 land
+        // at ±5.6e-17, which would print as such)
         let y_label = |y: &f64| {
-            if axes.percent { sig_pct(*y) } else { sig(*y) }
+            let y = if y.abs() < (y1 - y0) * 1e-9 { 0.0 } else { *y };
+            if axes.percent { sig_pct(y) } else { sig(y) }
         };
         chart
             .configure_mesh()
