@@ -15,7 +15,7 @@
 //!
 //! `run` writes the spool's columns and advcalc's `advantages`/`returns` beside the logged
 //! [`LOGGED_ADVANTAGE`]; `inspect` recomputes the advantages under the trainer's own
-//! convention and reports where the logged ones differ (`commands::inspect::trainer_check`).
+//! convention and reports where the logged ones differ (`commands::analysis::logged`).
 
 pub mod nemo_rl;
 pub mod open_instruct;
