@@ -15,6 +15,8 @@ pub mod json_fields;
 pub mod json_line;
 pub mod jsonl;
 pub mod list_chunk;
+#[cfg(feature = "cloud")]
+pub mod object;
 pub mod positional;
 pub mod read;
 pub mod schema;

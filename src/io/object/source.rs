@@ -1,0 +1,292 @@
+//! An object opened for reading: its size and ETag from one HEAD, then ranged GETs, each
+//! pinned to that ETag (`If-Match`), so an object rewritten while it is read fails with a
+//! clear error instead of mixing bytes of two versions. A Parquet footer is one suffix GET;
+//! a column chunk is one ranged GET (io/list_chunk.rs already reads a chunk in one read).
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStoreExt};
+
+use crate::error::{Error, Result};
+use crate::io::object::runtime::block_on;
+use crate::io::object::store::{Store, store_for};
+use crate::io::object::store_error;
+use crate::io::object::url::ObjectUrl;
+
+/// How much the footer read takes from the end of the object: the footer of a rollout dump
+/// (some dozens of columns, tens of row groups) fits; a larger one costs one more GET.
+pub const FOOTER_PREFETCH: u64 = 64 * 1024;
+
+/// An object open for reading (cloning shares the store).
+#[derive(Debug, Clone)]
+pub struct ObjectSource {
+    name: String,
+    store: Store,
+    path: ObjectPath,
+    size: u64,
+    etag: Option<String>,
+    version: Option<String>,
+}
+
+impl ObjectSource {
+    /// Open the object `url` names (one HEAD request).
+    pub fn open(url: &ObjectUrl) -> Result<Self> {
+        Self::open_in(store_for(url)?, url.key.clone(), &url.url)
+    }
+
+    /// Open `path` in `store`, naming it `name` in messages.
+    pub fn open_in(store: Store, path: ObjectPath, name: &str) -> Result<Self> {
+        let meta = block_on(store.head(&path)).map_err(|e| store_error(name, "cannot open", e))?;
+        Ok(Self {
+            name: name.to_string(),
+            store,
+            path,
+            size: meta.size,
+            etag: meta.e_tag,
+            version: meta.version,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The object's size when opened.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The object's ETag when opened (opaque: a multipart upload's is not an MD5); `None`
+    /// where the store gives none, and then reads are not pinned.
+    pub fn etag(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+
+    /// The object's version when opened, where the bucket is versioned.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    fn options(&self, range: GetRange) -> GetOptions {
+        GetOptions {
+            if_match: self.etag.clone(),
+            range: Some(range),
+            ..Default::default()
+        }
+    }
+
+    /// The bytes in `range` (one GET). A range past the end of the object is refused before
+    /// any request, as `PositionalFile` refuses it: the range may come from a damaged footer.
+    pub fn read_at(&self, range: Range<u64>) -> Result<Bytes> {
+        if range.start > range.end || range.end > self.size {
+            return Err(Error::data(format!(
+                "{}: cannot read bytes {}..{}: the object holds {} bytes",
+                self.name, range.start, range.end, self.size
+            )));
+        }
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let what = || format!("cannot read bytes {}..{}", range.start, range.end);
+        let bytes = block_on(async {
+            let got = self
+                .store
+                .get_opts(&self.path, self.options(GetRange::Bounded(range.clone())))
+                .await?;
+            got.bytes().await
+        })
+        .map_err(|e| store_error(&self.name, &what(), e))?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(Error::data(format!(
+                "{}: {}: the store returned {} bytes",
+                self.name,
+                what(),
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// The last `min(FOOTER_PREFETCH, size)` bytes, by one suffix GET: a Parquet footer and
+    /// the metadata before it, where they fit.
+    pub fn tail(&self) -> Result<Bytes> {
+        self.suffix(FOOTER_PREFETCH)
+    }
+
+    /// The last `min(n, size)` bytes (one GET).
+    pub fn suffix(&self, n: u64) -> Result<Bytes> {
+        let n = n.min(self.size);
+        if n == 0 {
+            return Ok(Bytes::new());
+        }
+        let bytes = block_on(async {
+            let got = self
+                .store
+                .get_opts(&self.path, self.options(GetRange::Suffix(n)))
+                .await?;
+            got.bytes().await
+        })
+        .map_err(|e| store_error(&self.name, "cannot read the footer", e))?;
+        if bytes.len() as u64 != n {
+            return Err(Error::data(format!(
+                "{}: cannot read the footer: the store returned {} of the last {n} bytes",
+                self.name,
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// The Parquet footer's metadata bytes: the suffix GET, and a second GET only when the
+    /// metadata is longer than it. Checks the `PAR1` magic and the declared length against
+    /// the object before reading anything more.
+    pub fn parquet_metadata_bytes(&self) -> Result<Bytes> {
+        let tail = self.tail()?;
+        let bad = |why: String| Error::data(format!("{}: not a Parquet file: {why}", self.name));
+        if tail.len() < 8 || self.size < 12 {
+            return Err(bad(format!("{} bytes", self.size)));
+        }
+        let footer = &tail[tail.len() - 8..];
+        if &footer[4..] != b"PAR1" {
+            return Err(bad("no PAR1 magic at the end".into()));
+        }
+        let meta_len = u64::from(u32::from_le_bytes([
+            footer[0], footer[1], footer[2], footer[3],
+        ]));
+        if meta_len + 12 > self.size {
+            return Err(bad(format!(
+                "the footer declares {meta_len} bytes of metadata in a {}-byte object",
+                self.size
+            )));
+        }
+        let in_tail = tail.len() as u64 - 8;
+        if meta_len <= in_tail {
+            let start = (in_tail - meta_len) as usize;
+            return Ok(tail.slice(start..tail.len() - 8));
+        }
+        let end = self.size - 8;
+        self.read_at(end - meta_len..end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::object::testing::{Counting, put};
+    use std::sync::Arc;
+
+    fn source(store: &Arc<Counting>, key: &str) -> ObjectSource {
+        ObjectSource::open_in(
+            store.clone(),
+            ObjectPath::from(key),
+            &format!("mem://{key}"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ranged_reads_and_the_suffix_read() {
+        let store = Arc::new(Counting::default());
+        put(&store, "k", b"0123456789");
+        let s = source(&store, "k");
+        assert_eq!(s.size(), 10);
+        assert!(s.etag().is_some());
+        assert_eq!(&s.read_at(2..6).unwrap()[..], b"2345");
+        assert_eq!(&s.read_at(9..10).unwrap()[..], b"9");
+        assert_eq!(s.read_at(4..4).unwrap().len(), 0);
+        assert_eq!(&s.suffix(3).unwrap()[..], b"789");
+        // a suffix longer than the object is the object
+        assert_eq!(&s.tail().unwrap()[..], b"0123456789");
+        let c = store.counts();
+        assert_eq!((c.heads, c.gets), (1, 4), "{c:?}");
+
+        // past the end: refused without a request
+        for r in [8..11, 11..12, 5..u64::MAX] {
+            let e = s.read_at(r.clone()).unwrap_err();
+            assert!(
+                e.message().contains("the object holds 10 bytes"),
+                "{r:?}: {e}"
+            );
+        }
+        assert_eq!(store.counts().gets, 4);
+    }
+
+    #[test]
+    fn a_missing_object_is_a_data_error_naming_it() {
+        let store = Arc::new(Counting::default());
+        let e = ObjectSource::open_in(store, ObjectPath::from("nope"), "s3://b/nope").unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Data);
+        assert_eq!(e.message(), "s3://b/nope: cannot open: no such object");
+    }
+
+    #[test]
+    fn an_object_rewritten_while_read_fails_cleanly() {
+        let store = Arc::new(Counting::default());
+        put(&store, "k", b"first version");
+        let s = source(&store, "k");
+        assert_eq!(&s.read_at(0..5).unwrap()[..], b"first");
+        put(&store, "k", b"second version!");
+        for e in [s.read_at(0..5).unwrap_err(), s.tail().unwrap_err()] {
+            assert_eq!(e.kind(), crate::ErrorKind::Data);
+            assert!(e.message().starts_with("mem://k: "), "{e}");
+            assert!(e.message().contains("changed while it was read"), "{e}");
+        }
+        // reopened, it reads the new version
+        assert_eq!(&source(&store, "k").read_at(0..6).unwrap()[..], b"second");
+    }
+
+    /// A small Parquet file: its metadata by the one suffix GET, a long one by two.
+    #[test]
+    fn the_parquet_footer_in_one_request() {
+        use arrow_array::{Int64Array, RecordBatch};
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::metadata::ParquetMetaDataReader;
+
+        let batch = RecordBatch::try_from_iter([(
+            "x",
+            Arc::new(Int64Array::from_iter_values(0..1000)) as _,
+        )])
+        .unwrap();
+        let mut file = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut file, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+
+        let store = Arc::new(Counting::default());
+        put(&store, "small.parquet", &file);
+        let s = source(&store, "small.parquet");
+        let before = store.counts().gets;
+        let meta = s.parquet_metadata_bytes().unwrap();
+        assert_eq!(store.counts().gets - before, 1);
+        let parsed = ParquetMetaDataReader::decode_metadata(&meta).unwrap();
+        assert_eq!(parsed.file_metadata().num_rows(), 1000);
+        // each column chunk then by one ranged GET
+        let (start, len) = parsed.row_group(0).column(0).byte_range();
+        let chunk = s.read_at(start..start + len).unwrap();
+        assert_eq!(chunk.len() as u64, len);
+        assert_eq!(store.counts().gets - before, 2);
+
+        // metadata longer than the prefetch: a second GET, and the same bytes
+        let meta_len = meta.len();
+        let mut big = vec![0u8; FOOTER_PREFETCH as usize * 2];
+        big[..4].copy_from_slice(b"PAR1");
+        let pad = FOOTER_PREFETCH as usize * 2 - meta_len - 8;
+        big.truncate(pad);
+        big.extend_from_slice(&meta);
+        big.extend_from_slice(&(meta_len as u32 + (pad as u32 - 4)).to_le_bytes());
+        big.extend_from_slice(b"PAR1");
+        put(&store, "big", &big);
+        let s = source(&store, "big");
+        let before = store.counts().gets;
+        let got = s.parquet_metadata_bytes().unwrap();
+        assert_eq!(store.counts().gets - before, 2);
+        assert_eq!(got.len(), meta_len + pad - 4);
+        assert_eq!(&got[got.len() - meta_len..], &meta[..]);
+
+        put(&store, "junk", b"not parquet at all");
+        let e = source(&store, "junk").parquet_metadata_bytes().unwrap_err();
+        assert!(e.message().contains("no PAR1 magic"), "{e}");
+    }
+}
