@@ -9,6 +9,8 @@
 //!
 //! Results never depend on the thread count: merging and appending follow row-group order.
 
+#[cfg(feature = "cloud")]
+use std::path::Path;
 use std::path::PathBuf;
 
 use crate::commands::inspect::PROVENANCE_PREFIX;
@@ -140,9 +142,30 @@ pub fn run_with(
     opts: &RunOptions,
     dataset: &DatasetOptions,
 ) -> Result<RunSummary> {
+    #[cfg(not(feature = "cloud"))]
+    {
+        crate::io::location::refuse_object_url(&opts.input)?;
+        crate::io::location::refuse_object_url(&opts.output)?;
+    }
+    #[cfg(feature = "cloud")]
+    {
+        use crate::io::location::object_url;
+        let input_is_object = object_url(&opts.input)?.is_some();
+        if let Some(out) = object_url(&opts.output)? {
+            return run_to_object(config, opts, dataset, &out);
+        }
+        if input_is_object {
+            return run_file(config, opts, dataset);
+        }
+    }
     if is_dataset(&opts.input, opts.input_format)? {
         return crate::commands::dataset::run(config, opts, dataset);
     }
+    run_file(config, opts, dataset)
+}
+
+/// [`run_with`] on one file (IN not a dataset).
+fn run_file(config: &Config, opts: &RunOptions, dataset: &DatasetOptions) -> Result<RunSummary> {
     if dataset.resume {
         return Err(Error::usage(format!(
             "{}: --resume finishes a dataset run (IN a directory or a glob), not a file",
@@ -230,6 +253,63 @@ pub fn run_with(
         }
         (None, _) => {}
     }
+    Ok(summary)
+}
+
+/// [`run_with`] with OUT an object (`s3://…`): the result is written to a temporary local
+/// file as for a local OUT, then put at OUT (`io::object::sink`): create-only unless
+/// `--force`, so an existing OUT is refused by the store itself; nothing is visible at OUT
+/// on any error.
+#[cfg(feature = "cloud")]
+fn run_to_object(
+    config: &Config,
+    opts: &RunOptions,
+    dataset: &DatasetOptions,
+    out: &crate::io::object::url::ObjectUrl,
+) -> Result<RunSummary> {
+    use crate::io::object::{sink, store::store_for};
+    if crate::io::location::object_url(&opts.input)?.is_none()
+        && is_dataset(&opts.input, opts.input_format)?
+    {
+        return Err(Error::usage(format!(
+            "{out}: a dataset's OUT in object storage is not supported yet"
+        ))
+        .with_hint("give one input file, or a local OUT directory"));
+    }
+    if opts.input.to_str() == Some(out.url.as_str()) {
+        return Err(Error::usage(format!("{out}: OUT is the same object as IN"))
+            .with_hint("write to another object"));
+    }
+    let key: &str = out.key.as_ref();
+    let file_name = key.rsplit('/').next().unwrap_or(key);
+    let suffix = file_name
+        .rsplit_once('.')
+        .map(|(_, ext)| format!(".{ext}"))
+        .unwrap_or_default();
+    let store = store_for(out)?;
+    if !opts.force {
+        // before any work; the create-only PUT at the end is what makes it race-free
+        sink::refuse_existing(&store, &out.key, &out.url)?;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix(".advcalc-out-")
+        .tempdir_in(std::env::temp_dir())
+        .map_err(|e| {
+            Error::data(format!("{out}: cannot create a temporary directory")).with_source(e)
+        })?;
+    let local = dir.path().join(format!("out{suffix}"));
+    let output_format = Some(Format::of(Path::new(file_name), opts.output_format));
+    let local_opts = RunOptions {
+        output: local.clone(),
+        output_format,
+        ..opts.clone()
+    };
+    let summary = run_file(config, &local_opts, dataset)?;
+    let policy = sink::PutPolicy {
+        force: opts.force,
+        ..Default::default()
+    };
+    sink::upload_to(&store, &out.key, &out.url, &local, &policy)?;
     Ok(summary)
 }
 

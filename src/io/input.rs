@@ -20,8 +20,9 @@ pub struct Input {
     pub jsonl: Option<JsonlInput>,
     /// Another trainer's dump: which, its files, and what its reader assumed.
     pub trainer: Option<TrainerInput>,
-    /// The temporary Parquet copy of an Arrow IPC or JSONL input, removed on drop.
-    _spool: Option<NamedTempFile>,
+    /// The temporary Parquet copy of an Arrow IPC or JSONL input, and the local copy of an
+    /// object, removed on drop.
+    _spool: Vec<NamedTempFile>,
 }
 
 impl Input {
@@ -36,11 +37,67 @@ impl Input {
         allow_nonfinite: bool,
         dump: &DumpOptions,
     ) -> Result<Self> {
+        #[cfg(not(feature = "cloud"))]
+        crate::io::location::refuse_object_url(path)?;
+        #[cfg(feature = "cloud")]
+        if let Some(url) = crate::io::location::object_url(path)? {
+            return Self::open_object(&url, format, allow_nonfinite, dump);
+        }
         let name = if is_stdio(path) {
             "<stdin>".to_string()
         } else {
             path.display().to_string()
         };
+        Self::open_as(path, name, format, allow_nonfinite, dump)
+    }
+
+    /// IN an object (`s3://…`): fetched whole into a temporary local file (one GET pinned to
+    /// the ETag the object had when opened), which is then read as a local file of the same
+    /// extension; messages name the URL.
+    #[cfg(feature = "cloud")]
+    fn open_object(
+        url: &crate::io::object::url::ObjectUrl,
+        format: Option<Format>,
+        allow_nonfinite: bool,
+        dump: &DumpOptions,
+    ) -> Result<Self> {
+        use crate::io::object::source::ObjectSource;
+        let source = ObjectSource::open(url)?;
+        let key: &str = url.key.as_ref();
+        let suffix = key
+            .rsplit('/')
+            .next()
+            .and_then(|f| f.rsplit_once('.'))
+            .map(|(_, ext)| format!(".{ext}"))
+            .unwrap_or_default();
+        let mut local = tempfile::Builder::new()
+            .prefix(".advcalc-object-")
+            .suffix(&suffix)
+            .tempfile_in(std::env::temp_dir())
+            .map_err(|e| {
+                Error::data(format!("{url}: cannot create a temporary local copy")).with_source(e)
+            })?;
+        {
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, local.as_file_mut());
+            source.download_to(&mut out)?;
+            std::io::Write::flush(&mut out).map_err(|e| {
+                Error::data(format!("{url}: cannot write the local copy")).with_source(e)
+            })?;
+        }
+        let mut input =
+            Self::open_as(local.path(), url.url.clone(), format, allow_nonfinite, dump)?;
+        input._spool.push(local);
+        Ok(input)
+    }
+
+    /// [`Input::open`] on the local file or directory `path`, naming it `name` in messages.
+    fn open_as(
+        path: &Path,
+        name: String,
+        format: Option<Format>,
+        allow_nonfinite: bool,
+        dump: &DumpOptions,
+    ) -> Result<Self> {
         let explicit = match format {
             Some(Format::Trainer(t)) => Some(t),
             _ => None,
@@ -56,7 +113,7 @@ impl Input {
                 parquet,
                 jsonl: None,
                 trainer: Some(trainer),
-                _spool: Some(spool),
+                _spool: vec![spool],
             });
         }
         let format = match format {
@@ -98,7 +155,7 @@ impl Input {
             parquet,
             jsonl,
             trainer: None,
-            _spool: spool,
+            _spool: spool.into_iter().collect(),
         })
     }
 }
@@ -120,7 +177,13 @@ pub fn open(
     dump: &DumpOptions,
 ) -> Result<Opened> {
     use crate::io::dataset::{Dataset, is_dataset};
-    if is_dataset(path, format)? {
+    #[cfg(not(feature = "cloud"))]
+    crate::io::location::refuse_object_url(path)?;
+    #[cfg(feature = "cloud")]
+    let is_object = crate::io::location::object_url(path)?.is_some();
+    #[cfg(not(feature = "cloud"))]
+    let is_object = false;
+    if !is_object && is_dataset(path, format)? {
         return Ok(Opened {
             dataset: Dataset::open(path, format)?,
             file: None,

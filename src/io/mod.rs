@@ -15,6 +15,7 @@ pub mod json_fields;
 pub mod json_line;
 pub mod jsonl;
 pub mod list_chunk;
+pub mod location;
 #[cfg(feature = "cloud")]
 pub mod object;
 pub mod positional;

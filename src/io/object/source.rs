@@ -109,6 +109,42 @@ impl ObjectSource {
         Ok(bytes)
     }
 
+    /// The whole object written to `out` by one GET pinned to the ETag it had when opened
+    /// (`If-Match`), streamed in the pieces the store sends; the bytes written. An object
+    /// rewritten since it was opened, or one whose length is not the one opened, fails.
+    pub fn download_to(&self, out: &mut (impl std::io::Write + Send)) -> Result<u64> {
+        let options = GetOptions {
+            if_match: self.etag.clone(),
+            ..Default::default()
+        };
+        let written = block_on(async {
+            let got = self
+                .store
+                .get_opts(&self.path, options)
+                .await
+                .map_err(|e| store_error(&self.name, "cannot read", e))?;
+            let mut stream = got.into_stream();
+            let mut written = 0u64;
+            while let Some(piece) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                let piece = piece.map_err(|e| store_error(&self.name, "cannot read", e))?;
+                out.write_all(&piece).map_err(|e| {
+                    Error::data(format!("{}: cannot write the local copy", self.name))
+                        .with_source(e)
+                })?;
+                written += piece.len() as u64;
+                crate::interrupt::check()?;
+            }
+            Ok::<_, Error>(written)
+        })?;
+        if written != self.size {
+            return Err(Error::data(format!(
+                "{}: cannot read: the store returned {written} of the {} bytes the object held",
+                self.name, self.size
+            )));
+        }
+        Ok(written)
+    }
+
     /// The last `min(FOOTER_PREFETCH, size)` bytes, by one suffix GET: a Parquet footer and
     /// the metadata before it, where they fit.
     pub fn tail(&self) -> Result<Bytes> {
@@ -235,6 +271,22 @@ mod tests {
         }
         // reopened, it reads the new version
         assert_eq!(&source(&store, "k").read_at(0..6).unwrap()[..], b"second");
+    }
+
+    #[test]
+    fn the_whole_object_in_one_get_pinned_to_its_etag() {
+        let store = Arc::new(Counting::default());
+        put(&store, "k", b"first version");
+        let s = source(&store, "k");
+        let before = store.counts();
+        let mut copy = Vec::new();
+        assert_eq!(s.download_to(&mut copy).unwrap(), 13);
+        assert_eq!(copy, b"first version");
+        assert_eq!(store.counts().gets - before.gets, 1);
+        put(&store, "k", b"second version!");
+        let e = s.download_to(&mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Data);
+        assert!(e.message().contains("changed while it was read"), "{e}");
     }
 
     /// A small Parquet file: its metadata by the one suffix GET, a long one by two.
