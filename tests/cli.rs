@@ -630,3 +630,51 @@ fn a_closed_pipe_is_not_an_error() {
         assert!(stderr.is_empty(), "{args:?}: {stderr}");
     }
 }
+
+/// Without the `cloud` feature an object URL as IN or OUT is a usage error naming the
+/// feature and how to build with it; nothing is written.
+#[cfg(not(feature = "cloud"))]
+#[test]
+fn object_urls_without_the_cloud_feature_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
+    let fixture = fixture.to_str().unwrap();
+    let cases: [&[&str]; 5] = [
+        &[
+            "run",
+            "-e",
+            "grpo",
+            "s3://bucket/demo.parquet",
+            "out.parquet",
+        ],
+        &["run", "-e", "grpo", fixture, "gs://bucket/out.parquet"],
+        &["inspect", "az://container/demo.parquet"],
+        &[
+            "compare",
+            "-e",
+            "grpo",
+            "-e",
+            "rloo",
+            "https://host/demo.parquet",
+        ],
+        &[
+            "report",
+            "-e",
+            "grpo",
+            "abfss://c@a.dfs.core.windows.net/d.parquet",
+            "-o",
+            "r.html",
+        ],
+    ];
+    for args in cases {
+        let out = run_in(dir.path(), args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("`cloud` feature"), "{args:?}: {err}");
+        assert!(
+            err.contains("cargo install --path . --features cloud"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -222,6 +222,22 @@ fn run_reads_and_writes_s3_as_it_does_local_files() {
         assert!(String::from_utf8_lossy(&out.stdout).contains(&url(key)));
     }
 
+    // compare and report read an object IN too
+    let out = s3.advcalc(&["compare", "-e", "grpo", "-e", "rloo", &url("demo.parquet")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&url("demo.parquet")));
+    let report = dir.path().join("report.html");
+    let out = s3.advcalc(&[
+        "report",
+        "-e",
+        "grpo",
+        &url("demo.parquet"),
+        "-o",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(report.is_file());
+
     // an existing OUT without --force: a usage error, OUT as it was
     let out = s3.advcalc(&[
         "run",
