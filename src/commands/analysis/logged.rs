@@ -175,10 +175,22 @@ fn check_config(config: &Config, trainer: Trainer) -> Result<(Config, Convention
 
 /// Recompute every row of the spooled dump `input` under `config`.
 fn recompute(config: &Config, input: &Dataset, layout: Layout) -> Result<Vec<Row>> {
+    // advcalc's columns only: the spool puts them first, up to the logged advantage, and the
+    // dump's own fields (token lists as text, message graphs) after it
+    let schema = input.schema();
+    let last = schema
+        .index_of(LOGGED_ADVANTAGE)
+        .map_err(|_| Error::data(format!("{}: no `{LOGGED_ADVANTAGE}` column", input.name)))?;
+    let projection: Vec<usize> = (0..=last).collect();
+    let schema = std::sync::Arc::new(
+        schema
+            .project(&projection)
+            .map_err(|e| Error::data(format!("{}: cannot read", input.name)).with_source(e))?,
+    );
     let batches = (0..input.units().len())
-        .map(|u| input.read_unit(u, None))
+        .map(|u| input.read_unit(u, Some(&projection)))
         .collect::<Result<Vec<_>>>()?;
-    let engine = Engine::new(config, input.schema(), &input.name)?
+    let engine = Engine::new(config, schema, &input.name)?
         .with_layout(layout)
         .allow_nonfinite(true);
     let computed = engine.compute(&batches)?;
