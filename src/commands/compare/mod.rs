@@ -82,6 +82,20 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
     let opened = thread_pool(opts.threads)?
         .install(|| input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump))?;
     let input = &opened.dataset;
+    // a trainer's own NaN scores, under its convention, are not a fault
+    let own = opened
+        .file
+        .as_ref()
+        .and_then(|f| f.trainer.as_ref())
+        .is_some_and(|t| {
+            variants
+                .iter()
+                .all(|v| t.own_nan_scores(v.config.algorithm.ext.convention))
+        });
+    let opts = &CompareOptions {
+        allow_nonfinite: opts.allow_nonfinite || own,
+        ..opts.clone()
+    };
     let collected = collect(variants, input, opts)?;
     let mut comparison = summarise(variants, collected, &input.name, opts.correct_above);
     if let (Some(trainer), Some(first)) = (

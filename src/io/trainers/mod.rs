@@ -189,6 +189,16 @@ pub struct TrainerInput {
     pub group_size: Option<usize>,
 }
 
+impl TrainerInput {
+    /// Whether the dump's NaN scores are the trainer's own, handled by its convention: a
+    /// TRL row whose reward functions all returned None, which TRL gives advantage 0 (as
+    /// `--convention trl` does). Then `run` needs no `--allow-nonfinite` for them.
+    pub fn own_nan_scores(&self, convention: crate::estimators::conventions::Convention) -> bool {
+        self.trainer == Trainer::Trl
+            && convention == crate::estimators::conventions::Convention::Trl
+    }
+}
+
 /// The trainer whose dump `path` is: `explicit` (`--input-format`) when given, else by the
 /// layout (a dump file's name, or a directory holding them); `None`: not another trainer's
 /// dump. A directory holding files of two trainers is an error naming both.
