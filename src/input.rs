@@ -59,10 +59,7 @@ impl InputFile {
     /// handles (a TRL dump's rows without a reward, under `--convention trl`): then they need
     /// no `allow_nonfinite`, as in `advcalc run`.
     pub fn own_nan_scores(&self, config: &crate::Config) -> bool {
-        self.0
-            .trainer
-            .as_ref()
-            .is_some_and(|t| t.own_nan_scores(config.algorithm.ext.convention))
+        self.0.own_nan_scores(config)
     }
 
     /// The input's name in messages (`<stdin>` for `-`).

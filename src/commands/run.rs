@@ -186,13 +186,7 @@ pub fn run_with(
     let engine = Engine::new(config, input.schema(), input.name())?
         .with_layout(opts.layout)
         // a trainer's own NaN scores, under its convention, are not a fault
-        .allow_nonfinite(
-            opts.allow_nonfinite
-                || opened
-                    .trainer
-                    .as_ref()
-                    .is_some_and(|t| t.own_nan_scores(config.algorithm.ext.convention)),
-        )
+        .allow_nonfinite(opts.allow_nonfinite || opened.own_nan_scores(config))
         .with_metrics(opts.metrics.is_some());
     // Arrow IPC output is written from a finished Parquet result, and so is the output of a
     // JSONL dump (its own fields and one advantage per row).

@@ -261,16 +261,16 @@ fn compare(rows: &[Row]) -> (Vec<Differing>, usize, f64) {
     (differing, compared, max_abs)
 }
 
-/// Check the dump IN (already spooled as `input`, read from `path` with `dump`) against
-/// advcalc's recomputation under the trainer's convention.
+/// Check the dump IN (already spooled as `input`, read from `path` with `config`'s
+/// `dump_options`) against advcalc's recomputation under the trainer's convention.
 pub fn check(
     config: &Config,
     trainer: Trainer,
     input: &Dataset,
     path: &Path,
-    dump: &DumpOptions,
     layout: Layout,
 ) -> Result<LoggedCheck> {
+    let dump = &config.dump_options();
     let (c, convention) = check_config(config, trainer)?;
     let rows = recompute(&c, input, layout)?;
     let (differing, compared, max_abs) = compare(&rows);

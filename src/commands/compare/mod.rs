@@ -83,15 +83,7 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
         .install(|| input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump))?;
     let input = &opened.dataset;
     // a trainer's own NaN scores, under its convention, are not a fault
-    let own = opened
-        .file
-        .as_ref()
-        .and_then(|f| f.trainer.as_ref())
-        .is_some_and(|t| {
-            variants
-                .iter()
-                .all(|v| t.own_nan_scores(v.config.algorithm.ext.convention))
-        });
+    let own = opened.own_nan_scores(variants.iter().map(|v| &v.config));
     let opts = &CompareOptions {
         allow_nonfinite: opts.allow_nonfinite || own,
         ..opts.clone()
@@ -107,7 +99,6 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
             trainer.trainer,
             input,
             &opts.input,
-            &dump,
             opts.layout,
         )?);
     }

@@ -110,16 +110,8 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     }
     let first: &Config = &variants[0].config;
     // a trainer's own NaN scores, under its convention, are not a fault
-    let allow_nonfinite = opts.read.allow_nonfinite
-        || opened
-            .file
-            .as_ref()
-            .and_then(|f| f.trainer.as_ref())
-            .is_some_and(|t| {
-                variants
-                    .iter()
-                    .all(|v| t.own_nan_scores(v.config.algorithm.ext.convention))
-            });
+    let allow_nonfinite =
+        opts.read.allow_nonfinite || opened.own_nan_scores(variants.iter().map(|v| &v.config));
     let inspection = Inspection::new(first, input, opts.read.layout)?;
     let engines = variants
         .iter()
@@ -257,7 +249,6 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
             dump.trainer,
             input,
             &opts.read.input,
-            &first.dump_options(),
             opts.read.layout,
         )?);
     }
