@@ -55,6 +55,13 @@ impl InputFile {
         crate::io::input::Input::open(path, format, allow_nonfinite, dump).map(InputFile)
     }
 
+    /// Whether the input's NaN scores are its trainer's own, which `config`'s convention
+    /// handles (a TRL dump's rows without a reward, under `--convention trl`): then they need
+    /// no `allow_nonfinite`, as in `advcalc run`.
+    pub fn own_nan_scores(&self, config: &crate::Config) -> bool {
+        self.0.own_nan_scores(config)
+    }
+
     /// The input's name in messages (`<stdin>` for `-`).
     pub fn name(&self) -> &str {
         self.0.parquet.name()

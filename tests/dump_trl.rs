@@ -56,13 +56,15 @@ fn run_on_the_run_directory_gives_trls_advantages() {
             .arg("run")
             .arg(fixture(run))
             .arg(&out)
-            .args(["--set", &weights(&e), "--allow-nonfinite"])
+            .args(["--set", &weights(&e)])
             .output()
             .unwrap();
         assert!(done.status.success(), "{run}: {}", stderr(&done));
         let err = stderr(&done);
-        // the reader says what it inferred; the defaults are TRL's algorithm and convention
+        // the reader says what it inferred; the defaults are TRL's algorithm and convention;
+        // the row without a reward is TRL's own NaN, which its convention turns into 0
         assert!(err.contains("group size 4 inferred"), "{err}");
+        assert!(err.contains("1 TRL row(s) have no reward"), "{err}");
         let b = read_parquet(&out);
         let adv: Vec<f32> = lists_f32(&b, "advantages")
             .into_iter()
@@ -224,6 +226,16 @@ fn bad_dumps_are_one_line_errors() {
         "{}",
         stderr(&done)
     );
+    // under another convention the NaN of a row without a reward is a fault, as anywhere
+    let done = advcalc()
+        .arg("run")
+        .args(["--convention", "verl"])
+        .arg(fixture("run1"))
+        .arg(dir.path().join("o.parquet"))
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(1), "{}", stderr(&done));
+    assert!(stderr(&done).contains("NaN"), "{}", stderr(&done));
     // a trainer's format is input only
     let done = advcalc()
         .arg("run")

@@ -251,7 +251,15 @@ fn compute_stream(
     let name = name.unwrap_or_else(|| "<stream>".to_string());
     let done = run_engine(py, move || {
         let (schema, batches) = collect_stream(reader)?;
-        compute_in_memory(config.load()?, &read, metrics, schema, &name, &batches)
+        compute_in_memory(
+            config.load()?,
+            &read,
+            read.allow_nonfinite,
+            metrics,
+            schema,
+            &name,
+            &batches,
+        )
     })?;
     into_python(py, done)
 }
@@ -277,6 +285,7 @@ fn compute_path(
         }
         let config = config.load_for(advcalc::input::dump_trainer(&src, format))?;
         let input = InputFile::open(&src, format, read.allow_nonfinite, &config.dump_options())?;
+        let allow_nonfinite = read.allow_nonfinite || input.own_nan_scores(&config);
         let batches = pool(read.threads)?.install(|| {
             (0..input.num_row_groups())
                 .into_par_iter()
@@ -286,6 +295,7 @@ fn compute_path(
         compute_in_memory(
             config,
             &read,
+            allow_nonfinite,
             metrics,
             input.schema(),
             input.name(),
@@ -300,9 +310,11 @@ fn compute_path(
 /// the configuration's notes.
 type InMemory = (SchemaRef, advcalc::Computed, Vec<String>);
 
+#[allow(clippy::too_many_arguments)]
 fn compute_in_memory(
     config: Config,
     read: &ReadArgs,
+    allow_nonfinite: bool,
     metrics: bool,
     schema: SchemaRef,
     name: &str,
@@ -310,7 +322,7 @@ fn compute_in_memory(
 ) -> advcalc::Result<InMemory> {
     let engine = Engine::new(&config, schema, name)?
         .with_layout(read.layout()?)
-        .allow_nonfinite(read.allow_nonfinite)
+        .allow_nonfinite(allow_nonfinite)
         .with_metrics(metrics);
     let computed = pool(read.threads)?.install(|| engine.compute(batches))?;
     Ok((engine.output_schema(), computed, config.notes))

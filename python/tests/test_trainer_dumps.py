@@ -24,7 +24,7 @@ def trl_advantages() -> list:
 
 def test_run_reads_the_directory_and_writes_trls_advantages(tmp_path: Path) -> None:
     out = tmp_path / "out.parquet"
-    done = advcalc.run(TRL, out, set=WEIGHTS, allow_nonfinite=True)
+    done = advcalc.run(TRL, out, set=WEIGHTS)
     assert done["rows"] == 36
     table = pq.read_table(out)
     got = [row[0] for row in table.column("advantages").to_pylist()]
@@ -34,7 +34,7 @@ def test_run_reads_the_directory_and_writes_trls_advantages(tmp_path: Path) -> N
 
 
 def test_compute_on_the_directory_matches_the_cli(tmp_path: Path) -> None:
-    table = advcalc.compute(TRL, set=WEIGHTS, allow_nonfinite=True)
+    table = advcalc.compute(TRL, set=WEIGHTS)
     got = [row[0] for row in table.column("advantages").to_pylist()]
     assert got == pytest.approx(trl_advantages(), abs=1e-6)
 

@@ -208,7 +208,8 @@ fn run_file(config: &Config, opts: &RunOptions, dataset: &DatasetOptions) -> Res
     let input = &opened.parquet;
     let engine = Engine::new(config, input.schema(), input.name())?
         .with_layout(opts.layout)
-        .allow_nonfinite(opts.allow_nonfinite)
+        // a trainer's own NaN scores, under its convention, are not a fault
+        .allow_nonfinite(opts.allow_nonfinite || opened.own_nan_scores(config))
         .with_metrics(opts.metrics.is_some());
     // Arrow IPC output is written from a finished Parquet result, and so is the output of a
     // JSONL dump (its own fields and one advantage per row).

@@ -168,6 +168,28 @@ pub struct Opened {
     pub file: Option<Input>,
 }
 
+impl Input {
+    /// Whether the input's NaN scores are its trainer's own, which `config`'s convention
+    /// handles (`TrainerInput::own_nan_scores`): then they need no `--allow-nonfinite`.
+    pub fn own_nan_scores(&self, config: &crate::config::Config) -> bool {
+        self.trainer
+            .as_ref()
+            .is_some_and(|t| t.own_nan_scores(config.algorithm.ext.convention))
+    }
+}
+
+impl Opened {
+    /// [`Input::own_nan_scores`] under every one of `configs` (compare's and report's variants).
+    pub fn own_nan_scores<'a>(
+        &self,
+        mut configs: impl Iterator<Item = &'a crate::config::Config>,
+    ) -> bool {
+        self.file
+            .as_ref()
+            .is_some_and(|f| configs.all(|c| f.own_nan_scores(c)))
+    }
+}
+
 /// Open IN: a directory (not a JSONL dump) or a glob is a dataset; anything else is one file
 /// ([`Input::open`]).
 pub fn open(

@@ -6,6 +6,45 @@
 //! A line becomes its top-level fields in order, each value classified (null, bool,
 //! integer, float, string, or anything else kept as its JSON text exactly as written), which
 //! is all a column needs. A key given twice keeps its last value, as Python's `json.loads`.
+//! [`read_lines`] gives a file's non-blank lines, each with where it is, to the JSONL readers.
+
+/// Call `each` with every non-blank line of `path` and where it is ("FILE line N", lines
+/// counted from 1), checked to be UTF-8; the number of such lines. Blank lines are skipped
+/// (writers end every file with a newline). Ctrl-C is checked every 1024 lines.
+pub fn read_lines(
+    path: &std::path::Path,
+    mut each: impl FnMut(String, &str) -> crate::error::Result<()>,
+) -> crate::error::Result<usize> {
+    use crate::error::Error;
+    use std::io::BufRead;
+    let file = path.display().to_string();
+    let handle = std::fs::File::open(path)
+        .map_err(|e| Error::data(format!("{file}: cannot open")).with_source(e))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, handle);
+    let mut buf = Vec::new();
+    let (mut line, mut rows) = (0usize, 0usize);
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::data(format!("{file}: cannot read")).with_source(e))?;
+        if n == 0 {
+            return Ok(rows);
+        }
+        line += 1;
+        if line.is_multiple_of(1024) {
+            crate::interrupt::check()?;
+        }
+        let at = format!("{file} line {line}");
+        let text = std::str::from_utf8(&buf)
+            .map_err(|e| Error::data(format!("{at}: not valid UTF-8")).with_source(e))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        rows += 1;
+        each(at, text)?;
+    }
+}
 
 /// One field value of a line.
 #[derive(Debug, Clone, PartialEq)]

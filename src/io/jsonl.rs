@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -367,31 +367,8 @@ fn for_each_row(
 ) -> Result<()> {
     let (mut has_step, mut has_uid): (Option<bool>, Option<bool>) = (None, None);
     for path in files {
-        let file = path.display().to_string();
-        let handle = File::open(path)
-            .map_err(|e| Error::data(format!("{file}: cannot open")).with_source(e))?;
-        let mut reader = BufReader::new(handle);
         let step = file_step(path);
-        let mut buf = Vec::new();
-        let (mut line, mut rows) = (0usize, 0usize);
-        loop {
-            buf.clear();
-            let n = reader
-                .read_until(b'\n', &mut buf)
-                .map_err(|e| Error::data(format!("{file}: cannot read")).with_source(e))?;
-            if n == 0 {
-                break;
-            }
-            line += 1;
-            if line % BATCH_ROWS == 0 {
-                crate::interrupt::check()?;
-            }
-            let at = format!("{file} line {line}");
-            let text = std::str::from_utf8(&buf)
-                .map_err(|e| Error::data(format!("{at}: not valid UTF-8")).with_source(e))?;
-            if text.trim().is_empty() {
-                continue;
-            }
+        let rows = json_line::read_lines(path, |at, text| {
             let row = check_row(text, &at, step, allow_nonfinite)?;
             all_or_none(&mut has_step, row.step.is_some(), &at, "`step`")?;
             all_or_none(
@@ -400,12 +377,13 @@ fn for_each_row(
                 &at,
                 "`uid` (verl V1's key)",
             )?;
-            rows += 1;
-            each(row, &at)?;
-        }
+            each(row, &at)
+        })?;
         if rows == 0 {
-            return Err(Error::data(format!("{file}: empty file, no JSON lines"))
-                .with_hint("a step without rows leaves an empty file; remove it"));
+            return Err(
+                Error::data(format!("{}: empty file, no JSON lines", path.display()))
+                    .with_hint("a step without rows leaves an empty file; remove it"),
+            );
         }
     }
     Ok(())

@@ -175,10 +175,22 @@ fn check_config(config: &Config, trainer: Trainer) -> Result<(Config, Convention
 
 /// Recompute every row of the spooled dump `input` under `config`.
 fn recompute(config: &Config, input: &Dataset, layout: Layout) -> Result<Vec<Row>> {
+    // advcalc's columns only: the spool puts them first, up to the logged advantage, and the
+    // dump's own fields (token lists as text, message graphs) after it
+    let schema = input.schema();
+    let last = schema
+        .index_of(LOGGED_ADVANTAGE)
+        .map_err(|_| Error::data(format!("{}: no `{LOGGED_ADVANTAGE}` column", input.name)))?;
+    let projection: Vec<usize> = (0..=last).collect();
+    let schema = std::sync::Arc::new(
+        schema
+            .project(&projection)
+            .map_err(|e| Error::data(format!("{}: cannot read", input.name)).with_source(e))?,
+    );
     let batches = (0..input.units().len())
-        .map(|u| input.read_unit(u, None))
+        .map(|u| input.read_unit(u, Some(&projection)))
         .collect::<Result<Vec<_>>>()?;
-    let engine = Engine::new(config, input.schema(), &input.name)?
+    let engine = Engine::new(config, schema, &input.name)?
         .with_layout(layout)
         .allow_nonfinite(true);
     let computed = engine.compute(&batches)?;
@@ -249,16 +261,16 @@ fn compare(rows: &[Row]) -> (Vec<Differing>, usize, f64) {
     (differing, compared, max_abs)
 }
 
-/// Check the dump IN (already spooled as `input`, read from `path` with `dump`) against
-/// advcalc's recomputation under the trainer's convention.
+/// Check the dump IN (already spooled as `input`, read from `path` with `config`'s
+/// `dump_options`) against advcalc's recomputation under the trainer's convention.
 pub fn check(
     config: &Config,
     trainer: Trainer,
     input: &Dataset,
     path: &Path,
-    dump: &DumpOptions,
     layout: Layout,
 ) -> Result<LoggedCheck> {
+    let dump = &config.dump_options();
     let (c, convention) = check_config(config, trainer)?;
     let rows = recompute(&c, input, layout)?;
     let (differing, compared, max_abs) = compare(&rows);

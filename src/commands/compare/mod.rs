@@ -82,6 +82,12 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
     let opened = thread_pool(opts.threads)?
         .install(|| input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump))?;
     let input = &opened.dataset;
+    // a trainer's own NaN scores, under its convention, are not a fault
+    let own = opened.own_nan_scores(variants.iter().map(|v| &v.config));
+    let opts = &CompareOptions {
+        allow_nonfinite: opts.allow_nonfinite || own,
+        ..opts.clone()
+    };
     let collected = collect(variants, input, opts)?;
     let mut comparison = summarise(variants, collected, &input.name, opts.correct_above);
     if let (Some(trainer), Some(first)) = (
@@ -93,7 +99,6 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
             trainer.trainer,
             input,
             &opts.input,
-            &dump,
             opts.layout,
         )?);
     }

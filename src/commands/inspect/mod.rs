@@ -132,15 +132,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     if let Some(dump) = opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
         // what the reader assumed, then the check of the logged advantages
         report.notes.splice(0..0, dump.notes.iter().cloned());
-        let options = config.dump_options();
-        match logged::check(
-            config,
-            dump.trainer,
-            input,
-            &opts.input,
-            &options,
-            opts.layout,
-        ) {
+        match logged::check(config, dump.trainer, input, &opts.input, opts.layout) {
             Ok(check) => report.logged = Some(check),
             Err(e) => report.notes.push(format!(
                 "the check of the logged advantages was skipped: {e}"

@@ -109,13 +109,16 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         )));
     }
     let first: &Config = &variants[0].config;
+    // a trainer's own NaN scores, under its convention, are not a fault
+    let allow_nonfinite =
+        opts.read.allow_nonfinite || opened.own_nan_scores(variants.iter().map(|v| &v.config));
     let inspection = Inspection::new(first, input, opts.read.layout)?;
     let engines = variants
         .iter()
         .map(|v| {
             Ok(Engine::new(&v.config, input.schema(), &input.name)?
                 .with_layout(opts.read.layout)
-                .allow_nonfinite(opts.read.allow_nonfinite)
+                .allow_nonfinite(allow_nonfinite)
                 // verl's rollout_corr metrics (section 6) cost a pass over the log-ratios:
                 // only for a variant with a correction to show
                 .with_metrics(
@@ -202,7 +205,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
                     config,
                     input,
                     opts.read.layout,
-                    opts.read.allow_nonfinite,
+                    allow_nonfinite,
                     &correct,
                 )
             })
@@ -246,7 +249,6 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
             dump.trainer,
             input,
             &opts.read.input,
-            &first.dump_options(),
             opts.read.layout,
         )?);
     }

@@ -24,7 +24,7 @@ pub mod trl;
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -187,6 +187,16 @@ pub struct TrainerInput {
     pub notes: Vec<String>,
     /// The size of consecutive groups the reader cut (TRL), given or inferred.
     pub group_size: Option<usize>,
+}
+
+impl TrainerInput {
+    /// Whether the dump's NaN scores are the trainer's own, handled by its convention: a
+    /// TRL row whose reward functions all returned None, which TRL gives advantage 0 (as
+    /// `--convention trl` does). Then `run` needs no `--allow-nonfinite` for them.
+    pub fn own_nan_scores(&self, convention: crate::estimators::conventions::Convention) -> bool {
+        self.trainer == Trainer::Trl
+            && convention == crate::estimators::conventions::Convention::Trl
+    }
 }
 
 /// The trainer whose dump `path` is: `explicit` (`--input-format`) when given, else by the
@@ -572,40 +582,19 @@ struct RawLine {
 /// Call `each` with the non-blank lines of `files`, in order, up to `BATCH_ROWS` at a time.
 fn for_each_chunk(files: &[PathBuf], mut each: impl FnMut(&[RawLine]) -> Result<()>) -> Result<()> {
     let mut chunk: Vec<RawLine> = Vec::with_capacity(BATCH_ROWS);
-    let mut buf = Vec::new();
     for (index, path) in files.iter().enumerate() {
-        let file = path.display().to_string();
-        let handle = File::open(path)
-            .map_err(|e| Error::data(format!("{file}: cannot open")).with_source(e))?;
-        let mut reader = BufReader::with_capacity(1 << 20, handle);
-        let mut line = 0usize;
-        loop {
-            buf.clear();
-            let n = reader
-                .read_until(b'\n', &mut buf)
-                .map_err(|e| Error::data(format!("{file}: cannot read")).with_source(e))?;
-            if n == 0 {
-                break;
-            }
-            line += 1;
-            let at = format!("{file} line {line}");
-            let text = String::from_utf8(std::mem::take(&mut buf)).map_err(|e| {
-                Error::data(format!("{at}: not valid UTF-8")).with_source(e.utf8_error())
-            })?;
-            if text.trim().is_empty() {
-                continue;
-            }
+        json_line::read_lines(path, |at, text| {
             chunk.push(RawLine {
                 file: index,
                 at,
-                text,
+                text: text.to_string(),
             });
             if chunk.len() == BATCH_ROWS {
-                crate::interrupt::check()?;
                 each(&chunk)?;
                 chunk.clear();
             }
-        }
+            Ok(())
+        })?;
     }
     if !chunk.is_empty() {
         each(&chunk)?;

@@ -252,7 +252,7 @@ pub(crate) fn spool(
         passthrough,
         name,
     )?;
-    let mut total = 0usize;
+    let (mut total, mut unscorable) = (0usize, 0usize);
     for (file, (_, batches)) in &files {
         let rows_in_file: usize = batches.iter().map(|b| b.num_rows()).sum();
         if !rows_in_file.is_multiple_of(group_size) {
@@ -286,10 +286,12 @@ pub(crate) fn spool(
                     _ => file_step = Some(step),
                 }
                 let r: Vec<f64> = rewards.iter().map(|c| c[i]).collect();
+                let score = reward(&r, &opts.reward_weights);
+                unscorable += usize::from(score.is_nan());
                 rows.push(DumpRow {
                     step,
                     group: format!("{step}:{}", row_in_file / group_size),
-                    score: reward(&r, &opts.reward_weights),
+                    score,
                     mask: vec![1],
                     rollout_log_probs: None,
                     old_log_probs: None,
@@ -304,6 +306,11 @@ pub(crate) fn spool(
     }
     writer.close()?;
     input.rows = total;
+    if unscorable > 0 {
+        input.notes.push(format!(
+            "{unscorable} TRL row(s) have no reward (every reward function returned None): their score is NaN, which TRL, and --convention trl, turn into advantage 0"
+        ));
+    }
     Ok(())
 }
 
