@@ -19,6 +19,8 @@ use parquet::file::properties::WriterProperties;
 
 pub mod corpus;
 pub mod metrics;
+#[cfg(feature = "cloud")]
+pub mod moto;
 
 /// The one numeric oracle (`assert_close` and its rules), shared with the unit tests.
 #[path = "../../src/test_support.rs"]
