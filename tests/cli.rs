@@ -639,7 +639,7 @@ fn object_urls_without_the_cloud_feature_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
     let fixture = fixture.to_str().unwrap();
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 8] = [
         &[
             "run",
             "-e",
@@ -665,6 +665,21 @@ fn object_urls_without_the_cloud_feature_are_usage_errors() {
             "-o",
             "r.html",
         ],
+        &[
+            "run",
+            "-c",
+            "s3://bucket/trainer.yaml",
+            fixture,
+            "out.parquet",
+        ],
+        &[
+            "run",
+            "--metrics",
+            "s3://bucket/m.json",
+            fixture,
+            "out.parquet",
+        ],
+        &["report", "-e", "grpo", fixture, "-o", "s3://bucket/r.html"],
     ];
     for args in cases {
         let out = run_in(dir.path(), args);

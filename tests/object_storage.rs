@@ -142,3 +142,86 @@ fn a_missing_object_is_a_data_error_naming_it_and_nothing_is_written() {
     let out = s3.advcalc(&["inspect", &format!("s3://{BUCKET}/")]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn config_files_reports_and_metrics_can_be_objects() {
+    let Some(mut s3) = moto() else { return };
+    s3.put("demo.parquet", &demo());
+    s3.put(
+        "trainer.yaml",
+        b"algorithm:\n  adv_estimator: rloo\n  norm_adv_by_std_in_grpo: false\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let local_yaml = dir.path().join("trainer.yaml");
+    std::fs::write(&local_yaml, s3.get("trainer.yaml").unwrap()).unwrap();
+    let local_metrics = dir.path().join("metrics.json");
+    let local_out = dir.path().join("out.parquet");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
+
+    // --config and --metrics as objects give what local files give
+    let out = s3.advcalc(&[
+        "run",
+        "-c",
+        &url("trainer.yaml"),
+        "--metrics",
+        &url("metrics.json"),
+        &url("demo.parquet"),
+        &url("out.parquet"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("rloo"), "{}", stderr(&out));
+    let out = s3.advcalc(&[
+        "run",
+        "-c",
+        local_yaml.to_str().unwrap(),
+        "--metrics",
+        local_metrics.to_str().unwrap(),
+        fixture.to_str().unwrap(),
+        local_out.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        decoded(s3.get("out.parquet").unwrap()),
+        decoded(std::fs::read(&local_out).unwrap())
+    );
+    assert_eq!(
+        s3.get("metrics.json").unwrap(),
+        std::fs::read(&local_metrics).unwrap()
+    );
+
+    // a missing config object: an error naming it, nothing written
+    let out = s3.advcalc(&[
+        "run",
+        "-c",
+        &url("none.yaml"),
+        &url("demo.parquet"),
+        &url("never.parquet"),
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&url("none.yaml")), "{}", stderr(&out));
+    assert_eq!(s3.get("never.parquet"), None);
+
+    // report's page as an object: the same page as a local report, not clobbered
+    let out = s3.advcalc(&[
+        "report",
+        "-e",
+        "grpo",
+        &url("demo.parquet"),
+        "-o",
+        &url("r.html"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = s3.get("r.html").expect("the report was written");
+    assert!(page.starts_with(b"<!"), "an HTML page");
+    let out = s3.advcalc(&[
+        "report",
+        "-e",
+        "grpo",
+        &url("demo.parquet"),
+        "-o",
+        &url("r.html"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    assert_eq!(s3.get("r.html").unwrap(), page);
+}

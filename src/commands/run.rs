@@ -455,9 +455,7 @@ impl Passes<'_> {
         if let Some(path) = &self.opts.metrics {
             let json = metrics::to_json(job, &prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-            std::fs::write(path, text + "\n").map_err(|e| {
-                Error::data(format!("{}: cannot write the metrics", path.display())).with_source(e)
-            })?;
+            crate::io::whole_file::replace(path, (text + "\n").as_bytes(), "the metrics")?;
         }
         output.finish()?;
         progress.finish();

@@ -147,9 +147,7 @@ pub(crate) fn merge_with_env(
     let file = match (sources.file, sources.text) {
         (Some(path), _) => {
             let name = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Error::usage(format!("cannot read config file {name}")).with_source(e)
-            })?;
+            let text = crate::io::whole_file::read_to_string(path, "config file")?;
             Some((name, text))
         }
         (None, Some((name, text))) => Some((name.to_string(), text.to_string())),

@@ -24,4 +24,5 @@ pub mod schema;
 pub mod sequence_output;
 pub mod splice;
 pub mod trainers;
+pub mod whole_file;
 pub mod write;

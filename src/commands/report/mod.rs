@@ -17,12 +17,12 @@ mod plots;
 mod sketch;
 mod strips;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use crate::commands::compare::{CompareOptions, Variant};
 use crate::error::{Error, Result};
-use crate::io::atomic::{check_destination, parent_dir, persist, same_file, temporary_output};
+use crate::io::atomic::same_file;
+use crate::io::whole_file;
 
 /// How to make the report, beyond the variants.
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ pub struct ReportSummary {
 /// Make the report of `variants` on `opts.read.input` and write it to `opts.output` (a temporary
 /// file beside it, renamed once complete: never a half-written page).
 pub fn report(variants: &[Variant], opts: &ReportOptions) -> Result<ReportSummary> {
-    check_destination(&opts.output, opts.force)?;
+    whole_file::check_destination(&opts.output, opts.force)?;
     if same_file(&opts.read.input, &opts.output) {
         return Err(Error::usage(format!(
             "{}: the report would overwrite its input",
@@ -64,13 +64,7 @@ pub fn report(variants: &[Variant], opts: &ReportOptions) -> Result<ReportSummar
     }
     let facts = gather::gather(variants, opts)?;
     let html = page::render(&facts)?;
-    let name = opts.output.display().to_string();
-    let mut tmp = temporary_output(&parent_dir(&opts.output), &name)?;
-    let io =
-        |e: std::io::Error| Error::data(format!("{name}: cannot write the report")).with_source(e);
-    tmp.write_all(html.as_bytes()).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    persist(tmp, &opts.output, opts.force, &name)?;
+    whole_file::write(&opts.output, html.as_bytes(), opts.force, "the report")?;
     Ok(ReportSummary {
         rows: facts.rows,
         warnings: facts.inspect.warnings()

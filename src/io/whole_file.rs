@@ -1,0 +1,118 @@
+//! Small files read or written whole, at a local path or (with the `cloud` feature) an object
+//! URL: a `--config` file, `report`'s page, `--metrics`' JSON. Written whole either way: a
+//! local file through a temporary file renamed into place, an object by one PUT, create-only
+//! unless forced, so a reader never sees half of one.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::io::atomic::{parent_dir, persist, temporary_output};
+
+/// The text of the file or object `path` (`what` says what it is, for messages).
+pub fn read_to_string(path: &Path, what: &str) -> Result<String> {
+    #[cfg(not(feature = "cloud"))]
+    crate::io::location::refuse_object_url(path)?;
+    #[cfg(feature = "cloud")]
+    if let Some(url) = crate::io::location::object_url(path)? {
+        let source = crate::io::object::source::ObjectSource::open(&url)?;
+        let mut bytes = Vec::with_capacity(source.size() as usize);
+        source.download_to(&mut bytes)?;
+        return String::from_utf8(bytes).map_err(|e| {
+            Error::usage(format!("{url}: cannot read {what}: not UTF-8 text")).with_source(e)
+        });
+    }
+    let name = path.display().to_string();
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(format!("cannot read {what} {name}")).with_source(e))
+}
+
+/// Refuse, before any work starts, a destination that cannot or must not be written: for an
+/// object, one that exists (unless `force`; the create-only PUT refuses a racing writer too).
+pub fn check_destination(path: &Path, force: bool) -> Result<()> {
+    #[cfg(not(feature = "cloud"))]
+    crate::io::location::refuse_object_url(path)?;
+    #[cfg(feature = "cloud")]
+    if let Some(url) = crate::io::location::object_url(path)? {
+        if !force {
+            let store = crate::io::object::store::store_for(&url)?;
+            crate::io::object::sink::refuse_existing(&store, &url.key, &url.url)?;
+        }
+        return Ok(());
+    }
+    crate::io::atomic::check_destination(path, force)
+}
+
+/// Write `bytes` as the whole of `path` (over an existing file or object only with `force`).
+pub fn write(path: &Path, bytes: &[u8], force: bool, what: &str) -> Result<()> {
+    #[cfg(not(feature = "cloud"))]
+    crate::io::location::refuse_object_url(path)?;
+    #[cfg(feature = "cloud")]
+    if let Some(url) = crate::io::location::object_url(path)? {
+        let store = crate::io::object::store::store_for(&url)?;
+        let bytes = bytes::Bytes::copy_from_slice(bytes);
+        crate::io::object::sink::put_bytes(&store, &url.key, &url.url, bytes, force)?;
+        return Ok(());
+    }
+    let name = path.display().to_string();
+    let mut tmp = temporary_output(&parent_dir(path), &name)?;
+    let io = |e: std::io::Error| Error::data(format!("{name}: cannot write {what}")).with_source(e);
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    persist(tmp, path, force, &name)
+}
+
+/// Write `bytes` over whatever `path` holds, as a log is replaced on every run: a local path
+/// is written in place (so `/dev/stderr` or a pipe works), an object by one PUT.
+pub fn replace(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
+    #[cfg(not(feature = "cloud"))]
+    crate::io::location::refuse_object_url(path)?;
+    #[cfg(feature = "cloud")]
+    if crate::io::location::object_url(path)?.is_some() {
+        return write(path, bytes, true, what);
+    }
+    std::fs::write(path, bytes)
+        .map_err(|e| Error::data(format!("{}: cannot write {what}", path.display())).with_source(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_file_is_written_whole_and_not_clobbered_unless_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("page.html");
+        check_destination(&p, false).unwrap();
+        write(&p, b"one", false, "x").unwrap();
+        assert_eq!(read_to_string(&p, "the page").unwrap(), "one");
+        assert!(check_destination(&p, false).is_err());
+        assert!(write(&p, b"two", false, "x").is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), b"one");
+        write(&p, b"two", true, "x").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        // only the file itself is left in the directory: no temporary
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(feature = "cloud")]
+    #[test]
+    fn an_object_is_put_whole_and_not_clobbered_unless_forced() {
+        use crate::io::object::store::{Store, register};
+        let mem: Store = std::sync::Arc::new(object_store::memory::InMemory::new());
+        register("s3://advcalc-whole-file", mem);
+        let p = Path::new("s3://advcalc-whole-file/dir/metrics.json");
+        check_destination(p, false).unwrap();
+        write(p, b"{}", false, "x").unwrap();
+        assert_eq!(read_to_string(p, "the metrics").unwrap(), "{}");
+        let e = check_destination(p, false).unwrap_err();
+        assert!(format!("{e:#}").contains("already exists"), "{e:#}");
+        let e = write(p, b"[]", false, "x").unwrap_err();
+        assert!(format!("{e:#}").contains("already exists"), "{e:#}");
+        write(p, b"[]", true, "x").unwrap();
+        assert_eq!(read_to_string(p, "the metrics").unwrap(), "[]");
+        let missing = Path::new("s3://advcalc-whole-file/none.yaml");
+        let e = read_to_string(missing, "config file").unwrap_err();
+        assert!(format!("{e:#}").contains("s3://advcalc-whole-file/none.yaml"));
+    }
+}
