@@ -224,3 +224,121 @@ fn between(text: &str, open: &str, close: &str) -> Option<String> {
     let (inside, _) = rest.split_once(close)?;
     Some(inside.trim().to_string()).filter(|s| !s.is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::client::{HttpError, HttpErrorKind};
+
+    /// An error as object_store reports a failed request: its text, as the store wraps it.
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: text.to_string().into(),
+        }
+    }
+
+    fn message(e: object_store::Error) -> (String, Option<String>, i32) {
+        let e = store_error("s3://b/k", "cannot read", e);
+        (e.to_string(), e.hint().map(str::to_string), e.exit_code())
+    }
+
+    #[test]
+    fn each_cause_is_one_line_naming_the_url() {
+        let cases = [
+            (
+                generic(
+                    "Error performing GET http://h/b/k in 2s, after 3 retries, max_retries: 3, \
+                     retry_timeout: 180s  - Server returned non-2xx status code: 503 Service \
+                     Unavailable: <Error><Code>SlowDown</Code></Error>",
+                ),
+                "s3://b/k: cannot read: the server kept asking to slow down (SlowDown) (after 3 \
+                 retries)",
+            ),
+            (
+                generic("Server returned non-2xx status code: 500 Internal Server Error: "),
+                "s3://b/k: cannot read: the server failed (500)",
+            ),
+            (
+                generic(
+                    "Server returned non-2xx status code: 400 Bad Request: <Error><Code>\
+                     AuthorizationHeaderMalformed</Code><Message>the region 'us-east-1' is \
+                     wrong; expecting 'eu-west-1'</Message></Error>",
+                ),
+                "s3://b/k: cannot read: wrong region: the bucket is in eu-west-1",
+            ),
+            (
+                generic("Received redirect without LOCATION, this normally indicates ..."),
+                "s3://b/k: cannot read: wrong region: the bucket is in another region than the \
+                 one set",
+            ),
+            (
+                generic(
+                    "Server returned non-2xx status code: 403 Forbidden: <Error><Code>\
+                     InvalidAccessKeyId</Code></Error>",
+                ),
+                "s3://b/k: cannot read: not authenticated: the server rejected the credentials \
+                 (InvalidAccessKeyId)",
+            ),
+            (
+                generic("Error performing PUT http://169.254.169.254/latest/api/token - timeout"),
+                "s3://b/k: cannot read: no credentials found",
+            ),
+            (
+                object_store::Error::Unauthenticated {
+                    path: String::new(),
+                    source: Box::new(store::NoCredentials),
+                },
+                "s3://b/k: cannot read: no credentials found",
+            ),
+            (
+                object_store::Error::Generic {
+                    store: "S3",
+                    source: Box::new(HttpError::new(
+                        HttpErrorKind::Timeout,
+                        std::io::Error::from(std::io::ErrorKind::TimedOut),
+                    )),
+                },
+                "s3://b/k: cannot read: timed out",
+            ),
+            (
+                object_store::Error::Generic {
+                    store: "S3",
+                    source: Box::new(HttpError::new(
+                        HttpErrorKind::Interrupted,
+                        std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+                    )),
+                },
+                "s3://b/k: cannot read: the connection was dropped",
+            ),
+            (
+                object_store::Error::NotFound {
+                    path: "k".into(),
+                    source: "404: <Error><Code>NoSuchBucket</Code></Error>".into(),
+                },
+                "s3://b/k: cannot read: no such bucket",
+            ),
+            (
+                object_store::Error::NotFound {
+                    path: "k".into(),
+                    source: "404 Not Found: ".into(),
+                },
+                "s3://b/k: cannot read: no such object",
+            ),
+        ];
+        for (error, want) in cases {
+            let (got, hint, code) = message(error);
+            assert_eq!(got, want);
+            assert_eq!(code, 1, "{got}");
+            assert!(!got.contains('\n'), "{got}");
+            if got.contains("credentials") {
+                assert!(hint.unwrap().contains("AWS_ACCESS_KEY_ID"), "{got}");
+            }
+        }
+        let (_, hint, _) = message(generic(
+            "status code: 400 Bad Request: <Code>AuthorizationHeaderMalformed</Code>\
+             <Region>ap-south-1</Region>",
+        ));
+        assert_eq!(hint.as_deref(), Some("set AWS_REGION=ap-south-1"));
+    }
+}
