@@ -1,9 +1,11 @@
 //! A store that tells a missing bucket from a missing object. A HEAD answers 404 without a
-//! body either way, so where one finds nothing, a listing of that key (one request, only on
-//! this error path) asks the server, which names a missing bucket (`NoSuchBucket`); that
-//! answer becomes the cause `store_error` reads.
+//! body either way, so where one finds nothing, a listing of that key asks the server, which
+//! names a missing bucket (`NoSuchBucket`); that answer becomes the cause `store_error`
+//! reads. A HEAD that finds nothing is also how a new OUT is checked, so the listing is made
+//! at most until the bucket is known to exist: one request per bucket and process.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -16,11 +18,24 @@ use object_store::{
 
 /// `inner`, with a HEAD that finds nothing telling whether the bucket is there.
 #[derive(Debug)]
-pub(crate) struct MissingBucket<T>(pub T);
+pub(crate) struct MissingBucket<T> {
+    inner: T,
+    /// A request succeeded, or a listing did: no more listings.
+    exists: AtomicBool,
+}
+
+impl<T> MissingBucket<T> {
+    pub(crate) fn new(inner: T) -> Self {
+        Self {
+            inner,
+            exists: AtomicBool::new(false),
+        }
+    }
+}
 
 impl<T: std::fmt::Display> std::fmt::Display for MissingBucket<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        self.inner.fmt(f)
     }
 }
 
@@ -45,17 +60,27 @@ fn chain_text(e: &object_store::Error) -> String {
 impl<T: ObjectStore> ObjectStore for MissingBucket<T> {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let head = options.head;
-        match self.0.get_opts(location, options).await {
-            Err(e @ object_store::Error::NotFound { .. }) if head => {
-                match self.0.list_with_delimiter(Some(location)).await {
+        match self.inner.get_opts(location, options).await {
+            Err(e @ object_store::Error::NotFound { .. })
+                if head && !self.exists.load(Ordering::Relaxed) =>
+            {
+                match self.inner.list_with_delimiter(Some(location)).await {
+                    Ok(_) => {
+                        self.exists.store(true, Ordering::Relaxed);
+                        Err(e)
+                    }
                     Err(probe) if says_no_bucket(&chain_text(&probe)) => {
                         Err(object_store::Error::NotFound {
                             path: location.to_string(),
                             source: Box::new(probe),
                         })
                     }
-                    _ => Err(e),
+                    Err(_) => Err(e),
                 }
+            }
+            Ok(got) => {
+                self.exists.store(true, Ordering::Relaxed);
+                Ok(got)
             }
             other => other,
         }
@@ -67,7 +92,7 @@ impl<T: ObjectStore> ObjectStore for MissingBucket<T> {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.0.put_opts(location, payload, opts).await
+        self.inner.put_opts(location, payload, opts).await
     }
 
     async fn put_multipart_opts(
@@ -75,22 +100,22 @@ impl<T: ObjectStore> ObjectStore for MissingBucket<T> {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        self.0.put_multipart_opts(location, opts).await
+        self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.0.get_ranges(location, ranges).await
+        self.inner.get_ranges(location, ranges).await
     }
 
     fn delete_stream(
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.0.delete_stream(locations)
+        self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.0.list(prefix)
+        self.inner.list(prefix)
     }
 
     fn list_with_offset(
@@ -98,19 +123,19 @@ impl<T: ObjectStore> ObjectStore for MissingBucket<T> {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.0.list_with_offset(prefix, offset)
+        self.inner.list_with_offset(prefix, offset)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.0.list_with_delimiter(prefix).await
+        self.inner.list_with_delimiter(prefix).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.0.copy_opts(from, to, options).await
+        self.inner.copy_opts(from, to, options).await
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.0.rename_opts(from, to, options).await
+        self.inner.rename_opts(from, to, options).await
     }
 }
 
@@ -174,10 +199,16 @@ mod tests {
         use crate::io::object::runtime::block_on;
         let key = Path::from("k.parquet");
         // the bucket is there: the error is the HEAD's own
-        let e = block_on(MissingBucket(InMemory::new()).head(&key)).unwrap_err();
+        let here = MissingBucket::new(crate::io::object::testing::Counting::default());
+        let e = block_on(here.head(&key)).unwrap_err();
         assert!(!says_no_bucket(&chain_text(&e)), "{e}");
+        // ... and then known: the next HEAD that finds nothing lists nothing
+        assert_eq!(here.inner.counts().lists, 1);
+        block_on(here.head(&Path::from("other"))).unwrap_err();
+        assert_eq!(here.inner.counts().lists, 1);
+        assert_eq!(here.inner.counts().heads, 2);
         // it is not: the listing's answer is the cause, still a NotFound
-        let e = block_on(MissingBucket(NoBucket(InMemory::new())).head(&key)).unwrap_err();
+        let e = block_on(MissingBucket::new(NoBucket(InMemory::new())).head(&key)).unwrap_err();
         assert!(matches!(e, object_store::Error::NotFound { .. }), "{e}");
         assert!(says_no_bucket(&chain_text(&e)), "{e}");
         let msg = crate::io::object::store_error("s3://b/k.parquet", "cannot open", e);

@@ -114,6 +114,9 @@ fn credentials_hint(url: &str) -> &'static str {
     } else if url.starts_with("gs://") {
         "set GOOGLE_APPLICATION_CREDENTIALS (or GOOGLE_SERVICE_ACCOUNT), or run on a machine \
          with a service account"
+    } else if url.starts_with("https://") && !url.contains(".core.windows.net") {
+        "advcalc sends no credentials with a plain https:// URL; use the store's own scheme \
+         (s3://, gs://, az://) with its credentials"
     } else {
         "set AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_KEY (with \
          AZURE_STORAGE_ACCOUNT_NAME), or run with a managed identity"

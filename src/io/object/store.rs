@@ -92,7 +92,7 @@ fn build(url: &ObjectUrl) -> Result<Store> {
             .with_retry(retry)
             .with_http_connector(connector())
             .build()
-            .map(|s| Arc::new(MissingBucket(s)) as Store),
+            .map(|s| Arc::new(MissingBucket::new(s)) as Store),
         StoreKind::Gcs => with_timeouts!(
             GoogleCloudStorageBuilder::from_env(),
             GoogleConfigKey::Client
@@ -101,14 +101,14 @@ fn build(url: &ObjectUrl) -> Result<Store> {
         .with_retry(retry)
         .with_http_connector(connector())
         .build()
-        .map(|s| Arc::new(MissingBucket(s)) as Store),
+        .map(|s| Arc::new(MissingBucket::new(s)) as Store),
         StoreKind::Azure => {
             with_timeouts!(MicrosoftAzureBuilder::from_env(), AzureConfigKey::Client)
                 .with_url(base)
                 .with_retry(retry)
                 .with_http_connector(connector())
                 .build()
-                .map(|s| Arc::new(MissingBucket(s)) as Store)
+                .map(|s| Arc::new(MissingBucket::new(s)) as Store)
         }
         StoreKind::Http => TIMEOUTS
             .into_iter()
