@@ -516,6 +516,7 @@ fn a_profile_s_static_keys_and_region_are_used() {
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&url("out2.parquet")), "{err}");
     assert!(err.contains("sso_session"), "{err}");
     assert!(err.contains("aws configure export-credentials"), "{err}");
     assert_eq!(s3.get("out2.parquet"), None);

@@ -71,7 +71,7 @@ pub fn register(base: &str, store: Store) {
 fn build(url: &ObjectUrl) -> Result<Store> {
     install_crypto_provider();
     let vars = Vars::from_process();
-    let retry = retry_config(&vars)?;
+    let retry = retry_config(&vars).map_err(|e| e.context(&url.url))?;
     let connector = || SpawnedReqwestConnector::new(runtime().handle().clone());
     let base = url.base.clone();
     // each builder has its own key type; the client keys are the same
@@ -87,12 +87,15 @@ fn build(url: &ObjectUrl) -> Result<Store> {
         }};
     }
     let built: object_store::Result<Store> = match url.kind {
-        StoreKind::S3 => with_timeouts!(s3_builder(&vars)?, AmazonS3ConfigKey::Client)
-            .with_url(base)
-            .with_retry(retry)
-            .with_http_connector(connector())
-            .build()
-            .map(|s| Arc::new(MissingBucket::new(s)) as Store),
+        StoreKind::S3 => with_timeouts!(
+            s3_builder(&vars).map_err(|e| e.context(&url.url))?,
+            AmazonS3ConfigKey::Client
+        )
+        .with_url(base)
+        .with_retry(retry)
+        .with_http_connector(connector())
+        .build()
+        .map(|s| Arc::new(MissingBucket::new(s)) as Store),
         StoreKind::Gcs => with_timeouts!(
             GoogleCloudStorageBuilder::from_env(),
             GoogleConfigKey::Client
@@ -262,8 +265,8 @@ impl CredentialProvider for NoCredentials {
     type Credential = AwsCredential;
 
     async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
-        Err(object_store::Error::Unauthenticated {
-            path: String::new(),
+        Err(object_store::Error::Generic {
+            store: "S3",
             source: Box::new(NoCredentials),
         })
     }
