@@ -18,6 +18,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 
 pub mod corpus;
+#[cfg(feature = "cloud")]
+pub mod fault_proxy;
 pub mod metrics;
 #[cfg(feature = "cloud")]
 pub mod moto;

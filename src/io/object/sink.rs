@@ -46,7 +46,10 @@ impl Default for PutPolicy {
     fn default() -> Self {
         Self {
             force: false,
-            put_max: 1 << 30,
+            put_max: std::env::var("ADVCALC_OBJECT_PUT_MAX")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1 << 30),
             part_size: 16 << 20,
             parts_in_flight: 8,
         }
