@@ -31,7 +31,7 @@ pub fn object_url(path: &Path) -> Result<Option<crate::io::object::url::ObjectUr
     };
     if crate::io::dataset::is_glob(url.key.as_ref()) {
         return Err(Error::usage(format!(
-            "{s}: datasets in object storage (a glob) are not supported yet"
+            "{s}: a glob names a dataset, not one object"
         ))
         .with_hint("give one object's URL"));
     }

@@ -11,6 +11,7 @@
 //! - [`sink`]: a finished local file written to an object, visible only when complete and
 //!   never over an existing one unless forced.
 
+pub mod list;
 pub mod runtime;
 pub mod sink;
 pub mod source;
