@@ -129,17 +129,37 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
         ok(&from_s3);
         let here = local(dir, &[&cmd[..], &["in"]].concat());
         ok(&here);
+        // the same report, but for the name of IN
         let text = |o: &std::process::Output, name: &str| {
-            String::from_utf8_lossy(&o.stdout)
-                .replace(name, "IN")
-                .replace("IN/", "IN")
+            let t = String::from_utf8_lossy(&o.stdout).replacen(
+                &format!(": {name} ("),
+                ": IN (",
+                1,
+            );
+            match t.strip_prefix(&format!("{name}: ")) {
+                Some(rest) => format!("IN: {rest}"),
+                None => t,
+            }
         };
         assert_eq!(
             text(&from_s3, &s3_in),
-            text(&here, "in/").replace("in", "IN").replace("IN/", "IN"),
+            text(&here, "in"),
             "{cmd:?}"
         );
     }
+
+    // report on the prefix, as on the local dataset
+    let report = dir.join("report.html");
+    let out = s3.advcalc(&[
+        "report",
+        "-e",
+        "grpo",
+        &url("dumps/"),
+        "-o",
+        report.to_str().unwrap(),
+    ]);
+    ok(&out);
+    assert!(report.is_file());
 
     // nothing to read: exit 1 naming the URL, nothing written
     for empty in [url("nothing/"), url("dumps/*.arrow")] {
@@ -177,19 +197,19 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
         .spawn()
         .unwrap();
     let start = std::time::Instant::now();
-    let mut seen = Vec::new();
-    loop {
-        seen = outputs(&mut s3, "adv/");
+    let seen = loop {
+        let seen = outputs(&mut s3, "adv/");
         if !seen.is_empty() || child.try_wait().unwrap().is_some() {
-            break;
+            break seen;
         }
         assert!(start.elapsed().as_secs() < 300, "no output appeared");
         std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    };
     child.kill().ok(); // SIGKILL (or it finished first: then everything is kept)
     child.wait().unwrap();
     let done = outputs(&mut s3, "adv/");
     assert!(done.len() >= seen.len());
+    eprintln!("killed with {} of {files} outputs written", done.len());
     let before: Vec<Vec<u8>> = done
         .iter()
         .map(|f| s3.get(&format!("adv/{f}")).unwrap())
