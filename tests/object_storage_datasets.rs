@@ -101,7 +101,14 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
     // a glob: the objects it matches, as the local glob runs
     ok(&local(
         dir,
-        &["run", "-q", "-e", "grpo", "in/step=[12].parquet", "out-glob"],
+        &[
+            "run",
+            "-q",
+            "-e",
+            "grpo",
+            "in/step=[12].parquet",
+            "out-glob",
+        ],
     ));
     let out = s3.advcalc(&[
         "run",
@@ -120,10 +127,7 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
     }
 
     // inspect and compare on the prefix report what they report on the local dataset
-    for cmd in [
-        vec!["inspect"],
-        vec!["compare", "-e", "grpo", "-e", "rloo"],
-    ] {
+    for cmd in [vec!["inspect"], vec!["compare", "-e", "grpo", "-e", "rloo"]] {
         let s3_in = url("dumps/");
         let from_s3 = s3.advcalc(&[&cmd[..], &[s3_in.as_str()]].concat());
         ok(&from_s3);
@@ -131,21 +135,14 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
         ok(&here);
         // the same report, but for the name of IN
         let text = |o: &std::process::Output, name: &str| {
-            let t = String::from_utf8_lossy(&o.stdout).replacen(
-                &format!(": {name} ("),
-                ": IN (",
-                1,
-            );
+            let t =
+                String::from_utf8_lossy(&o.stdout).replacen(&format!(": {name} ("), ": IN (", 1);
             match t.strip_prefix(&format!("{name}: ")) {
                 Some(rest) => format!("IN: {rest}"),
                 None => t,
             }
         };
-        assert_eq!(
-            text(&from_s3, &s3_in),
-            text(&here, "in"),
-            "{cmd:?}"
-        );
+        assert_eq!(text(&from_s3, &s3_in), text(&here, "in"), "{cmd:?}");
     }
 
     // report on the prefix, as on the local dataset
@@ -224,7 +221,11 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
     if !done.is_empty() {
         let again = s3.advcalc(&[&run[..], &[inp.as_str(), out.as_str()]].concat());
         assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
-        assert!(stderr(&again).contains("already exists"), "{}", stderr(&again));
+        assert!(
+            stderr(&again).contains("already exists"),
+            "{}",
+            stderr(&again)
+        );
         assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
     }
 
@@ -237,7 +238,10 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
     };
     assert!(stderr(&resumed).contains(&kept), "{}", stderr(&resumed));
     for (f, b) in done.iter().zip(&before) {
-        assert!(s3.get(&format!("adv/{f}")).as_ref() == Some(b), "{f} was redone");
+        assert!(
+            s3.get(&format!("adv/{f}")).as_ref() == Some(b),
+            "{f} was redone"
+        );
     }
     let all: Vec<String> = outputs(&mut s3, "adv/");
     assert_eq!(all.len(), files, "{all:?}");
@@ -266,12 +270,13 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
 
     // an input rewritten (other row groups: another ETag): its output alone is redone
     let rewritten = dir.join("step=3-again.parquet");
-    write_parquet(&rewritten, &read_parquet(&dir.join("in/step=3.parquet")), 300);
+    write_parquet(
+        &rewritten,
+        &read_parquet(&dir.join("in/step=3.parquet")),
+        300,
+    );
     s3.put("dumps/step=3.parquet", &std::fs::read(&rewritten).unwrap());
-    let others: Vec<Option<Vec<u8>>> = all
-        .iter()
-        .map(|f| s3.get(&format!("adv/{f}")))
-        .collect();
+    let others: Vec<Option<Vec<u8>>> = all.iter().map(|f| s3.get(&format!("adv/{f}"))).collect();
     let again = s3.advcalc(&["run", "-e", "grpo", "--resume", &inp, &out]);
     ok(&again);
     assert!(
@@ -305,7 +310,14 @@ fn concurrent_writers_to_one_out_exactly_one_wins() {
     let children: Vec<_> = (0..8)
         .map(|_| {
             s3.command()
-                .args(["run", "-q", "-e", "grpo", &url("demo.parquet"), &url("race.parquet")])
+                .args([
+                    "run",
+                    "-q",
+                    "-e",
+                    "grpo",
+                    &url("demo.parquet"),
+                    &url("race.parquet"),
+                ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -317,7 +329,12 @@ fn concurrent_writers_to_one_out_exactly_one_wins() {
         .map(|c| c.wait_with_output().unwrap())
         .collect();
     let winners = results.iter().filter(|o| o.status.success()).count();
-    assert_eq!(winners, 1, "{:?}", results.iter().map(stderr).collect::<Vec<_>>());
+    assert_eq!(
+        winners,
+        1,
+        "{:?}",
+        results.iter().map(stderr).collect::<Vec<_>>()
+    );
     for o in results.iter().filter(|o| !o.status.success()) {
         assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
         assert!(stderr(o).contains("already exists"), "{}", stderr(o));

@@ -95,6 +95,15 @@ impl Dest {
         }
     }
 
+    /// The output's path when it is a local file.
+    fn local(&self) -> Option<&Path> {
+        match self {
+            Dest::Local(path) => Some(path),
+            #[cfg(feature = "cloud")]
+            Dest::Object { .. } => None,
+        }
+    }
+
     fn exists(&self) -> bool {
         match self {
             Dest::Local(path) => path.exists(),
@@ -106,6 +115,7 @@ impl Dest {
 
 impl OutRoot {
     /// The output of `part` (the `p`th): OUT joined with its relative path.
+    #[cfg_attr(not(feature = "cloud"), allow(unused_variables))]
     fn dest(&self, p: usize, part: &Part) -> Dest {
         match self {
             OutRoot::Local(out) => Dest::Local(out.join(&part.rel)),
@@ -383,7 +393,7 @@ fn run_into(
                     Error::data(format!("{}: cannot create the directory", dir.display()))
                         .with_source(e)
                 })?;
-                if let Dest::Local(_) = dest {
+                if dest.local().is_some() {
                     remove_stale_temporaries(&dir);
                 }
             }
@@ -672,7 +682,7 @@ fn made_from_current(part: &Part, dest: &Dest, stored: &[(String, String)]) -> b
         return object.e_tag.is_some() && recorded == object.e_tag.as_ref();
     }
     let _ = stored;
-    let Dest::Local(dest) = dest else {
+    let Some(dest) = dest.local() else {
         return false;
     };
     match (
@@ -696,9 +706,9 @@ fn input_bytes(part: &Part) -> Option<u64> {
 /// An object input's ETag and version (`advcalc.input_etag`, `advcalc.input_version`), which
 /// `--resume` compares with the object's own.
 fn object_provenance(part: &Part) -> Vec<(String, String)> {
-    let mut kv = Vec::new();
     #[cfg(feature = "cloud")]
     if let Some(object) = &part.object {
+        let mut kv = Vec::new();
         let key = |k: &str| format!("{PROVENANCE_PREFIX}{k}");
         if let Some(e_tag) = &object.e_tag {
             kv.push((key("input_etag"), e_tag.clone()));
@@ -706,9 +716,10 @@ fn object_provenance(part: &Part) -> Vec<(String, String)> {
         if let Some(version) = &object.version {
             kv.push((key("input_version"), version.clone()));
         }
+        return kv;
     }
     let _ = part;
-    kv
+    Vec::new()
 }
 
 /// The `advcalc.*` key-value metadata of an output object: a Parquet footer by one suffix
@@ -738,11 +749,10 @@ fn stored_object_provenance(
         _ => {
             let mut bytes = Vec::new();
             source.download_to(&mut bytes)?;
-            let reader =
-                arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None)
-                    .map_err(|e| {
-                        Error::data(format!("{url}: not a readable Arrow IPC file")).with_source(e)
-                    })?;
+            let reader = arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None)
+                .map_err(|e| {
+                    Error::data(format!("{url}: not a readable Arrow IPC file")).with_source(e)
+                })?;
             reader
                 .schema()
                 .metadata()

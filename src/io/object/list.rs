@@ -185,7 +185,11 @@ mod tests {
         let d = |s: &str| dataset_url(s).unwrap().unwrap();
         let u = d("s3://b/dumps/");
         assert_eq!(
-            (u.base.base.as_str(), u.base.key.as_ref(), u.base_url.as_str()),
+            (
+                u.base.base.as_str(),
+                u.base.key.as_ref(),
+                u.base_url.as_str()
+            ),
             ("s3://b", "dumps", "s3://b/dumps/")
         );
         assert_eq!(u.pattern, None);
@@ -200,10 +204,7 @@ mod tests {
             ("dumps", Some("**/*.parquet"))
         );
         let u = d("s3://b/*.parquet");
-        assert_eq!(
-            (u.base.key.as_ref(), u.base_url.as_str()),
-            ("", "s3://b/")
-        );
+        assert_eq!((u.base.key.as_ref(), u.base_url.as_str()), ("", "s3://b/"));
         // one object, a local path: not a dataset
         assert_eq!(dataset_url("s3://b/dumps/x.parquet").unwrap(), None);
         assert_eq!(dataset_url("dumps/*.parquet").unwrap(), None);
@@ -255,7 +256,10 @@ mod tests {
             rels(&store, "s3://b/dumps/**/*.parquet"),
             ["step=1.parquet", "step=2.parquet", "sub/step=4.parquet"]
         );
-        assert_eq!(rels(&store, "s3://b/dumps/step=[0-9].*"), ["step=1.parquet", "step=2.parquet"]);
+        assert_eq!(
+            rels(&store, "s3://b/dumps/step=[0-9].*"),
+            ["step=1.parquet", "step=2.parquet"]
+        );
         assert_eq!(
             rels(&store, "s3://b/*/step=?.parquet"),
             [
