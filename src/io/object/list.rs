@@ -180,6 +180,39 @@ mod tests {
             .collect()
     }
 
+    /// A dataset opened from a store: one LIST for the whole dataset; each object then opened
+    /// as one object IN is, none listed again.
+    #[test]
+    fn a_dataset_is_listed_once() {
+        let store = Arc::new(Counting::default());
+        crate::io::object::store::register("s3://list-once", store.clone());
+        let demo = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/demo.parquet"
+        ))
+        .unwrap();
+        for key in ["d/step=2.parquet", "d/step=1.parquet", "d/step=10.parquet"] {
+            put(&store, key, &demo);
+        }
+        put(&store, "d/_SUCCESS", b"");
+        let before = store.counts();
+        let url = dataset_url("s3://list-once/d/").unwrap().unwrap();
+        let d = crate::io::dataset::Dataset::open_objects(&url, None).unwrap();
+        let names: Vec<&str> = d.parts.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "s3://list-once/d/step=1.parquet",
+                "s3://list-once/d/step=2.parquet",
+                "s3://list-once/d/step=10.parquet"
+            ]
+        );
+        assert_eq!(d.rows(), 3 * 256);
+        let after = store.counts();
+        // (the GETs per object are the single-object opener's: not counted here)
+        assert_eq!(after.lists - before.lists, 1);
+    }
+
     #[test]
     fn dataset_urls() {
         let d = |s: &str| dataset_url(s).unwrap().unwrap();
