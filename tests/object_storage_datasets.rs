@@ -34,6 +34,17 @@ fn ok(out: &std::process::Output) {
     assert!(out.status.success(), "{}", stderr(out));
 }
 
+/// An output's `advcalc.input_etag`.
+fn input_etag(parquet: Vec<u8>) -> Option<String> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(parquet)).unwrap();
+    let kv = reader.metadata().file_metadata().key_value_metadata()?;
+    kv.iter()
+        .find(|kv| kv.key == "advcalc.input_etag")?
+        .value
+        .clone()
+}
+
 /// The output keys under `prefix`, relative to it, sorted.
 fn outputs(s3: &mut Moto, prefix: &str) -> Vec<String> {
     let mut keys: Vec<String> = s3
@@ -97,6 +108,23 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
         let want = std::fs::read(dir.join("out").join(name)).unwrap();
         assert!(decoded(got) == decoded(want), "{name}");
     }
+
+    // --resume into the local directory keeps every output there (their inputs' ETags are
+    // the objects' own)
+    let out = s3.advcalc(&[
+        "run",
+        "-e",
+        "grpo",
+        "--resume",
+        &url("dumps/"),
+        dir.join("from-s3").to_str().unwrap(),
+    ]);
+    ok(&out);
+    assert!(
+        stderr(&out).contains("from 4 files (4 kept by --resume)"),
+        "{}",
+        stderr(&out)
+    );
 
     // a glob: the objects it matches, as the local glob runs
     ok(&local(
@@ -268,30 +296,40 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
     );
     assert_eq!(s3.get("adv/step=3.parquet"), out3);
 
-    // an input rewritten (other row groups: another ETag): its output alone is redone
+    // an input rewritten (other row groups): its output alone is redone; then rewritten with
+    // the same size and rows (only its Arrow schema metadata differs): only the ETag says it
+    // changed, and that is enough
+    let batch = read_parquet(&dir.join("in/step=3.parquet"));
     let rewritten = dir.join("step=3-again.parquet");
-    write_parquet(
-        &rewritten,
-        &read_parquet(&dir.join("in/step=3.parquet")),
-        300,
-    );
-    s3.put("dumps/step=3.parquet", &std::fs::read(&rewritten).unwrap());
-    let others: Vec<Option<Vec<u8>>> = all.iter().map(|f| s3.get(&format!("adv/{f}"))).collect();
-    let again = s3.advcalc(&["run", "-e", "grpo", "--resume", &inp, &out]);
-    ok(&again);
-    assert!(
-        stderr(&again).contains(&format!("({} kept by --resume)", files - 1)),
-        "{}",
-        stderr(&again)
-    );
-    for (f, b) in all.iter().zip(&others) {
-        let now = s3.get(&format!("adv/{f}"));
-        if f == "step=3.parquet" {
-            assert!(now != *b, "{f} was kept");
-        } else {
-            assert!(now == *b, "{f} was redone");
+    let mut sizes = Vec::new();
+    for note in ["1", "2"] {
+        let meta: std::collections::HashMap<String, String> =
+            [("rewrite".to_string(), note.to_string())].into();
+        let schema = std::sync::Arc::new(batch.schema().as_ref().clone().with_metadata(meta));
+        write_parquet(&rewritten, &batch.clone().with_schema(schema).unwrap(), 300);
+        let bytes = std::fs::read(&rewritten).unwrap();
+        sizes.push(bytes.len());
+        s3.put("dumps/step=3.parquet", &bytes);
+        let others: Vec<Option<Vec<u8>>> =
+            all.iter().map(|f| s3.get(&format!("adv/{f}"))).collect();
+        let again = s3.advcalc(&["run", "-e", "grpo", "--resume", &inp, &out]);
+        ok(&again);
+        assert!(
+            stderr(&again).contains(&format!("({} kept by --resume)", files - 1)),
+            "rewrite {note}: {}",
+            stderr(&again)
+        );
+        for (f, b) in all.iter().zip(&others) {
+            let now = s3.get(&format!("adv/{f}"));
+            if f == "step=3.parquet" {
+                let etag = |b: &Option<Vec<u8>>| input_etag(b.clone().unwrap());
+                assert!(etag(&now) != etag(b), "rewrite {note}: {f} was kept");
+            } else {
+                assert!(now == *b, "rewrite {note}: {f} was redone");
+            }
         }
     }
+    assert_eq!(sizes[0], sizes[1], "the second rewrite keeps the size");
     // and it is what a local run of the rewritten file gives
     std::fs::copy(&rewritten, dir.join("in/step=3.parquet")).unwrap();
     ok(&local(dir, &["run", "-q", "-e", "grpo", "in", "out"]));
