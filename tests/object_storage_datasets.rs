@@ -390,3 +390,27 @@ fn concurrent_writers_to_one_out_exactly_one_wins() {
     ]));
     assert!(decoded(s3.get("race.parquet").unwrap()) == decoded(std::fs::read(&want).unwrap()));
 }
+
+/// In a versioned bucket an output also records its input's version (`advcalc.input_version`).
+#[test]
+fn a_versioned_buckets_inputs_record_their_version() {
+    let Some(mut s3) = moto() else { return };
+    let (status, body) = s3.request(
+        "PUT",
+        &format!("/{BUCKET}?versioning"),
+        b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>",
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let tmp = tempfile::tempdir().unwrap();
+    dataset(&mut s3, tmp.path(), "dumps/", 2);
+    ok(&s3.advcalc(&["run", "-q", "-e", "grpo", &url("dumps/"), &url("adv/")]));
+    let out = s3.advcalc(&["inspect", "--json", &url("adv/step=1.parquet")]);
+    ok(&out);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let provenance = &json["provenance"];
+    assert!(
+        provenance["input_version"].as_str().is_some_and(|v| !v.is_empty()),
+        "{provenance}"
+    );
+    assert!(provenance["input_etag"].as_str().is_some(), "{provenance}");
+}
