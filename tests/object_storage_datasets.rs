@@ -213,8 +213,21 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
     let run = ["run", "-q", "-e", "grpo", "--threads", "1"];
     let (inp, out) = (url("dumps/"), url("adv/"));
 
+    // the runs' temporary files (local copies of the objects, the outputs before their PUT)
+    // go here: a SIGKILL leaves its own, a finished run none
+    let spools = dir.join("tmp");
+    std::fs::create_dir(&spools).unwrap();
+    let spooled = || {
+        let mut names: Vec<_> = std::fs::read_dir(&spools)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
     let mut child = s3
         .command()
+        .env("TMPDIR", &spools)
         .args(run)
         .args([&inp, &out])
         .stdout(Stdio::null())
@@ -257,8 +270,15 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
         assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
     }
 
-    let resumed = s3.advcalc(&["run", "-e", "grpo", "--resume", &inp, &out]);
+    let left = spooled();
+    let resumed = s3
+        .command()
+        .env("TMPDIR", &spools)
+        .args(["run", "-e", "grpo", "--resume", &inp, &out])
+        .output()
+        .unwrap();
     ok(&resumed);
+    assert_eq!(spooled(), left, "the resumed run left temporary files");
     let kept = if done.is_empty() {
         format!("from {files} files")
     } else {
@@ -409,7 +429,9 @@ fn a_versioned_buckets_inputs_record_their_version() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let provenance = &json["provenance"];
     assert!(
-        provenance["input_version"].as_str().is_some_and(|v| !v.is_empty()),
+        provenance["input_version"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty()),
         "{provenance}"
     );
     assert!(provenance["input_etag"].as_str().is_some(), "{provenance}");
