@@ -436,3 +436,22 @@ fn a_versioned_buckets_inputs_record_their_version() {
     );
     assert!(provenance["input_etag"].as_str().is_some(), "{provenance}");
 }
+
+/// A prefix of more than one page of keys (S3 lists 1000 a page): the listing follows the
+/// pages, and the data objects after the first page are found.
+#[test]
+fn a_listing_longer_than_one_page_is_followed() {
+    let Some(mut s3) = moto() else { return };
+    for i in 0..1001 {
+        s3.put(&format!("many/a-{i:04}.txt"), b"");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    dataset(&mut s3, tmp.path(), "many/", 2);
+    let out = s3.advcalc(&["run", "-e", "grpo", &url("many/"), &url("adv/")]);
+    ok(&out);
+    assert!(stderr(&out).contains("from 2 files"), "{}", stderr(&out));
+    assert_eq!(
+        outputs(&mut s3, "adv/"),
+        ["step=1.parquet", "step=2.parquet"]
+    );
+}
