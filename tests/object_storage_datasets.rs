@@ -2,7 +2,8 @@
 //! 127.0.0.1, see tests/common/moto.rs): a prefix and a glob of objects run s3 -> s3 as a
 //! local dataset of the same files runs, `inspect` and `compare` on a prefix, `--resume`
 //! after a SIGKILL (an input rewritten since its output was made is redone: its ETag
-//! changed), and concurrent writers to one OUT (exactly one wins).
+//! changed), concurrent writers to one OUT (exactly one wins), a versioned bucket's
+//! `advcalc.input_version`, and a listing of more than one page.
 #![cfg(feature = "cloud")]
 
 use std::path::Path;
