@@ -1,5 +1,8 @@
 //! `run` on a dataset (`docs/datasets.md`): IN a directory or a glob of Parquet (or Arrow
 //! IPC) files, read as one input in dataset order; OUT a directory that mirrors IN's files.
+//! With the `cloud` feature IN may be a prefix or a glob in object storage, and then OUT a
+//! prefix too, each output put whole by one create-only PUT; `--resume` keeps an output of
+//! an object only while the object's ETag is the one its provenance recorded.
 //!
 //! Pass 1 reads every (file, row group) unit in parallel and merges the statistics in dataset
 //! order, so the numbers are those of the concatenated file; the plan is made once. Pass 2

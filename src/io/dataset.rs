@@ -2,7 +2,9 @@
 //! (`docs/datasets.md`). The files are found, ordered (by step, then by relative path), given
 //! their step (a `step` column, else `step=N` in the path), checked to share one schema, and
 //! cut into units — (file, row group) pairs in dataset order — that the passes read exactly
-//! as they read the row groups of one file. A single file is a dataset of one part.
+//! as they read the row groups of one file. A single file is a dataset of one part. With the
+//! `cloud` feature, a prefix or a glob in object storage is a dataset of objects
+//! (`Dataset::open_objects`, listed by `io::object::list`).
 
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
