@@ -219,10 +219,4 @@ impl Moto {
             .filter_map(|s| s.split_once("</Key>").map(|(k, _)| k.to_string()))
             .collect()
     }
-
-    /// Remove the object `key` (nothing when there is none).
-    pub fn delete(&mut self, key: &str) {
-        let (status, _) = self.request("DELETE", &format!("/{BUCKET}/{key}"), &[]);
-        assert!(status == 204 || status == 200, "DELETE {key}: {status}");
-    }
 }
