@@ -1,5 +1,8 @@
 //! `run` on a dataset (`docs/datasets.md`): IN a directory or a glob of Parquet (or Arrow
 //! IPC) files, read as one input in dataset order; OUT a directory that mirrors IN's files.
+//! With the `cloud` feature IN may be a prefix or a glob in object storage, and then OUT a
+//! prefix too, each output put whole by one create-only PUT; `--resume` keeps an output of
+//! an object only while the object's ETag is the one its provenance recorded.
 //!
 //! Pass 1 reads every (file, row group) unit in parallel and merges the statistics in dataset
 //! order, so the numbers are those of the concatenated file; the plan is made once. Pass 2
@@ -38,12 +41,111 @@ use crate::io::write::{OutputEncoder, OutputSink, ParquetOutput};
 const CONFIGURATION_KEYS: &[&str] = &["version", "estimator", "convention", "config"];
 
 /// What happens to one file's output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Fate {
     /// Written (it did not exist, `--force`, or `--resume` found it stale).
     Write,
-    /// `--resume`: kept if its plan fingerprint matches this run's after pass 1.
-    KeepIfSamePlan,
+    /// `--resume`: kept if its plan fingerprint matches this run's after pass 1 (the
+    /// output's stored provenance).
+    KeepIfSamePlan(Vec<(String, String)>),
+}
+
+/// Where the outputs go: a local directory, or a prefix in object storage.
+enum OutRoot {
+    Local(PathBuf),
+    #[cfg(feature = "cloud")]
+    Object {
+        store: crate::io::object::store::Store,
+        /// The prefix's key (empty: the bucket) and its URL, ending in `/`.
+        prefix: object_store::path::Path,
+        base_url: String,
+        /// The keys under the prefix (one listing), to know which outputs exist.
+        existing: std::collections::HashSet<String>,
+        /// Where each output is written before it is put.
+        spool: tempfile::TempDir,
+    },
+}
+
+/// One output: a local file, or an object written from a local file by one create-only PUT.
+enum Dest {
+    Local(PathBuf),
+    #[cfg(feature = "cloud")]
+    Object {
+        store: crate::io::object::store::Store,
+        key: object_store::path::Path,
+        url: String,
+        exists: bool,
+        /// The local file it is written to first.
+        local: PathBuf,
+    },
+}
+
+impl Dest {
+    fn name(&self) -> String {
+        match self {
+            Dest::Local(path) => path.display().to_string(),
+            #[cfg(feature = "cloud")]
+            Dest::Object { url, .. } => url.clone(),
+        }
+    }
+
+    /// The local file the output is written to (the output itself, or an object's spool).
+    fn path(&self) -> &Path {
+        match self {
+            Dest::Local(path) => path,
+            #[cfg(feature = "cloud")]
+            Dest::Object { local, .. } => local,
+        }
+    }
+
+    /// The output's path when it is a local file.
+    fn local(&self) -> Option<&Path> {
+        match self {
+            Dest::Local(path) => Some(path),
+            #[cfg(feature = "cloud")]
+            Dest::Object { .. } => None,
+        }
+    }
+
+    fn exists(&self) -> bool {
+        match self {
+            Dest::Local(path) => path.exists(),
+            #[cfg(feature = "cloud")]
+            Dest::Object { exists, .. } => *exists,
+        }
+    }
+}
+
+impl OutRoot {
+    /// The output of `part` (the `p`th): OUT joined with its relative path.
+    #[cfg_attr(not(feature = "cloud"), allow(unused_variables))]
+    fn dest(&self, p: usize, part: &Part) -> Dest {
+        match self {
+            OutRoot::Local(out) => Dest::Local(out.join(&part.rel)),
+            #[cfg(feature = "cloud")]
+            OutRoot::Object {
+                store,
+                prefix,
+                base_url,
+                existing,
+                spool,
+            } => {
+                let rel = part.rel.to_string_lossy();
+                let key = match prefix.as_ref() {
+                    "" => rel.to_string(),
+                    k => format!("{k}/{rel}"),
+                };
+                let file = part.rel.file_name().unwrap_or_default();
+                Dest::Object {
+                    store: store.clone(),
+                    exists: existing.contains(&key),
+                    key: object_store::path::Path::from(key),
+                    url: format!("{base_url}{rel}"),
+                    local: spool.path().join(p.to_string()).join(file),
+                }
+            }
+        }
+    }
 }
 
 /// An output being written: opened by the first worker that needs it.
@@ -63,6 +165,33 @@ enum Slot {
 /// `run` on the dataset IN names into the directory OUT (reached through
 /// [`crate::commands::run::run_with`]).
 pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result<RunSummary> {
+    check_options(opts, dopts)?;
+    check_local_out(opts)?;
+    run_opened(
+        config,
+        opts,
+        dopts,
+        Dataset::open(&opts.input, opts.input_format)?,
+    )
+}
+
+/// `--output-format` and `--resume` with `--force`: refused for any dataset.
+fn check_options(opts: &RunOptions, dopts: &DatasetOptions) -> Result<()> {
+    if opts.output_format.is_some() {
+        return Err(Error::usage(
+            "--output-format: a dataset's outputs keep their input files' names and formats",
+        ));
+    }
+    if dopts.resume && opts.force {
+        return Err(Error::usage(
+            "--resume keeps finished outputs and --force redoes them: pass one of them",
+        ));
+    }
+    Ok(())
+}
+
+/// A local OUT of a dataset: a directory (created if missing) whose parent exists.
+fn check_local_out(opts: &RunOptions) -> Result<()> {
     let out = &opts.output;
     let out_name = out.display().to_string();
     if is_stdio(out) {
@@ -70,11 +199,6 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
             "OUT: a dataset's OUT is a directory that mirrors IN's files, not stdout",
         )
         .with_hint("give a directory (created if missing)"));
-    }
-    if opts.output_format.is_some() {
-        return Err(Error::usage(
-            "--output-format: a dataset's outputs keep their input files' names and formats",
-        ));
     }
     if out.exists() && !out.is_dir() {
         return Err(Error::usage(format!(
@@ -89,16 +213,79 @@ pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result
             parent.display()
         )));
     }
-    if dopts.resume && opts.force {
-        return Err(Error::usage(
-            "--resume keeps finished outputs and --force redoes them: pass one of them",
-        ));
-    }
-    run_opened(
+    Ok(())
+}
+
+/// `run` on a dataset in object storage (`url`: a prefix or a glob under one) into OUT, a
+/// local directory or a prefix in object storage (`s3://bucket/adv/`, the trailing `/`
+/// optional). Each output object is written complete by one create-only PUT (an
+/// overwriting one with `--force`, or where `--resume` redoes an existing output).
+#[cfg(feature = "cloud")]
+pub fn run_objects(
+    config: &Config,
+    opts: &RunOptions,
+    dopts: &DatasetOptions,
+    url: &crate::io::object::list::DatasetUrl,
+) -> Result<RunSummary> {
+    use crate::io::dataset::is_glob;
+    use crate::io::object::{list::list_prefix, store::store_for, url::parse};
+    check_options(opts, dopts)?;
+    let out_str = opts.output.to_str().unwrap_or_default();
+    let root = if crate::io::object::url::looks_like_url(out_str) {
+        if is_glob(out_str) {
+            return Err(Error::usage(format!(
+                "{out_str}: a dataset's OUT is a prefix that mirrors IN's objects, not a glob"
+            ))
+            .with_hint("give a prefix, e.g. s3://bucket/adv/"));
+        }
+        let Some(out) = parse(out_str)? else {
+            unreachable!("looks like a URL")
+        };
+        let dir = |k: &str| match k {
+            "" => String::new(),
+            k => format!("{k}/"),
+        };
+        let (inp, outp) = (dir(url.base.key.as_ref()), dir(out.key.as_ref()));
+        if out.base == url.base.base && (inp.starts_with(&outp) || outp.starts_with(&inp)) {
+            return Err(Error::usage(format!(
+                "{out_str}: OUT overlaps IN's prefix ({}); a dataset's OUT must be apart from IN",
+                url.base_url
+            ))
+            .with_hint("write to a prefix outside IN, e.g. beside it"));
+        }
+        let store = store_for(&out)?;
+        let existing = list_prefix(&store, &out.key, out_str)?
+            .into_iter()
+            .map(|m| m.location.as_ref().to_string())
+            .collect();
+        let spool = tempfile::Builder::new()
+            .prefix(".advcalc-out-")
+            .tempdir_in(std::env::temp_dir())
+            .map_err(|e| {
+                Error::data(format!("{out_str}: cannot create a temporary directory"))
+                    .with_source(e)
+            })?;
+        OutRoot::Object {
+            store,
+            prefix: out.key.clone(),
+            base_url: if out_str.ends_with('/') {
+                out_str.to_string()
+            } else {
+                format!("{out_str}/")
+            },
+            existing,
+            spool,
+        }
+    } else {
+        check_local_out(opts)?;
+        OutRoot::Local(opts.output.clone())
+    };
+    run_into(
         config,
         opts,
         dopts,
-        Dataset::open(&opts.input, opts.input_format)?,
+        Dataset::open_objects(url, opts.input_format)?,
+        &root,
     )
 }
 
@@ -110,9 +297,30 @@ pub fn run_opened(
     dopts: &DatasetOptions,
     dataset: Dataset,
 ) -> Result<RunSummary> {
-    let out = &opts.output;
-    check_overlap(&dataset, out)?;
-    let dests: Vec<PathBuf> = dataset.parts.iter().map(|p| out.join(&p.rel)).collect();
+    check_overlap(&dataset, &opts.output)?;
+    run_into(
+        config,
+        opts,
+        dopts,
+        dataset,
+        &OutRoot::Local(opts.output.clone()),
+    )
+}
+
+/// [`run_opened`] into `root`.
+fn run_into(
+    config: &Config,
+    opts: &RunOptions,
+    dopts: &DatasetOptions,
+    dataset: Dataset,
+    root: &OutRoot,
+) -> Result<RunSummary> {
+    let dests: Vec<Dest> = dataset
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(p, part)| root.dest(p, part))
+        .collect();
     let mut fates = Vec::with_capacity(dests.len());
     for (part, dest) in dataset.parts.iter().zip(&dests) {
         fates.push(fate(config, part, dest, opts.force, dopts.resume)?);
@@ -142,8 +350,8 @@ pub fn run_opened(
             .parts
             .iter()
             .map(|p| {
-                let mut kv =
-                    provenance_of(config, &p.name, p.identity.as_ref().map(|s| s.len), p.rows);
+                let mut kv = provenance_of(config, &p.name, input_bytes(p), p.rows);
+                kv.extend(object_provenance(p));
                 kv.push((format!("{PROVENANCE_PREFIX}dataset"), dataset.name.clone()));
                 kv.push((
                     format!("{PROVENANCE_PREFIX}plan"),
@@ -157,18 +365,16 @@ pub fn run_opened(
             .collect();
         let write: Vec<bool> = fates
             .iter()
-            .zip(&dests)
             .zip(&provenance)
-            .map(|((fate, dest), kv)| match fate {
+            .map(|(fate, kv)| match fate {
                 Fate::Write => true,
-                Fate::KeepIfSamePlan => {
-                    let stored = stored_provenance(dest).unwrap_or_default();
+                Fate::KeepIfSamePlan(stored) => {
                     let plan = |kv: &[(String, String)]| {
                         kv.iter()
                             .find(|(k, _)| k == &format!("{PROVENANCE_PREFIX}plan"))
                             .map(|(_, v)| v.clone())
                     };
-                    plan(&stored).is_none() || plan(&stored) != plan(kv)
+                    plan(stored).is_none() || plan(stored) != plan(kv)
                 }
             })
             .collect();
@@ -185,12 +391,14 @@ pub fn run_opened(
         // Every output directory, created, and cleared of this host's dead runs' leftovers.
         for (p, dest) in dests.iter().enumerate() {
             if write[p] {
-                let dir = parent_dir(dest);
+                let dir = parent_dir(dest.path());
                 std::fs::create_dir_all(&dir).map_err(|e| {
                     Error::data(format!("{}: cannot create the directory", dir.display()))
                         .with_source(e)
                 })?;
-                remove_stale_temporaries(&dir);
+                if dest.local().is_some() {
+                    remove_stale_temporaries(&dir);
+                }
             }
         }
         let open = |p: usize| -> Result<Slot> {
@@ -209,7 +417,7 @@ pub fn run_opened(
                 ),
             };
             let output = ParquetOutput::create_with_metadata(
-                result.as_ref().map_or(dests[p].as_path(), |r| r.path()),
+                result.as_ref().map_or(dests[p].path(), |r| r.path()),
                 output_schema.clone(),
                 sources.clone(),
                 part.input.copy_source(),
@@ -238,7 +446,25 @@ pub fn run_opened(
             part.check_unchanged()?;
             sink.finish()?;
             if let Some(result) = result {
-                ipc::export_parquet(result.path(), &dests[p], part.format, true)?;
+                ipc::export_parquet(result.path(), dests[p].path(), part.format, true)?;
+            }
+            #[cfg(feature = "cloud")]
+            if let Dest::Object {
+                store,
+                key,
+                url,
+                exists,
+                local,
+            } = &dests[p]
+            {
+                use crate::io::object::sink::{PutPolicy, upload_to};
+                // create-only unless it is to be replaced: a writer that raced in is refused
+                let policy = PutPolicy {
+                    force: opts.force || *exists,
+                    ..Default::default()
+                };
+                upload_to(store, key, url, local, &policy)?;
+                let _ = std::fs::remove_file(local);
             }
             Ok(())
         };
@@ -383,9 +609,11 @@ fn check_overlap(dataset: &Dataset, out: &Path) -> Result<()> {
 }
 
 /// Decide what to do with one output before any pass: refuse what must not be touched.
-fn fate(config: &Config, part: &Part, dest: &Path, force: bool, resume: bool) -> Result<Fate> {
-    let name = dest.display().to_string();
-    if dest.is_dir() {
+fn fate(config: &Config, part: &Part, dest: &Dest, force: bool, resume: bool) -> Result<Fate> {
+    let name = dest.name();
+    if let Dest::Local(path) = dest
+        && path.is_dir()
+    {
         return Err(Error::usage(format!(
             "{name}: is a directory, where the output of {} goes",
             part.name
@@ -398,7 +626,14 @@ fn fate(config: &Config, part: &Part, dest: &Path, force: bool, resume: bool) ->
         return Err(Error::usage(format!("{name}: already exists"))
             .with_hint("pass --resume to finish an interrupted run (keeping the finished files), or --force to redo every file"));
     }
-    let stored = stored_provenance(dest).map_err(|e| {
+    let stored = match dest {
+        Dest::Local(path) => stored_provenance(path),
+        #[cfg(feature = "cloud")]
+        Dest::Object {
+            store, key, url, ..
+        } => stored_object_provenance(store, key, url),
+    }
+    .map_err(|e| {
         Error::usage(format!(
             "{name}: exists but is not an output of advcalc run (no readable advcalc.* provenance); --resume does not overwrite it"
         ))
@@ -430,20 +665,113 @@ fn fate(config: &Config, part: &Part, dest: &Path, force: bool, resume: bool) ->
     // was last changed (and, after pass 1, from the same plan).
     let same_input = get(&stored, "input").as_deref() == Some(part.name.as_str())
         && get(&stored, "input_rows") == Some(part.rows.to_string())
-        && get(&stored, "input_bytes") == part.identity.as_ref().map(|s| s.len.to_string())
+        && get(&stored, "input_bytes") == input_bytes(part).map(|n| n.to_string())
         && get(&stored, "dataset").is_some();
-    let newer = match (
+    Ok(if same_input && made_from_current(part, dest, &stored) {
+        Fate::KeepIfSamePlan(stored)
+    } else {
+        Fate::Write
+    })
+}
+
+/// Whether the output was made from the input as it is now: for an object, the ETag the
+/// output recorded is the object's ETag now (opaque strings; never Last-Modified, which
+/// two clocks write); for a local file, the output is newer than it.
+fn made_from_current(part: &Part, dest: &Dest, stored: &[(String, String)]) -> bool {
+    #[cfg(feature = "cloud")]
+    if let Some(object) = &part.object {
+        let key = format!("{PROVENANCE_PREFIX}input_etag");
+        let recorded = stored.iter().find(|(k, _)| *k == key).map(|(_, v)| v);
+        return object.e_tag.is_some() && recorded == object.e_tag.as_ref();
+    }
+    let _ = stored;
+    let Some(dest) = dest.local() else {
+        return false;
+    };
+    match (
         std::fs::metadata(dest).and_then(|m| m.modified()),
         part.identity.as_ref().and_then(|s| s.modified),
     ) {
         (Ok(out), Some(inp)) => out >= inp,
         _ => false,
+    }
+}
+
+/// The size of a part's input file or object, as its output's provenance records it.
+fn input_bytes(part: &Part) -> Option<u64> {
+    #[cfg(feature = "cloud")]
+    if let Some(object) = &part.object {
+        return Some(object.size);
+    }
+    part.identity.as_ref().map(|s| s.len)
+}
+
+/// An object input's ETag and version (`advcalc.input_etag`, `advcalc.input_version`), which
+/// `--resume` compares with the object's own.
+fn object_provenance(part: &Part) -> Vec<(String, String)> {
+    #[cfg(feature = "cloud")]
+    if let Some(object) = &part.object {
+        let mut kv = Vec::new();
+        let key = |k: &str| format!("{PROVENANCE_PREFIX}{k}");
+        if let Some(e_tag) = &object.e_tag {
+            kv.push((key("input_etag"), e_tag.clone()));
+        }
+        if let Some(version) = &object.version {
+            kv.push((key("input_version"), version.clone()));
+        }
+        return kv;
+    }
+    let _ = part;
+    Vec::new()
+}
+
+/// The `advcalc.*` key-value metadata of an output object: a Parquet footer by one suffix
+/// GET (after the HEAD that opens it); an Arrow IPC output is read whole.
+#[cfg(feature = "cloud")]
+fn stored_object_provenance(
+    store: &crate::io::object::store::Store,
+    key: &object_store::path::Path,
+    url: &str,
+) -> Result<Vec<(String, String)>> {
+    use crate::io::object::source::ObjectSource;
+    let source = ObjectSource::open_in(store.clone(), key.clone(), url)?;
+    let kv: Vec<(String, String)> = match Format::of(Path::new(url), None) {
+        Format::Parquet => {
+            let bytes = source.parquet_metadata_bytes()?;
+            let meta = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&bytes)
+                .map_err(|e| {
+                    Error::data(format!("{url}: not a readable Parquet footer")).with_source(e)
+                })?;
+            meta.file_metadata()
+                .key_value_metadata()
+                .into_iter()
+                .flatten()
+                .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?)))
+                .collect()
+        }
+        _ => {
+            let mut bytes = Vec::new();
+            source.download_to(&mut bytes)?;
+            let reader = arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None)
+                .map_err(|e| {
+                    Error::data(format!("{url}: not a readable Arrow IPC file")).with_source(e)
+                })?;
+            reader
+                .schema()
+                .metadata()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }
     };
-    Ok(if same_input && newer {
-        Fate::KeepIfSamePlan
-    } else {
-        Fate::Write
-    })
+    let kv: Vec<_> = kv
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(PROVENANCE_PREFIX))
+        .collect();
+    if kv.is_empty() {
+        return Err(Error::data(format!("{url}: no advcalc.* provenance")));
+    }
+    Ok(kv)
 }
 
 /// The `advcalc.*` key-value metadata of an output file (Parquet footer, or an Arrow IPC

@@ -150,6 +150,9 @@ pub fn run_with(
     #[cfg(feature = "cloud")]
     {
         use crate::io::location::object_url;
+        if let Some(url) = crate::io::object::list::dataset_url_of(&opts.input)? {
+            return crate::commands::dataset::run_objects(config, opts, dataset, &url);
+        }
         let input_is_object = object_url(&opts.input)?.is_some();
         if let Some(out) = object_url(&opts.output)? {
             return run_to_object(config, opts, dataset, &out);
@@ -273,9 +276,11 @@ fn run_to_object(
         && is_dataset(&opts.input, opts.input_format)?
     {
         return Err(Error::usage(format!(
-            "{out}: a dataset's OUT in object storage is not supported yet"
+            "{out}: a local dataset's OUT in object storage is not supported yet"
         ))
-        .with_hint("give one input file, or a local OUT directory"));
+        .with_hint(
+            "give a local OUT directory, or put the dataset in object storage too (IN a prefix or a glob there)",
+        ));
     }
     if opts.input.to_str() == Some(out.url.as_str()) {
         return Err(Error::usage(format!("{out}: OUT is the same object as IN"))

@@ -2,7 +2,9 @@
 //! (`docs/datasets.md`). The files are found, ordered (by step, then by relative path), given
 //! their step (a `step` column, else `step=N` in the path), checked to share one schema, and
 //! cut into units — (file, row group) pairs in dataset order — that the passes read exactly
-//! as they read the row groups of one file. A single file is a dataset of one part.
+//! as they read the row groups of one file. A single file is a dataset of one part. With the
+//! `cloud` feature, a prefix or a glob in object storage is a dataset of objects
+//! (`Dataset::open_objects`, listed by `io::object::list`).
 
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
@@ -17,7 +19,7 @@ use crate::io::ipc;
 use crate::io::read::ParquetInput;
 
 /// Extensions of the files a directory or glob contributes (without `--input-format`).
-const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "feather", "ipc", "arrows"];
+pub(crate) const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "feather", "ipc", "arrows"];
 
 /// One file of a dataset.
 pub struct Part {
@@ -37,8 +39,25 @@ pub struct Part {
     pub rows: usize,
     /// What the file looked like when it was opened, to notice a change before pass 2.
     pub identity: Option<FileIdentity>,
+    /// An object of a dataset in object storage: where it is, and the ETag it was read at.
+    #[cfg(feature = "cloud")]
+    pub object: Option<ObjectPart>,
     /// The temporary Parquet copy of an Arrow IPC file, removed on drop.
     _spool: Option<NamedTempFile>,
+}
+
+/// An object of a dataset in object storage (`Dataset::open_objects`).
+#[cfg(feature = "cloud")]
+pub struct ObjectPart {
+    pub store: crate::io::object::store::Store,
+    pub key: object_store::path::Path,
+    pub size: u64,
+    /// Its ETag when listed, which the bytes read had (opaque: compared as a string).
+    pub e_tag: Option<String>,
+    /// Its version, where the bucket is versioned.
+    pub version: Option<String>,
+    /// The object as opened (its local copy), kept for the passes.
+    _input: Box<crate::io::input::Input>,
 }
 
 /// Size, modification time and inode of a file, as opened.
@@ -68,6 +87,10 @@ impl Part {
     /// Refuse to go on when the file vanished or changed since it was opened (pass 1 read
     /// it): pass 2 would mix two versions of it.
     pub fn check_unchanged(&self) -> Result<()> {
+        #[cfg(feature = "cloud")]
+        if let Some(object) = &self.object {
+            return object.check_unchanged(&self.name);
+        }
         let Some(opened) = &self.identity else {
             return Ok(());
         };
@@ -91,6 +114,36 @@ impl Part {
                     self.name
                 ))
                 .with_hint("keep the dataset's files in place while advcalc runs, then run again"))
+            }
+            Ok(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(feature = "cloud")]
+impl ObjectPart {
+    /// [`Part::check_unchanged`] for an object: one HEAD, its ETag against the one read.
+    fn check_unchanged(&self, name: &str) -> Result<()> {
+        use object_store::ObjectStoreExt;
+        let hint = "keep the dataset's objects in place while advcalc runs, then run again";
+        let now = crate::io::object::runtime::block_on(self.store.head(&self.key));
+        match now {
+            Err(object_store::Error::NotFound { .. }) => Err(Error::data(format!(
+                "{name}: vanished between the passes (pass 1 read it)"
+            ))
+            .with_hint(hint)),
+            Err(e) => Err(crate::io::object::store_error(
+                name,
+                "cannot check it before pass 2",
+                e,
+            )),
+            Ok(meta) if self.e_tag.is_some() && meta.e_tag != self.e_tag => {
+                Err(Error::data(format!(
+                    "{name}: changed between the passes (its ETag is {}, pass 1 read {})",
+                    meta.e_tag.as_deref().unwrap_or("missing"),
+                    self.e_tag.as_deref().unwrap_or_default()
+                ))
+                .with_hint(hint))
             }
             Ok(_) => Ok(()),
         }
@@ -160,6 +213,8 @@ impl Dataset {
             first_row: 0,
             rows,
             identity: None,
+            #[cfg(feature = "cloud")]
+            object: None,
             _spool: None,
         };
         let mut d = Dataset {
@@ -209,11 +264,118 @@ impl Dataset {
                 .map_err(|e| Error::data(format!("{}: {e}", base.join(&rel).display())))?;
             keyed.push((step, rel));
         }
-        keyed.sort_by(|(sa, ra), (sb, rb)| {
-            let key = |s: &Option<i64>| s.map_or((1, 0), |s| (0, s));
-            key(sa).cmp(&key(sb)).then_with(|| ra.cmp(rb))
-        });
+        sort_by_step(&mut keyed);
         Self::from_files(name, base, keyed, format)
+    }
+
+    /// Open the dataset in object storage `url` names (a prefix or a glob under one): one
+    /// listing (`io::object::list`), then each object opened as IN of one object is
+    /// (`Input::open`), in dataset order, with [`Dataset::open`]'s checks. Each part records
+    /// the ETag (and version) it was read at, which the outputs' provenance keeps.
+    #[cfg(feature = "cloud")]
+    pub fn open_objects(
+        url: &crate::io::object::list::DatasetUrl,
+        format: Option<Format>,
+    ) -> Result<Dataset> {
+        use crate::io::input::Input;
+        use crate::io::object::{list, runtime::block_on, store::store_for, store_error};
+        use object_store::ObjectStoreExt;
+        use rayon::prelude::*;
+        let name = url.url.clone();
+        match format {
+            Some(Format::Jsonl) => {
+                return Err(Error::usage(format!(
+                    "{name}: --input-format jsonl reads a directory of .jsonl files, not a dataset"
+                )));
+            }
+            Some(Format::Trainer(t)) => {
+                return Err(Error::usage(format!(
+                    "{name}: --input-format {} reads one run's dump, not a dataset",
+                    t.name()
+                )));
+            }
+            _ => {}
+        }
+        let store = store_for(&url.base)?;
+        let listed = list::list(&store, url, format.is_some())?;
+        if listed.is_empty() {
+            return Err(Error::data(match url.pattern {
+                None => format!("{name}: is a prefix with no Parquet or Arrow objects under it"),
+                Some(_) => format!("{name}: the glob matches no Parquet or Arrow object"),
+            })
+            .with_hint(
+                "give a prefix ending in / or a quoted glob of .parquet/.arrow objects, one object per step",
+            ));
+        }
+        let mut keyed = Vec::new();
+        for l in listed {
+            let rel = PathBuf::from(&l.rel);
+            let step = path_step(&rel)
+                .map_err(|e| Error::data(format!("{}{}: {e}", url.base_url, l.rel)))?;
+            keyed.push((step, l));
+        }
+        // as a local dataset's: relative paths compared by component
+        keyed.sort_by(|(sa, a), (sb, b)| {
+            step_order(sa, sb).then_with(|| Path::new(&a.rel).cmp(Path::new(&b.rel)))
+        });
+        // fetched in parallel: each is a round trip or more to the store
+        let parts = keyed
+            .into_par_iter()
+            .map(|(path_step, l)| {
+                crate::interrupt::check()?;
+                let part_name = format!("{}{}", url.base_url, l.rel);
+                let file_format = format.unwrap_or_else(|| Format::of(Path::new(&l.rel), None));
+                let input = Input::open(
+                    Path::new(&part_name),
+                    Some(file_format),
+                    false,
+                    &crate::io::trainers::DumpOptions::default(),
+                )?;
+                // what the listing said is what was read: the object has that ETag still
+                let meta = block_on(store.head(&l.key))
+                    .map_err(|e| store_error(&part_name, "cannot open", e))?;
+                if l.e_tag.is_some() && meta.e_tag != l.e_tag {
+                    return Err(Error::data(format!(
+                        "{part_name}: changed while the dataset was opened (its ETag was {} when listed, {} now)",
+                        l.e_tag.as_deref().unwrap_or_default(),
+                        meta.e_tag.as_deref().unwrap_or("missing")
+                    ))
+                    .with_hint("keep the dataset's objects in place while advcalc runs, then run again"));
+                }
+                Ok(Part {
+                    rel: PathBuf::from(&l.rel),
+                    path: PathBuf::from(&part_name),
+                    name: part_name,
+                    path_step,
+                    format: file_format,
+                    input: input.parquet.clone(),
+                    first_row: 0,
+                    rows: 0,
+                    identity: None,
+                    object: Some(ObjectPart {
+                        store: store.clone(),
+                        key: l.key,
+                        size: meta.size,
+                        e_tag: meta.e_tag.or(l.e_tag),
+                        version: meta.version.or(l.version),
+                        _input: Box::new(input),
+                    }),
+                    _spool: None,
+                })
+            })
+            .collect::<Result<Vec<Part>>>()?;
+        check_schemas(&parts)?;
+        check_steps(&parts)?;
+        let mut d = Dataset {
+            name,
+            is_dataset: true,
+            base: None,
+            parts,
+            units: Vec::new(),
+            rows: 0,
+        };
+        d.index();
+        Ok(d)
     }
 
     /// The dataset of the files `rel` under `base`, in the order given (a runner's share of
@@ -264,6 +426,8 @@ impl Dataset {
                 first_row: 0,
                 rows: 0,
                 identity,
+                #[cfg(feature = "cloud")]
+                object: None,
                 _spool: spool,
             });
         }
@@ -329,6 +493,16 @@ impl Dataset {
     pub fn has_path_steps(&self) -> bool {
         self.parts.iter().any(|p| p.path_step.is_some())
     }
+}
+
+/// Files with a step first, by step; then the others (each set by relative path after).
+fn step_order(a: &Option<i64>, b: &Option<i64>) -> std::cmp::Ordering {
+    let key = |s: &Option<i64>| s.map_or((1, 0), |s| (0, s));
+    key(a).cmp(&key(b))
+}
+
+fn sort_by_step(keyed: &mut [(Option<i64>, PathBuf)]) {
+    keyed.sort_by(|(sa, ra), (sb, rb)| step_order(sa, sb).then_with(|| ra.cmp(rb)));
 }
 
 /// The part of a glob before its first component with a glob character, and the rest.

@@ -190,8 +190,8 @@ impl Opened {
     }
 }
 
-/// Open IN: a directory (not a JSONL dump) or a glob is a dataset; anything else is one file
-/// ([`Input::open`]).
+/// Open IN: a directory (not a JSONL dump) or a glob is a dataset, and so is a prefix or a glob
+/// in object storage (`Dataset::open_objects`); anything else is one file ([`Input::open`]).
 pub fn open(
     path: &Path,
     format: Option<Format>,
@@ -201,6 +201,13 @@ pub fn open(
     use crate::io::dataset::{Dataset, is_dataset};
     #[cfg(not(feature = "cloud"))]
     crate::io::location::refuse_object_url(path)?;
+    #[cfg(feature = "cloud")]
+    if let Some(url) = crate::io::object::list::dataset_url_of(path)? {
+        return Ok(Opened {
+            dataset: Dataset::open_objects(&url, format)?,
+            file: None,
+        });
+    }
     #[cfg(feature = "cloud")]
     let is_object = crate::io::location::object_url(path)?.is_some();
     #[cfg(not(feature = "cloud"))]

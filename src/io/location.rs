@@ -30,10 +30,10 @@ pub fn object_url(path: &Path) -> Result<Option<crate::io::object::url::ObjectUr
         return Ok(None);
     };
     if crate::io::dataset::is_glob(url.key.as_ref()) {
-        return Err(Error::usage(format!(
-            "{s}: datasets in object storage (a glob) are not supported yet"
-        ))
-        .with_hint("give one object's URL"));
+        return Err(
+            Error::usage(format!("{s}: a glob names a dataset, not one object"))
+                .with_hint("give one object's URL"),
+        );
     }
     Ok(Some(url))
 }

@@ -203,3 +203,20 @@ pub fn decoded(bytes: Vec<u8>) -> (Vec<arrow_schema::FieldRef>, Vec<arrow_array:
         .collect();
     (fields, batches)
 }
+
+impl Moto {
+    /// The keys under `prefix` (one ListObjectsV2 page: the tests hold fewer than 1000).
+    pub fn keys(&mut self, prefix: &str) -> Vec<String> {
+        let (status, body) = self.request(
+            "GET",
+            &format!("/{BUCKET}?list-type=2&prefix={prefix}"),
+            &[],
+        );
+        let body = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(status, 200, "LIST {prefix}: {body}");
+        body.split("<Key>")
+            .skip(1)
+            .filter_map(|s| s.split_once("</Key>").map(|(k, _)| k.to_string()))
+            .collect()
+    }
+}

@@ -13,6 +13,7 @@
 //!   never over an existing one unless forced.
 
 mod aws_profile;
+pub mod list;
 mod missing_bucket;
 pub mod runtime;
 pub mod sink;
