@@ -258,13 +258,7 @@ pub fn run_objects(
             .into_iter()
             .map(|m| m.location.as_ref().to_string())
             .collect();
-        let spool = tempfile::Builder::new()
-            .prefix(".advcalc-out-")
-            .tempdir_in(std::env::temp_dir())
-            .map_err(|e| {
-                Error::data(format!("{out_str}: cannot create a temporary directory"))
-                    .with_source(e)
-            })?;
+        let spool = crate::io::atomic::temporary_dir(out_str)?;
         OutRoot::Object {
             store,
             prefix: out.key.clone(),

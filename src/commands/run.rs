@@ -297,12 +297,7 @@ fn run_to_object(
         // before any work; the create-only PUT at the end is what makes it race-free
         sink::refuse_existing(&store, &out.key, &out.url)?;
     }
-    let dir = tempfile::Builder::new()
-        .prefix(".advcalc-out-")
-        .tempdir_in(std::env::temp_dir())
-        .map_err(|e| {
-            Error::data(format!("{out}: cannot create a temporary directory")).with_source(e)
-        })?;
+    let dir = crate::io::atomic::temporary_dir(&out.url)?;
     let local = dir.path().join(format!("out{suffix}"));
     let output_format = Some(Format::of(Path::new(file_name), opts.output_format));
     let local_opts = RunOptions {

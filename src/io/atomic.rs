@@ -131,17 +131,44 @@ pub fn remove_stale_temporaries(dir: &Path) {
         let Some(rest) = name.strip_prefix(&own) else {
             continue;
         };
-        // Parquet outputs end in TEMP_SUFFIX, Arrow IPC outputs in `.arrow.tmp`.
-        if !name.ends_with(".tmp") || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        // Parquet outputs end in TEMP_SUFFIX, Arrow IPC outputs in `.arrow.tmp`, the local
+        // results of an object OUT are directories ending in `.dir.tmp` (`temporary_dir`).
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !(name.ends_with(".tmp") && is_file || name.ends_with(".dir.tmp") && is_dir) {
             continue;
         }
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_file(entry.path());
+            let _ = if is_dir {
+                std::fs::remove_dir_all(entry.path())
+            } else {
+                std::fs::remove_file(entry.path())
+            };
         }
     }
+}
+
+/// A temporary directory in the system's temporary directory, named as this process's
+/// temporary outputs are (`.advcalc-HOST-KEY-PID-….dir.tmp`), after removing this host's dead
+/// runs' leftovers there: where the result for an object OUT is written before it is put, so
+/// a run killed before its upload leaves nothing a later run does not clean up.
+pub fn temporary_dir(name: &str) -> Result<tempfile::TempDir> {
+    let dir = std::env::temp_dir();
+    remove_stale_temporaries(&dir);
+    tempfile::Builder::new()
+        .prefix(&temp_prefix())
+        .suffix(".dir.tmp")
+        .tempdir_in(&dir)
+        .map_err(|e| {
+            Error::data(format!(
+                "{name}: cannot create a temporary directory in {}",
+                dir.display()
+            ))
+            .with_source(e)
+        })
 }
 
 /// Rename a finished, synced temporary file onto its output (over an existing one only with
@@ -246,8 +273,19 @@ mod tests {
         for (name, _) in &names {
             std::fs::write(dir.path().join(name), b"x").unwrap();
         }
+        // an object OUT's local result directory: a dead run's removed with what it holds,
+        // a live one's kept, and a file named like a directory is not one
+        let dirs = [
+            (format!("{}y1.dir.tmp", temp_prefix_for(dead)), false),
+            (format!("{}y2.dir.tmp", temp_prefix_for(live)), true),
+            (format!("{}y3.tmp", temp_prefix_for(dead)), true),
+        ];
+        for (name, _) in &dirs {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+            std::fs::write(dir.path().join(name).join("out.parquet"), b"x").unwrap();
+        }
         remove_stale_temporaries(dir.path());
-        for (name, kept) in &names {
+        for (name, kept) in names.iter().chain(&dirs) {
             assert_eq!(dir.path().join(name).exists(), *kept, "{name}");
         }
     }
