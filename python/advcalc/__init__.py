@@ -209,10 +209,13 @@ def compute(
         data: an object with ``__arrow_c_stream__`` (pyarrow Table or RecordBatchReader,
             polars DataFrame, DuckDB relation), or a path to a dump (Parquet, Arrow IPC file
             or stream, a verl JSONL dump or its ``rollout_data_dir``, a dataset: a directory
-            or glob of files, concatenated in the CLI's order). A RecordBatchReader is read
-            once: a second call with it raises :class:`UsageError`.
+            or glob of files, concatenated in the CLI's order), or an object URL as a string
+            (``s3://bucket/dump.parquet``, or a prefix or glob of objects, listed once:
+            docs/python.md). A RecordBatchReader is read once: a second call with it raises
+            :class:`UsageError`.
         estimator: ``algorithm.adv_estimator`` (``advcalc.estimators()`` lists them).
-        config: a verl trainer YAML path, YAML text, or a dict (see the module docstring).
+        config: a verl trainer YAML path (or object URL), YAML text, or a dict (see the
+            module docstring).
         set: overrides, ``{"algorithm.lam": 0.95}`` or ``["algorithm.lam=0.95"]``.
         convention: whose numbers the GRPO/RLOO family gives (verl, trl, openrlhf, ...).
         metrics: also return verl's metrics, as ``run --metrics`` writes them: a dict, or a

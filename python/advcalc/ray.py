@@ -40,6 +40,7 @@ installed again.)
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import tempfile
 import uuid
@@ -54,7 +55,7 @@ import pyarrow.parquet as pq
 from . import _config_args, _native, _read_args, _remote, _say
 from ._atomic import remove_stale_temporaries, remove_tagged_temporaries, write_atomic
 from ._files import file_rows, file_schema, read_file, write_file
-from ._errors import DataError, UsageError
+from ._errors import DataError, Error, UsageError
 
 __all__ = ["run"]
 
@@ -184,10 +185,13 @@ def run(
         # index and returns one row per unit
         def udf(batch: pa.Table) -> pa.Table:
             share = shares[batch.column("unit")[0].as_py()]
-            rows = [fn(i, _Engine.get(cfg, schema, units[i].name, read)) for i in share]
+            try:
+                rows = [fn(i, _Engine.get(cfg, schema, units[i].name, read)) for i in share]
+            except Error as e:
+                return _failed(share[0], e)
             return pa.concat_tables(rows, promote_options="default")
 
-        return items.map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+        return _take_all(items.map_batches(udf, batch_size=1, batch_format="pyarrow"))
 
     prepass = None
     if engine.needs_prepass():
@@ -230,6 +234,24 @@ def run(
         "warnings": warnings,
         "per_step": False,
     }
+
+
+def _take_all(dataset: Any) -> List[Dict[str, Any]]:
+    """``dataset.take_all()``, raising the first advcalc error a task returned (``_failed``)
+    as itself."""
+    rows = dataset.take_all()
+    for r in sorted(rows, key=lambda r: r["unit"]):
+        if r.get("error") is not None:
+            raise pickle.loads(r["error"])
+    return rows
+
+
+def _failed(unit: int, e: Error) -> pa.Table:
+    """A task's advcalc error as its result row: Ray wraps an exception a task raises in its
+    own errors and drops the original when it crosses processes, so the caller would not see
+    the ``DataError`` or ``UsageError`` (e.g. an output another writer created after the
+    driver's check: ``already exists``). The error pickles whole (message, hint, causes)."""
+    return pa.table({"unit": [unit], "error": [pickle.dumps(e)]})
 
 
 def _items(n: int) -> Any:
@@ -302,14 +324,17 @@ def _run_per_step(
         members = [units[i] for i in tasks[g]]
         # as many engine threads as the task has CPUs
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
-        rows, warnings = _native.run_parts(
-            name,
-            _base(members[0]),
-            [u.out for u in members],
-            str(out_dir),
-            cfg,
-            {**read, "threads": max(1, int(cpus))},
-        )
+        try:
+            rows, warnings = _native.run_parts(
+                name,
+                _base(members[0]),
+                [u.out for u in members],
+                str(out_dir),
+                cfg,
+                {**read, "threads": max(1, int(cpus))},
+            )
+        except Error as e:
+            return _failed(g, e)
         return pa.table({
             "unit": [g],
             "rows": [rows],
@@ -317,7 +342,7 @@ def _run_per_step(
         })
 
     try:
-        done = _items(len(tasks)).map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+        done = _take_all(_items(len(tasks)).map_batches(udf, batch_size=1, batch_format="pyarrow"))
     finally:
         # temporaries of tasks that Ray killed mid-write (their retries wrote the outputs)
         for parent in {(out_dir / u.out).parent for u in units}:

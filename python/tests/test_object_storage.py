@@ -337,3 +337,16 @@ def test_ray_refusals_on_prefixes(local_ray: Any) -> None:
         advcalc.ray.run(url("ray-refusals/in/"), url("ray-refusals/out/"), estimator="grpo", per_step=True)
     with pytest.raises(advcalc.DataError, match="ray-refusals/none/: no Parquet or Arrow files"):
         advcalc.ray.run(url("ray-refusals/none/"), url("ray-refusals/out/"), estimator="grpo")
+
+
+def test_ray_outputs_are_put_create_only(local_ray: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # another writer's output appears between the driver's listing and the put: the store
+    # refuses the put itself (If-None-Match), and the run raises advcalc's error, not Ray's
+    put_file(DEMO, "ray-race/in/step=1.parquet")
+    put_file(DEMO, "ray-race/out/step=1.parquet")
+    before = get_bytes("ray-race/out/step=1.parquet")
+    monkeypatch.setattr(advcalc.ray, "_check_object_destination", lambda *args: None)
+    with pytest.raises(advcalc.UsageError, match="ray-race/out/step=1.parquet: already exists"):
+        bounded(300, lambda: advcalc.ray.run(url("ray-race/in/"), url("ray-race/out/"), estimator="grpo"))
+    assert get_bytes("ray-race/out/step=1.parquet") == before
+
