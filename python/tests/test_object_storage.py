@@ -339,6 +339,21 @@ def test_ray_refusals_on_prefixes(local_ray: Any) -> None:
         advcalc.ray.run(url("ray-refusals/none/"), url("ray-refusals/out/"), estimator="grpo")
 
 
+def test_a_retried_put_of_the_same_bytes_is_done_and_other_bytes_are_refused(s3: Dict[str, str]) -> None:
+    # a Ray task retried after its put finds its own output: the same bytes (pyarrow writes
+    # the same table the same way) count as done; anything else is another writer's
+    table = pq.read_table(DEMO)
+    advcalc.ray._put(table, url("retry/out.parquet"), force=False)
+    first = get_bytes("retry/out.parquet")
+    advcalc.ray._put(table, url("retry/out.parquet"), force=False)
+    assert get_bytes("retry/out.parquet") == first
+    with pytest.raises(advcalc.UsageError, match="already exists"):
+        advcalc.ray._put(table.slice(1), url("retry/out.parquet"), force=False)
+    assert get_bytes("retry/out.parquet") == first
+    advcalc.ray._put(table.slice(1), url("retry/out.parquet"), force=True)
+    assert get_bytes("retry/out.parquet") != first
+
+
 def test_ray_outputs_are_put_create_only(local_ray: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # another writer's output appears between the driver's listing and the put: the store
     # refuses the put itself (If-None-Match), and the run raises advcalc's error, not Ray's
