@@ -460,9 +460,10 @@ def run(
     complete; an existing DST is an error unless ``force``. An object URL as DST
     (``s3://bucket/out.parquet``) is put once complete, create-only unless ``force`` (the
     store refuses an existing object). ``metrics`` is a path or an object URL for the
-    metrics JSON (replaced if it exists, as the CLI's ``--metrics`` file). ``memory`` is ``--memory`` in bytes: how much of the row groups pass 1
-    decoded may be kept for pass 2 (default 1 GiB); the rest is read again, and the output
-    is the same bytes either way. Other arguments as in :func:`compute`.
+    metrics JSON (replaced if it exists, as the CLI's ``--metrics`` file). ``memory`` is
+    ``--memory`` in bytes: how much of the row groups pass 1 decoded may be kept for pass 2
+    (default 1 GiB); the rest is read again, and the output is the same bytes either way.
+    Other arguments as in :func:`compute`.
 
     Returns:
         ``{"rows", "row_groups", "training_batches", "warnings"}``.

@@ -184,10 +184,10 @@ def path_step(parts: List[str]) -> Optional[int]:
         at = 0
         while (k := part.find("step=", at)) >= 0:
             m = _STEP.match(part, k)
-            before_ok = k == 0 or not (part[k - 1].isascii() and (part[k - 1].isalnum() or part[k - 1] == "_"))
+            before_ok = k == 0 or not (_ascii_word(part[k - 1]) or part[k - 1] == "_")
             if m is not None and before_ok:
                 end = m.end()
-                after_ok = end == len(part) or not (part[end].isascii() and part[end].isalnum())
+                after_ok = end == len(part) or not _ascii_word(part[end])
                 step = int(m.group(1))
                 if after_ok and -(2**63) <= step < 2**63:
                     if found is not None and found != step:
@@ -195,6 +195,10 @@ def path_step(parts: List[str]) -> Optional[int]:
                     found = step
             at = k + 5
     return found
+
+
+def _ascii_word(c: str) -> bool:
+    return c.isascii() and c.isalnum()
 
 
 def open_input(url: str) -> Any:
