@@ -31,6 +31,15 @@ pub mod input;
 pub mod interrupt;
 mod nearest;
 
+/// Object storage (the `cloud` feature): what the Python package's runners need to put an
+/// output they wrote locally at an object URL as `run` puts its OUT: visible only when
+/// complete, create-only unless forced (`docs/object-storage-wip.md`).
+#[cfg(feature = "cloud")]
+pub mod object {
+    pub use crate::io::object::sink::{PutPolicy, upload};
+    pub use crate::io::object::url::parse_object;
+}
+
 // Not API: the kernels, the I/O layer and the plain types, public only for the benchmarks
 // (`benches/`), the integration tests (`tests/`) and the fuzz targets (`fuzz/`). The binary
 // and the Python package use documented items only (`tests/api.rs` checks it).

@@ -11,7 +11,8 @@ The same engine as the ``advcalc`` command line, from Python::
     table = advcalc.compare("dump.parquet", estimators=["grpo", "rloo"])
 
 Inputs are paths (Parquet, Arrow IPC, verl's JSONL dumps and their directories; see the
-CLI's README) or any object with ``__arrow_c_stream__`` (a pyarrow Table or
+CLI's README), object URLs as strings (``s3://bucket/dump.parquet``, ``gs://``, ``az://``,
+``https://``: docs/python.md) or any object with ``__arrow_c_stream__`` (a pyarrow Table or
 RecordBatchReader, a polars DataFrame, a DuckDB relation), for every call. :func:`compute`
 returns a pyarrow Table, or a polars DataFrame for a polars DataFrame. Errors raise
 :class:`DataError` (bad data, the CLI's exit 1) or :class:`UsageError` (bad arguments, exit
@@ -61,6 +62,7 @@ from typing import (
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import _remote
 from ._errors import ConfigNote, DataError, DataWarning, Error, UsageError, python_names
 from ._files import read_file
 
@@ -207,10 +209,13 @@ def compute(
         data: an object with ``__arrow_c_stream__`` (pyarrow Table or RecordBatchReader,
             polars DataFrame, DuckDB relation), or a path to a dump (Parquet, Arrow IPC file
             or stream, a verl JSONL dump or its ``rollout_data_dir``, a dataset: a directory
-            or glob of files, concatenated in the CLI's order). A RecordBatchReader is read
-            once: a second call with it raises :class:`UsageError`.
+            or glob of files, concatenated in the CLI's order), or an object URL as a string
+            (``s3://bucket/dump.parquet``, or a prefix or glob of objects, listed once:
+            docs/python.md). A RecordBatchReader is read once: a second call with it raises
+            :class:`UsageError`.
         estimator: ``algorithm.adv_estimator`` (``advcalc.estimators()`` lists them).
-        config: a verl trainer YAML path, YAML text, or a dict (see the module docstring).
+        config: a verl trainer YAML path (or object URL), YAML text, or a dict (see the
+            module docstring).
         set: overrides, ``{"algorithm.lam": 0.95}`` or ``["algorithm.lam=0.95"]``.
         convention: whose numbers the GRPO/RLOO family gives (verl, trl, openrlhf, ...).
         metrics: also return verl's metrics, as ``run --metrics`` writes them: a dict, or a
@@ -286,26 +291,40 @@ def _compute(data: Any, cfg: Dict[str, Any], read: Dict[str, Any], metrics: bool
         _take_stream(data, "data")
         table, metrics_json, warns, notes = native.compute_stream(data, cfg, read, metrics)
         found = json.loads(metrics_json) if metrics_json is not None else None
-    elif isinstance(data, (str, os.PathLike)) and (parts := native.dataset_parts(os.fspath(data))):
-        # a dataset (a directory or a glob of files): the files concatenated in the CLI's
-        # dataset order, a file's step from its path as a `step` column
-        table = pa.concat_tables([read_file(path, step) for path, _, step, _ in parts])
+    elif isinstance(data, (str, os.PathLike)) and (files := _dataset_files(data)):
+        # a dataset (a directory, a glob, an object prefix): the files concatenated in the
+        # CLI's dataset order, a file's step from its path as a `step` column
+        table = pa.concat_tables([read_file(path, step) for path, step in files])
         table, metrics_json, warns, notes = native.compute_stream(
             table, cfg, read, metrics, os.fspath(data)
         )
         found = json.loads(metrics_json) if metrics_json is not None else None
     elif isinstance(data, (str, os.PathLike)):
-        done = native.compute_path(os.fspath(data), cfg, read, metrics)
+        # one file or object (an object is fetched by the native module's IO layer)
+        src = _remote.fspath("data", data)
+        done = native.compute_path(src, cfg, read, metrics)
         if done is not None:
             table, metrics_json, warns, notes = done
             found = json.loads(metrics_json) if metrics_json is not None else None
         else:
-            table, found, warns, notes = _compute_via_run(os.fspath(data), cfg, read, metrics)
+            table, found, warns, notes = _compute_via_run(src, cfg, read, metrics)
     else:
         raise _wrong_type("data", data)
     _say(warns, notes)
     result = _like_input(table, data)
     return (result, found) if metrics else result
+
+
+def _dataset_files(data: Any) -> List[Tuple[str, Optional[int]]]:
+    """The files of the dataset `data` names, (path, step of its path), in the CLI's dataset
+    order; empty for one file. A local dataset is listed by the native module (its checks);
+    an object prefix or glob through pyarrow (`_remote`), once."""
+    src = _remote.fspath("data", data)
+    if _remote.is_url(src):
+        if not _remote.is_dataset(src):
+            return []
+        return [(url, step) for url, _, step in _remote.dataset_files(src)]
+    return [(path, step) for path, _, step, _ in _load().dataset_parts(src)]
 
 
 def _like_input(table: pa.Table, data: Any) -> Any:
@@ -353,7 +372,7 @@ def _source(data: Any, name: str) -> Iterator[str]:
     it is, or a stream spooled batch by batch into a temporary Arrow IPC file (removed
     afterwards; messages name it `<stream>`)."""
     if isinstance(data, (str, os.PathLike)):
-        yield os.fspath(data)
+        yield _remote.fspath(name, data)  # an object URL as it is: the native module reads it
         return
     if not hasattr(data, "__arrow_c_stream__"):
         raise _wrong_type(name, data)
@@ -438,10 +457,13 @@ def run(
     ``src`` is what :func:`compute` takes: a path, or an object with ``__arrow_c_stream__``
     (spooled to a temporary Arrow IPC file first, then read as the CLI reads a file). DST is
     written to a temporary file beside it and renamed at the end, so it appears only when
-    complete; an existing DST is an error unless ``force``. ``metrics`` is a path for
-    the metrics JSON. ``memory`` is ``--memory`` in bytes: how much of the row groups pass 1
-    decoded may be kept for pass 2 (default 1 GiB); the rest is read again, and the output
-    is the same bytes either way. Other arguments as in :func:`compute`.
+    complete; an existing DST is an error unless ``force``. An object URL as DST
+    (``s3://bucket/out.parquet``) is put once complete, create-only unless ``force`` (the
+    store refuses an existing object). ``metrics`` is a path or an object URL for the
+    metrics JSON (replaced if it exists, as the CLI's ``--metrics`` file). ``memory`` is
+    ``--memory`` in bytes: how much of the row groups pass 1 decoded may be kept for pass 2
+    (default 1 GiB); the rest is read again, and the output is the same bytes either way.
+    Other arguments as in :func:`compute`.
 
     Returns:
         ``{"rows", "row_groups", "training_batches", "warnings"}``.
@@ -457,12 +479,29 @@ def run(
     dst = _path("dst", dst)
     metrics = _path("metrics", metrics) if metrics is not None else None
     native = _load()
-    with _source(src, "src") as path:
+    with _source(src, "src") as path, _local_metrics(metrics) as metrics_path:
         rows, row_groups, batches, warns, notes = native.run(
-            path, dst, cfg, read, output_format, bool(force), metrics, memory
+            path, dst, cfg, read, output_format, bool(force), metrics_path, memory
         )
     warns = _say(warns, notes)
     return {"rows": rows, "row_groups": row_groups, "training_batches": batches, "warnings": warns}
+
+
+@contextlib.contextmanager
+def _local_metrics(metrics: Optional[str]) -> Iterator[Optional[str]]:
+    """Where the engine writes the metrics JSON: the path given, or for an object URL a
+    temporary local file, put at the URL once the run succeeded (replacing an existing
+    object, as the engine replaces a local metrics file)."""
+    if metrics is None or not _remote.is_url(metrics):
+        yield metrics
+        return
+    scratch = tempfile.mkdtemp(prefix="advcalc-metrics-")
+    try:
+        local = os.path.join(scratch, "metrics.json")
+        yield local
+        _remote.put(local, metrics, force=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def inspect(
@@ -559,6 +598,7 @@ def _config_args(
 ) -> Dict[str, Any]:
     config_file: Optional[str] = None
     config_text: Optional[str] = None
+    config_name: Optional[str] = None
     if config is None:
         pass
     elif isinstance(config, Mapping):
@@ -572,7 +612,7 @@ def _config_args(
                 "pass the config as YAML text, where they are .nan and .inf",
             ) from None
     elif isinstance(config, os.PathLike):
-        config_file = os.fspath(config)
+        config_file = _remote.fspath("config", config)
     elif isinstance(config, str):
         if "\n" in config or ": " in config or config.lstrip().startswith("{"):
             config_text = config
@@ -582,12 +622,16 @@ def _config_args(
         raise UsageError(
             f"config: expected a path, YAML text or a dict, got {type(config).__name__}"
         )
+    if config_file is not None and _remote.is_url(config_file):
+        # a config object: its text, read here (as Ray workers then get it), named by its URL
+        config_text, config_name, config_file = _remote.read_text(config_file), config_file, None
     for name, value in (("estimator", estimator), ("convention", convention)):
         if value is not None and not isinstance(value, str):
             raise UsageError(f"{name}={value!r}: expected a name")
     return {
         "config_file": config_file,
         "config_text": config_text,
+        "config_name": config_name,
         "sets": _sets(sets),
         "estimator": estimator,
         "convention": convention,
@@ -630,6 +674,8 @@ def _read_args(
 
 
 def _stem(config: ConfigLike, index: int) -> Optional[str]:
+    if isinstance(config, str) and _remote.is_url(config):
+        return os.path.splitext(config.rsplit("/", 1)[-1])[0]
     if isinstance(config, (os.PathLike, str)) and isinstance(
         _config_args(config, None, None, None)["config_file"], str
     ):
@@ -654,7 +700,7 @@ def _estimator_name(name: Optional[str], cfg: Dict[str, Any]) -> str:
 def _path(name: str, value: Any) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise UsageError(f"{name}: expected a path, got {type(value).__name__}")
-    return os.fspath(value)
+    return _remote.fspath(name, value)
 
 
 def _say(warns: List[str], notes: List[str]) -> List[str]:

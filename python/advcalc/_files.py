@@ -1,16 +1,20 @@
 """One file of a dataset with pyarrow, as the CLI reads and writes it: Parquet or Arrow IPC
 by extension, and the step of a `step=N` path as a `step` column when the file has none (the
-CLI fills it the same way while decoding), or checked against the column when it has one."""
+CLI fills it the same way while decoding), or checked against the column when it has one.
+A path may be an object URL (``s3://...``), read through pyarrow's filesystem for it
+(``_remote``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import _remote
 from ._errors import DataError
 
 _ARROW_FILE = (".arrow", ".feather", ".ipc")
@@ -37,19 +41,31 @@ def read_file(path: str, step: Optional[int] = None, columns: Optional[List[str]
     return table
 
 
+def _source(path: str) -> Any:
+    """What pyarrow's readers take for ``path``: a local path as it is, an object URL opened
+    through its filesystem (a random-access file, closed when pyarrow drops it)."""
+    return _remote.open_input(path) if _remote.is_url(path) else path
+
+
+def _suffix(path: str) -> str:
+    # not Path(path): pathlib would shorten a URL's `//`; the name's extension is the same
+    return os.path.splitext(path.rsplit("/", 1)[-1])[1].lower()
+
+
 def _read(path: str, columns: Optional[List[str]]) -> pa.Table:
-    suffix = Path(path).suffix.lower()
+    suffix = _suffix(path)
     if suffix in _ARROW_FILE:
-        table = pa.ipc.open_file(path).read_all()
+        table = pa.ipc.open_file(_source(path)).read_all()
     elif suffix == ".arrows":
-        table = pa.ipc.open_stream(path).read_all()
+        table = pa.ipc.open_stream(_source(path)).read_all()
     else:
         table = None
         if columns is not None:
-            names = pq.read_schema(path).names
-            table = pq.read_table(path, columns=[c for c in columns if c in names])
+            source = _source(path)
+            names = pq.read_schema(source).names
+            table = pq.read_table(source, columns=[c for c in columns if c in names])
         else:
-            table = pq.read_table(path)
+            table = pq.read_table(_source(path))
     if columns is not None:
         table = table.select([c for c in columns if c in table.column_names])
     return table
@@ -57,25 +73,25 @@ def _read(path: str, columns: Optional[List[str]]) -> pa.Table:
 
 def file_schema(path: str) -> pa.Schema:
     try:
-        suffix = Path(path).suffix.lower()
+        suffix = _suffix(path)
         if suffix in _ARROW_FILE:
-            return pa.ipc.open_file(path).schema
+            return pa.ipc.open_file(_source(path)).schema
         if suffix == ".arrows":
-            return pa.ipc.open_stream(path).schema
-        return pq.read_schema(path)
+            return pa.ipc.open_stream(_source(path)).schema
+        return pq.read_schema(_source(path))
     except (OSError, pa.ArrowException) as e:
         raise DataError(f"{path}: cannot read it", None, [str(e)]) from None
 
 
 def file_rows(path: str) -> int:
     try:
-        suffix = Path(path).suffix.lower()
+        suffix = _suffix(path)
         if suffix in _ARROW_FILE:
-            reader = pa.ipc.open_file(path)
+            reader = pa.ipc.open_file(_source(path))
             return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
         if suffix == ".arrows":
-            return pa.ipc.open_stream(path).read_all().num_rows
-        return pq.read_metadata(path).num_rows
+            return pa.ipc.open_stream(_source(path)).read_all().num_rows
+        return pq.read_metadata(_source(path)).num_rows
     except (OSError, pa.ArrowException) as e:
         raise DataError(f"{path}: cannot read it", None, [str(e)]) from None
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 __version__: str
 
-ConfigArgs = Dict[str, Any]  # config_file, config_text, sets, estimator, convention
+ConfigArgs = Dict[str, Any]  # config_file, config_text, config_name, sets, estimator, convention
 ReadArgs = Dict[str, Any]  # input_format, layout, threads, allow_nonfinite
 
 def compute_stream(
@@ -88,3 +88,7 @@ def estimators() -> str:
 
 def estimator_name(config: ConfigArgs) -> str:
     """The name of the estimator a configuration selects."""
+
+def put_object(local: str, url: str, force: bool) -> None:
+    """The finished local file put at the object URL: visible only when complete,
+    create-only unless ``force``."""

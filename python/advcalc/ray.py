@@ -40,18 +40,22 @@ installed again.)
 from __future__ import annotations
 
 import os
+import pickle
+import shutil
+import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import _config_args, _native, _read_args, _say
+from . import _config_args, _native, _read_args, _remote, _say
 from ._atomic import remove_stale_temporaries, remove_tagged_temporaries, write_atomic
 from ._files import file_rows, file_schema, read_file, write_file
-from ._errors import UsageError
+from ._errors import DataError, Error, UsageError
 
 __all__ = ["run"]
 
@@ -66,6 +70,7 @@ class _Unit:
     path: Optional[str] = None
     ref: Any = None
     step: Optional[int] = None  # `step=N` in the file's path
+    schema: Optional[pa.Schema] = None  # an object's, read with its rows (one footer read)
 
 
 def run(
@@ -88,18 +93,21 @@ def run(
         src: a Parquet or Arrow IPC file, a dataset as the CLI reads it (a directory or a
             glob: one file per step as the verl hook writes them, hive ``step=N/``
             directories, files with a ``step`` column), a list of files, or a
-            ``ray.data.Dataset``.
-        dst: the output directory. Each input file's output has the file's path relative to
-            SRC (a list of files: its name); a Dataset's blocks give ``part-00000.parquet``,
-            ``part-00001.parquet``, ...
+            ``ray.data.Dataset``. Files may be object URLs (``s3://bucket/dumps/``, a prefix
+            or a glob, listed once by the driver through ``pyarrow.fs``; docs/python.md).
+        dst: the output directory, or an object prefix (``s3://bucket/adv/``: each output
+            put once complete, create-only unless ``force``). Each input file's output has
+            the file's path relative to SRC (a list of files: its name); a Dataset's blocks
+            give ``part-00000.parquet``, ``part-00001.parquet``, ...
         estimator, config, set, convention, layout, allow_nonfinite: as in
             :func:`advcalc.compute`.
         force: overwrite existing output files.
         per_step: run each step's files in one task (the CLI's own dataset run on them),
             ``True`` or ``False`` to insist on or refuse it; by default, whenever it is
-            possible: the files' steps are in their paths (``step=N``) and the configuration
-            carries nothing across steps (no adaptive KL controller). Otherwise the passes
-            run over all units, with the plan on the driver (docs/ray.md).
+            possible: the files' steps are in their paths (``step=N``), the configuration
+            carries nothing across steps (no adaptive KL controller), and SRC and DST are
+            local (the per-step tasks run the CLI's dataset run on local files). Otherwise
+            the passes run over all units, with the plan on the driver (docs/ray.md).
         tasks: how many Ray tasks each Ray Data execution runs (default: as many as the
             cluster has CPUs, at most one per step or unit). The per-step path shares the
             steps among them (consecutive whole steps per task, one dataset run of their
@@ -127,8 +135,15 @@ def run(
     if not units:
         raise UsageError(f"{src}: no Parquet files in it")
     schema = _schema(units)
-    out_dir = Path(dst)
-    _check_destination(src, units, out_dir, force)
+    dst_text = _remote.fspath("dst", dst)
+    out_dir: Union[str, Path] = dst_text if _remote.is_url(dst_text) else Path(dst_text)
+    targets = [_target(out_dir, u.out) for u in units]
+    if isinstance(out_dir, str):
+        _check_object_destination(src, units, out_dir, targets, force)
+    else:
+        _check_destination(src, units, out_dir, force)
+    # objects are read through pyarrow and written through the native sink by the two passes
+    remote = isinstance(out_dir, str) or any(_remote.is_url(u.path) for u in units)
     name = str(src) if isinstance(src, (str, os.PathLike)) else "<dataset>"
     engine = _native.Engine(cfg, schema, name, read)
     starts, row = [], 0
@@ -138,16 +153,18 @@ def run(
     if tasks is not None and tasks < 1:
         raise UsageError(f"tasks={tasks}: expected at least 1")
     n_tasks = tasks or _cluster_cpus()
-    groups = None if per_step is False else _step_groups(units, engine)
+    groups = None if per_step is False or remote else _step_groups(units, engine)
     if per_step and groups is None:
         raise UsageError(
             "per_step=True: the steps cannot be run apart (files without `step=N` in their "
-            "paths, a ray.data.Dataset, or an adaptive KL controller, which carries its "
-            "coefficient from step to step)",
+            "paths, a ray.data.Dataset, an adaptive KL controller, which carries its "
+            "coefficient from step to step, or object storage: the per-step tasks run the "
+            "CLI's dataset run on local files)",
             "leave per_step unset",
         )
-    outputs = [str(out_dir / u.out) for u in units]
+    outputs = [str(t) for t in targets]
     if groups is not None:
+        assert isinstance(out_dir, Path)
         warnings = _run_per_step(units, _cut(groups, n_tasks), name, out_dir, cfg, read)
         warnings = _say(warnings, [])
         return {
@@ -168,10 +185,13 @@ def run(
         # index and returns one row per unit
         def udf(batch: pa.Table) -> pa.Table:
             share = shares[batch.column("unit")[0].as_py()]
-            rows = [fn(i, _Engine.get(cfg, schema, units[i].name, read)) for i in share]
+            try:
+                rows = [fn(i, _Engine.get(cfg, schema, units[i].name, read)) for i in share]
+            except Error as e:
+                return _failed(share[0], e)
             return pa.concat_tables(rows, promote_options="default")
 
-        return items.map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+        return _take_all(items.map_batches(udf, batch_size=1, batch_format="pyarrow"))
 
     prepass = None
     if engine.needs_prepass():
@@ -196,13 +216,14 @@ def run(
         # the output holds the file's own columns, as the CLI's dataset run writes it
         if units[i].step is not None and "step" not in _file_columns(units[i]):
             table = table.drop_columns(["step"])
-        _write(table, out_dir / units[i].out, run_id)
+        _write(table, targets[i], run_id, force)
         return _row(i, rows=table.num_rows)
 
     try:
         each(pass2)
     finally:
-        _remove_temporaries(out_dir, units, run_id)
+        if isinstance(out_dir, Path):
+            _remove_temporaries(out_dir, units, run_id)
     warnings = list(plan.warnings)
     warnings = _say(warnings, [])
     return {
@@ -213,6 +234,24 @@ def run(
         "warnings": warnings,
         "per_step": False,
     }
+
+
+def _take_all(dataset: Any) -> List[Dict[str, Any]]:
+    """``dataset.take_all()``, raising the first advcalc error a task returned (``_failed``)
+    as itself."""
+    rows = dataset.take_all()
+    for r in sorted(rows, key=lambda r: r["unit"]):
+        if r.get("error") is not None:
+            raise pickle.loads(r["error"])
+    return rows
+
+
+def _failed(unit: int, e: Error) -> pa.Table:
+    """A task's advcalc error as its result row: Ray wraps an exception a task raises in its
+    own errors and drops the original when it crosses processes, so the caller would not see
+    the ``DataError`` or ``UsageError`` (e.g. an output another writer created after the
+    driver's check: ``already exists``). The error pickles whole (message, hint, causes)."""
+    return pa.table({"unit": [unit], "error": [pickle.dumps(e)]})
 
 
 def _items(n: int) -> Any:
@@ -285,14 +324,17 @@ def _run_per_step(
         members = [units[i] for i in tasks[g]]
         # as many engine threads as the task has CPUs
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
-        rows, warnings = _native.run_parts(
-            name,
-            _base(members[0]),
-            [u.out for u in members],
-            str(out_dir),
-            cfg,
-            {**read, "threads": max(1, int(cpus))},
-        )
+        try:
+            rows, warnings = _native.run_parts(
+                name,
+                _base(members[0]),
+                [u.out for u in members],
+                str(out_dir),
+                cfg,
+                {**read, "threads": max(1, int(cpus))},
+            )
+        except Error as e:
+            return _failed(g, e)
         return pa.table({
             "unit": [g],
             "rows": [rows],
@@ -300,7 +342,7 @@ def _run_per_step(
         })
 
     try:
-        done = _items(len(tasks)).map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+        done = _take_all(_items(len(tasks)).map_batches(udf, batch_size=1, batch_format="pyarrow"))
     finally:
         # temporaries of tasks that Ray killed mid-write (their retries wrote the outputs)
         for parent in {(out_dir / u.out).parent for u in units}:
@@ -342,20 +384,64 @@ def _units(src: Any) -> List[_Unit]:
                 units.append(_Unit(f"<block {i}>", f"part-{i:05d}.parquet", meta.num_rows, ref=ref))
         return units
     if isinstance(src, (str, os.PathLike)):
-        # a directory or a glob: the CLI's dataset (its order, its checks); else one file
-        parts = _native.dataset_parts(os.fspath(src))
-        if parts:
-            return [_Unit(path, rel, rows, path=path, step=step) for path, rel, step, rows in parts]
-        return [_file_unit(Path(src), Path(src).name)]
-    paths = [Path(p) for p in src]
-    names = [p.name for p in paths]
+        text = _remote.fspath("src", src)
+        if _remote.is_url(text) and _remote.is_dataset(text):
+            # an object prefix or glob: listed once, in the CLI's dataset order
+            found = _remote.dataset_files(text)
+            units = _object_units([(url, rel, step) for url, rel, step in found])
+            _check_path_steps(units)
+            return units
+        if not _remote.is_url(text):
+            # a directory or a glob: the CLI's dataset (its order, its checks); else one file
+            parts = _native.dataset_parts(text)
+            if parts:
+                return [_Unit(path, rel, rows, path=path, step=step) for path, rel, step, rows in parts]
+        return [_file_unit(text, _name(text))]
+    texts = [_remote.fspath("src", p) for p in src]
+    names = [_name(t) for t in texts]
     if len(set(names)) != len(names):
         raise UsageError("src: two files of the list have the same name", "pass a directory instead")
-    return [_file_unit(p, p.name) for p in paths]
+    return [_file_unit(t, n) for t, n in zip(texts, names)]
 
 
-def _file_unit(path: Path, out: str) -> _Unit:
-    return _Unit(str(path), out, file_rows(str(path)), path=str(path))
+def _name(path: str) -> str:
+    """A file's name (an object URL's last component: pathlib would shorten its `//`)."""
+    return path.rstrip("/").rsplit("/", 1)[-1] if _remote.is_url(path) else Path(path).name
+
+
+def _file_unit(path: str, out: str) -> _Unit:
+    if _remote.is_url(path):
+        return _object_units([(path, out, None)])[0]
+    return _Unit(path, out, file_rows(path), path=path)
+
+
+def _object_units(found: List[Tuple[str, str, Optional[int]]]) -> List[_Unit]:
+    """Units of objects, each footer read once (schema and rows), several at a time: on the
+    driver, one round trip per object would otherwise add up."""
+
+    def info(url: str) -> Tuple[pa.Schema, int]:
+        return file_schema(url), file_rows(url)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        infos = list(pool.map(info, [url for url, _, _ in found]))
+    return [
+        _Unit(url, rel, rows, path=url, step=step, schema=schema)
+        for (url, rel, step), (schema, rows) in zip(found, infos)
+    ]
+
+
+def _check_path_steps(units: List[_Unit]) -> None:
+    """Without a `step` column, all files' paths name a step or none does (the CLI's check
+    on a dataset, which the native module makes for a local one)."""
+    with_step = next((u for u in units if u.step is not None), None)
+    without = next((u for u in units if u.step is None), None)
+    if with_step is None or without is None or "step" in _read_schema(units[0]).names:
+        return
+    raise DataError(
+        f"{without.name}: no step (no `step` column, no step=N in its path), while "
+        f"{with_step.name} is step {with_step.step}",
+        "name every file (or its directory) step=N, or add a `step` column",
+    )
 
 
 def _read(unit: _Unit, columns: Optional[List[str]] = None) -> pa.Table:
@@ -392,11 +478,11 @@ def _schema(units: List[_Unit]) -> pa.Schema:
 
 
 def _file_columns(unit: _Unit) -> List[str]:
-    return file_schema(unit.path).names
+    return (unit.schema or file_schema(unit.path)).names
 
 
 def _read_schema(unit: _Unit) -> pa.Schema:
-    schema = file_schema(unit.path).remove_metadata()
+    schema = (unit.schema or file_schema(unit.path)).remove_metadata()
     if unit.step is not None and "step" not in schema.names:
         schema = schema.append(pa.field("step", pa.int64()))
     return schema
@@ -405,7 +491,7 @@ def _read_schema(unit: _Unit) -> pa.Schema:
 def _check_destination(src: Any, units: List[_Unit], out_dir: Path, force: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: not a directory", "DST is the output directory")
-    if isinstance(src, (str, os.PathLike)):
+    if isinstance(src, (str, os.PathLike)) and not _remote.is_url(os.fspath(src)):
         # as the CLI: OUT neither IN's directory, nor inside it, nor containing it (outputs
         # would become inputs of the next run)
         base = Path(src) if Path(src).is_dir() else Path(_glob_base(os.fspath(src)))
@@ -413,12 +499,50 @@ def _check_destination(src: Any, units: List[_Unit], out_dir: Path, force: bool)
         if out == inp or inp in out.parents or out in inp.parents:
             raise UsageError(f"{out_dir}: overlaps the input {src}", "write to a directory apart from the input")
     for unit in units:
-        if unit.path is not None and (out_dir / unit.out).resolve() == Path(unit.path).resolve():
+        if (
+            unit.path is not None
+            and not _remote.is_url(unit.path)
+            and (out_dir / unit.out).resolve() == Path(unit.path).resolve()
+        ):
             raise UsageError(f"{out_dir}: would overwrite its input {unit.path}",
                              "write to another directory")
         if (out_dir / unit.out).exists() and not force:
             raise UsageError(f"{out_dir / unit.out}: already exists",
                              "pass force=True to overwrite it")
+
+
+def _target(out_dir: Union[str, Path], rel: str) -> Union[str, Path]:
+    """Where a unit's output goes: a path under the directory, or a URL under the prefix."""
+    return _remote.join(out_dir, rel) if isinstance(out_dir, str) else out_dir / rel
+
+
+def _prefix(url: str) -> str:
+    """A URL prefix compared as the store sees it: `s3a://` is `s3://`, one trailing `/`."""
+    head, _, body = url.partition("://")
+    head = "s3" if head.lower() == "s3a" else head.lower()
+    return f"{head}://{body.rstrip('/')}/"
+
+
+def _check_object_destination(
+    src: Any, units: List[_Unit], dst: str, targets: List[Any], force: bool
+) -> None:
+    """The local checks of `_check_destination` for an object prefix, on one listing of it:
+    DST not an object, not overlapping a dataset's prefix, no output over its input, and no
+    existing output without `force`. The puts are create-only besides (unless `force`), so
+    an output that appears after this listing is refused by the store too."""
+    here, below = _remote.existing(dst)
+    if here:
+        raise UsageError(f"{dst}: names an object, not a prefix", "DST is the output prefix, e.g. s3://bucket/adv/")
+    if isinstance(src, str) and _remote.is_url(src):
+        base = _remote.split(src)[0] if _remote.is_dataset(src) else src.rsplit("/", 1)[0]
+        out, inp = _prefix(dst), _prefix(base)
+        if out.startswith(inp) or inp.startswith(out):
+            raise UsageError(f"{dst}: overlaps the input {src}", "write to a prefix apart from the input")
+    for unit, target in zip(units, targets):
+        if unit.path is not None and _remote.is_url(unit.path) and _prefix(unit.path) == _prefix(target):
+            raise UsageError(f"{dst}: would overwrite its input {unit.path}", "write to another prefix")
+        if target in below and not force:
+            raise UsageError(f"{target}: already exists", "pass force=True to overwrite it")
 
 
 def _glob_base(pattern: str) -> str:
@@ -435,14 +559,36 @@ def _run_tag(run_id: str) -> str:
     return f"ray.{run_id}."
 
 
-def _write(table: pa.Table, path: Path, run_id: str) -> None:
+def _write(table: pa.Table, path: Union[str, Path], run_id: str, force: bool) -> None:
     """Write atomically, in the format of the name (as the CLI's dataset run), through the
     CLI's scheme (``_atomic``): a temporary ``.advcalc-HOST-KEY-PID-ray.RUN.*.tmp`` beside
     the target, fsync, rename. A retried task writes the same bytes again and renames over
     its own earlier output; creating its temporary removes those of this host's killed
-    attempts."""
+    attempts. An object URL: ``_put``."""
+    if isinstance(path, str):
+        _put(table, path, force)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda tmp: write_file(table, tmp, like=path), tag=_run_tag(run_id))
+
+
+def _put(table: pa.Table, url: str, force: bool) -> None:
+    """The output written to a local temporary file, then put at ``url`` by the native sink
+    (visible only when complete; create-only unless ``force``). A create-only put refused
+    because the object holds exactly these bytes is this task's own earlier attempt (Ray
+    retried the task after its put): done. Any other existing object is refused."""
+    scratch = tempfile.mkdtemp(prefix="advcalc-ray-")
+    try:
+        name = _name(url)
+        local = os.path.join(scratch, name)
+        write_file(table, Path(local), like=Path(name))
+        try:
+            _remote.put(local, url, force)
+        except UsageError:
+            if force or not _remote.same_bytes(local, url):
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _remove_temporaries(out_dir: Path, units: List[_Unit], run_id: str) -> None:

@@ -33,6 +33,8 @@ use rayon::prelude::*;
 struct ConfigArgs {
     config_file: Option<PathBuf>,
     config_text: Option<String>,
+    /// What messages call `config_text` (`config`, or the URL it was read from).
+    config_name: Option<String>,
     sets: Vec<String>,
     estimator: Option<String>,
     convention: Option<String>,
@@ -52,7 +54,10 @@ impl ConfigArgs {
             dump,
             actor: self.actor,
             file: self.config_file.as_deref(),
-            text: self.config_text.as_deref().map(|t| ("config", t)),
+            text: self
+                .config_text
+                .as_deref()
+                .map(|t| (self.config_name.as_deref().unwrap_or("config"), t)),
             sets: &self.sets,
             estimator: self.estimator.as_deref(),
             convention: self.convention.as_deref(),
@@ -668,6 +673,26 @@ fn temp_prefix_for(pid: u32) -> String {
     advcalc::dataset::temp_prefix_for(pid)
 }
 
+/// Put the finished local file `local` at the object URL `url` as `run` puts its OUT (the
+/// Python layer's outputs in object storage: `advcalc.ray`'s, `run`'s metrics): visible only
+/// when complete; create-only unless `force`, so an existing object is refused by the store
+/// itself (`url: already exists`).
+#[pyfunction]
+fn put_object(py: Python<'_>, local: PathBuf, url: String, force: bool) -> PyResult<()> {
+    run_engine(py, move || {
+        let Some(target) = advcalc::object::parse_object(&url)? else {
+            return Err(advcalc::Error::usage(format!(
+                "{url}: not an object URL (s3://, gs://, az://, abfs[s]://, https://)"
+            )));
+        };
+        let policy = advcalc::object::PutPolicy {
+            force,
+            ..Default::default()
+        };
+        advcalc::object::upload(&local, &target, &policy).map(|_| ())
+    })
+}
+
 /// Statistics of several units (bytes), appended in input order.
 fn merge(parts: &[Vec<u8>]) -> advcalc::Result<RowStats> {
     let mut all = RowStats::default();
@@ -753,6 +778,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_parts, m)?)?;
     m.add_function(wrap_pyfunction!(remove_stale_temporaries, m)?)?;
     m.add_function(wrap_pyfunction!(temp_prefix_for, m)?)?;
+    m.add_function(wrap_pyfunction!(put_object, m)?)?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyPlan>()?;
     Ok(())
