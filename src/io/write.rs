@@ -231,7 +231,7 @@ impl ParquetOutput {
         let descr = Arc::new(SchemaDescriptor::new(root.clone()));
         let splices = Splices::default();
         let writer = SerializedFileWriter::new(
-            SpliceWriter::new(handle, input.file.file(), splices.clone()),
+            SpliceWriter::new(handle, input.file.clone(), splices.clone()),
             root,
             Arc::new(props),
         )
@@ -428,6 +428,26 @@ impl OutputSink {
         };
         let input_rg = self.input.metadata.row_group(index);
         let input_descr = self.input.metadata.file_metadata().schema_descr();
+        // IN an object: this row group's copied chunks, one GET each, before the writer
+        // copies them (a local IN is copied by the kernel as it goes).
+        let source = self.input.file.prefetched(|| {
+            let copied = |leaf: &usize| {
+                self.sources.iter().any(|s| match s {
+                    ColumnSource::Copy(r) | ColumnSource::Alias(r) => {
+                        input_descr.get_column_root_idx(*leaf) == *r
+                    }
+                    ColumnSource::Computed => false,
+                })
+            };
+            (0..input_descr.num_columns())
+                .filter(copied)
+                .map(|leaf| {
+                    let (start, len) = input_rg.column(leaf).byte_range();
+                    start..start + len
+                })
+                .collect()
+        })?;
+        self.writer.inner_mut().set_source(source);
         let mut computed = encoded.0.into_iter();
         // Where each chunk lands in the output stream: copied chunks are announced to the
         // writer as splices of IN (io/splice.rs).
