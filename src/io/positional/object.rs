@@ -16,6 +16,37 @@ use crate::io::object::source::ObjectSource;
 /// (every decoded or copied chunk is prefetched), so this only bounds the waste of one.
 const WINDOW: u64 = 256 * 1024;
 
+/// Ranges this close are fetched by one request (the bytes between read and dropped): a
+/// request costs more than a MiB of transfer on every store (object_store's `get_ranges`
+/// uses the same gap).
+const GAP: u64 = 1 << 20;
+
+/// The most one request fetches when it joins ranges (pyarrow's default for its reads),
+/// so that a large row group is still fetched by several requests at once.
+const SPAN: u64 = 32 << 20;
+
+/// `ranges` sorted and joined where they overlap or lie within [`GAP`] of each other, as
+/// long as the joined range stays within [`SPAN`] (a single range longer than that stays
+/// whole); empty ranges dropped.
+fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
+    sorted.sort_unstable_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match merged.last_mut() {
+            Some(last)
+                if r.start <= last.end.saturating_add(GAP)
+                    && r.end.max(last.end) - last.start <= SPAN
+                    || r.end <= last.end =>
+            {
+                last.end = last.end.max(r.end);
+            }
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct ObjectBacking {
     source: Arc<ObjectSource>,
@@ -36,14 +67,13 @@ impl ObjectBacking {
     }
 
     /// The same object with `ranges` in memory (and nothing else: the ranges fetched for an
-    /// earlier row group are not kept). Each distinct range is one GET; they run at once.
+    /// earlier row group are not kept). Ranges closer than [`GAP`] are fetched together (a
+    /// row group's column chunks lie side by side), up to [`SPAN`] a request, never splitting
+    /// a range; the requests run at once.
     pub(super) fn prefetched(&self, ranges: &[Range<u64>]) -> crate::error::Result<Self> {
-        let mut wanted: Vec<Range<u64>> =
-            ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
-        wanted.sort_unstable_by_key(|r| (r.start, r.end));
-        wanted.dedup();
-        let fetched = self.source.read_ranges(&wanted)?;
-        let chunks: Vec<(u64, Bytes)> = wanted.iter().map(|r| r.start).zip(fetched).collect();
+        let merged = coalesce(ranges);
+        let fetched = self.source.read_ranges(&merged)?;
+        let chunks: Vec<(u64, Bytes)> = merged.iter().map(|r| r.start).zip(fetched).collect();
         Ok(Self {
             source: self.source.clone(),
             chunks: chunks.into(),
@@ -234,9 +264,10 @@ mod tests {
         }
     }
 
-    /// Every row group decodes to the local file's batch, in one GET per column chunk read.
+    /// Every row group decodes to the local file's batch, its column chunks (side by side in
+    /// the file) fetched by one GET.
     #[test]
-    fn an_object_decodes_as_the_local_file_in_one_get_per_chunk() {
+    fn an_object_decodes_as_the_local_file_in_one_get_per_row_group() {
         let f = fixture();
         let before = f.store.counts();
         let object = open(&f.store).unwrap();
@@ -246,16 +277,15 @@ mod tests {
         assert_eq!(object.schema(), f.local.schema());
         assert_eq!(object.row_group_starts(), f.local.row_group_starts());
         assert_eq!(object.name(), "mem://k.parquet");
-        let leaves = 4;
         for rg in 0..object.num_row_groups() {
             let gets = f.store.counts().gets;
             let ours = object.read_row_group(rg, None).unwrap();
-            assert_eq!(f.store.counts().gets - gets, leaves, "row group {rg}");
+            assert_eq!(f.store.counts().gets - gets, 1, "row group {rg}");
             assert_eq!(ours, f.local.read_row_group(rg, None).unwrap());
-            // a projection: only its chunks (the token lists and the ids)
+            // a projection (the token lists and the ids, a small chunk between them)
             let gets = f.store.counts().gets;
             let some = object.read_row_group(rg, Some(&[3, 1])).unwrap();
-            assert_eq!(f.store.counts().gets - gets, 2, "row group {rg}");
+            assert_eq!(f.store.counts().gets - gets, 1, "row group {rg}");
             assert_eq!(some, f.local.read_row_group(rg, Some(&[3, 1])).unwrap());
         }
         assert_eq!(f.store.counts().heads - before.heads, 1);
@@ -300,7 +330,7 @@ mod tests {
     }
 
     /// OUT spliced from an object is byte for byte the one spliced from the local file, each
-    /// copied chunk by one GET.
+    /// row group's copied chunks by one GET.
     #[test]
     fn chunks_spliced_from_an_object_are_the_local_ones() {
         let f = fixture();
@@ -335,9 +365,59 @@ mod tests {
         let local = write(&f.local, "local.parquet");
         let gets = f.store.counts().gets;
         let spliced = write(&object, "object.parquet");
-        // 4 row groups of 4 chunks (the alias's chunk is fetched once)
-        assert_eq!(f.store.counts().gets - gets, 16);
+        // 4 row groups (the alias's chunk fetched once, with the others)
+        assert_eq!(f.store.counts().gets - gets, 4);
         assert_eq!(spliced, local);
+    }
+
+    #[test]
+    fn ranges_are_joined_within_the_gap_and_the_span() {
+        use super::{GAP, SPAN, coalesce};
+        const MIB: u64 = 1 << 20;
+        // side by side, overlapping, repeated, contained, empty: one range
+        assert_eq!(
+            coalesce(&[10..20, 0..10, 15..30, 0..10, 12..14, 40..40]),
+            vec![0..30]
+        );
+        // a gap of GAP joins, one byte more does not
+        assert_eq!(coalesce(&[0..10, 10 + GAP..GAP + 20]), vec![0..GAP + 20]);
+        assert_eq!(
+            coalesce(&[0..10, 11 + GAP..GAP + 20]),
+            vec![0..10, 11 + GAP..GAP + 20]
+        );
+        // chunks of 10 MiB side by side: three to a request (30 MiB), the fourth alone
+        let chunks: Vec<_> = (0..4).map(|i| i * 10 * MIB..(i + 1) * 10 * MIB).collect();
+        assert_eq!(coalesce(&chunks), vec![0..30 * MIB, 30 * MIB..40 * MIB]);
+        // a range longer than the span stays whole
+        assert_eq!(coalesce(&[0..SPAN + 5]), vec![0..SPAN + 5]);
+    }
+
+    /// Chunks of 12 MiB, the third 6 MiB after the second: 2 GETs (the gap and the span
+    /// part them), run at once; every chunk read back is the object's, with no more requests.
+    #[test]
+    fn far_apart_or_large_chunks_are_fetched_apart() {
+        const MIB: u64 = 1 << 20;
+        let store = Arc::new(Counting::default());
+        let bytes: Vec<u8> = (0..60 * MIB).map(|i| (i % 249) as u8).collect();
+        put(&store, "big", &bytes);
+        let source =
+            ObjectSource::open_in(store.clone(), ObjectPath::from("big"), "mem://big").unwrap();
+        let file = PositionalFile::object(source);
+        let chunks = [
+            0..12 * MIB,
+            12 * MIB..24 * MIB,
+            30 * MIB..42 * MIB,
+            42 * MIB..54 * MIB,
+        ];
+        let ahead = file.prefetched(|| chunks.to_vec()).unwrap();
+        assert_eq!(store.counts().gets, 2);
+        for c in &chunks {
+            let got = ahead
+                .get_bytes(c.start, (c.end - c.start) as usize)
+                .unwrap();
+            assert!(got[..] == bytes[c.start as usize..c.end as usize]);
+        }
+        assert_eq!(store.counts().gets, 2);
     }
 
     /// Reads outside what was prefetched still give the object's bytes (by GETs).
@@ -351,10 +431,10 @@ mod tests {
         let file = PositionalFile::object(source);
         assert!(file.file().is_none());
         let ahead = file
-            .prefetched(|| vec![100..200, 100..200, 1000..5000])
+            .prefetched(|| vec![1000..5000, 100..200, 100..200])
             .unwrap();
-        // one GET per distinct range
-        assert_eq!(store.counts().gets, 2);
+        // ranges close together: one GET
+        assert_eq!(store.counts().gets, 1);
         assert_eq!(&ahead.get_bytes(150, 50).unwrap()[..], &bytes[150..200]);
         assert_eq!(
             &ahead.get_bytes(1000, 4000).unwrap()[..],
@@ -363,18 +443,18 @@ mod tests {
         let mut head = Vec::new();
         std::io::Read::read_to_end(&mut ahead.get_read(4990).unwrap(), &mut head).unwrap();
         assert_eq!(head, &bytes[4990..5000]);
-        assert_eq!(store.counts().gets, 2);
+        assert_eq!(store.counts().gets, 1);
         // past a prefetched range: a GET of its own
         assert_eq!(&ahead.get_bytes(4990, 20).unwrap()[..], &bytes[4990..5010]);
-        assert_eq!(store.counts().gets, 3);
-        // a reader outside: windows of 256 KiB, to the end
+        assert_eq!(store.counts().gets, 2);
+        // a reader from before it: windows of 256 KiB, to the end
         let mut rest = Vec::new();
         std::io::Read::read_to_end(&mut ahead.get_read(10).unwrap(), &mut rest).unwrap();
         assert_eq!(rest, &bytes[10..]);
-        assert_eq!(store.counts().gets, 6);
+        assert_eq!(store.counts().gets, 5);
         // past the end: refused without a request
         assert!(ahead.get_bytes(599_990, 11).is_err());
         assert!(ahead.prefetched(|| vec![599_000..600_001]).is_err());
-        assert_eq!(store.counts().gets, 6);
+        assert_eq!(store.counts().gets, 5);
     }
 }
