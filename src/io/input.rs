@@ -52,11 +52,11 @@ impl Input {
     }
 
     /// IN an object (`s3://…`), opened by one HEAD; messages name the URL. A Parquet object
-    /// is read in place (`ParquetInput::open_object`: the footer by one suffix GET, each
-    /// column chunk read by one ranged GET, all pinned to the ETag the HEAD gave). Any other
-    /// format (Arrow IPC, JSONL, a trainer's dump) is fetched whole into a temporary local
-    /// file (one GET pinned to that ETag), which is then read as a local file of the same
-    /// extension.
+    /// is read in place (`ParquetInput::open_object`: the footer by one suffix GET, the
+    /// column chunks by ranged GETs, at most one each, all pinned to the ETag the HEAD gave).
+    /// Any other format (Arrow IPC, JSONL, a trainer's dump) is fetched whole into a
+    /// temporary local file (one GET pinned to that ETag), which is then read as a local
+    /// file of the same extension.
     #[cfg(feature = "cloud")]
     fn open_object(
         url: &crate::io::object::url::ObjectUrl,

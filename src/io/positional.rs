@@ -4,8 +4,8 @@
 //! A local file is read with positional I/O (`pread`): `std::fs::File` clones share one
 //! cursor, so parquet's `ChunkReader` for `File` races under parallel decoding. An object is
 //! read by ranged GETs pinned to the ETag it had when opened ([`object`]); the column chunks
-//! a row group needs are fetched ahead, one GET each ([`PositionalFile::prefetched`]), so
-//! parquet's per-page reads are served from memory, not one request per page.
+//! a row group needs are fetched ahead, at most one GET each ([`PositionalFile::prefetched`]),
+//! so parquet's per-page reads are served from memory, not one request per page.
 //!
 //! Either refuses any read that would go past the end of IN before allocating anything: a
 //! damaged footer or page header can declare any size (up to 2^63 bytes), and parquet sizes
@@ -72,9 +72,10 @@ impl PositionalFile {
     }
 
     /// This reader with `ranges()` (byte ranges about to be read: a row group's column
-    /// chunks) already in memory: for an object, one GET per range, all in flight at once,
-    /// and reads inside them then cost no request; for a local file, the file itself (the
-    /// kernel's page cache is its prefetch), `ranges` not even called.
+    /// chunks) already in memory: for an object, at most one GET per range (ranges side by
+    /// side share one, see [`object`]), all in flight at once, and reads inside them then
+    /// cost no request; for a local file, the file itself (the kernel's page cache is its
+    /// prefetch), `ranges` not even called.
     pub fn prefetched(
         &self,
         ranges: impl FnOnce() -> Vec<Range<u64>>,
@@ -90,24 +91,6 @@ impl PositionalFile {
                 len: self.len,
             }),
         }
-    }
-
-    /// The bytes `offset..offset + length`, as an error of advcalc's (naming IN) where the
-    /// read fails; for an object, from memory where prefetched, else one ranged GET.
-    pub fn read_range(&self, offset: u64, length: u64, name: &str) -> crate::error::Result<Bytes> {
-        let length = usize::try_from(length)
-            .map_err(|_| crate::error::Error::data(format!("{name}: range too large")))?;
-        self.get_bytes(offset, length).map_err(|e| match e {
-            // an object's own error already names it
-            parquet::errors::ParquetError::External(e) => {
-                match e.downcast::<crate::error::Error>() {
-                    Ok(e) => *e,
-                    Err(e) => crate::error::Error::data(format!("{name}: cannot read"))
-                        .with_boxed_source(e),
-                }
-            }
-            e => crate::error::Error::data(format!("{name}: cannot read")).with_source(e),
-        })
     }
 }
 

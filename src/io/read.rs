@@ -65,9 +65,9 @@ impl ParquetInput {
     }
 
     /// Open an object (`ObjectSource`, opened by its HEAD) read in place: the footer by one
-    /// suffix GET, then each row group's column chunks by one ranged GET each as they are
-    /// read (`PositionalFile::prefetched`), all pinned to the ETag the HEAD gave. Messages
-    /// name the object's URL.
+    /// suffix GET, then each row group's column chunks by ranged GETs (at most one each) as
+    /// they are read (`PositionalFile::prefetched`), all pinned to the ETag the HEAD gave.
+    /// Messages name the object's URL.
     #[cfg(feature = "cloud")]
     pub fn open_object(source: crate::io::object::source::ObjectSource) -> Result<Self> {
         use parquet::file::metadata::ParquetMetaDataReader;
@@ -138,7 +138,8 @@ impl ParquetInput {
     pub fn read_row_group(&self, index: usize, columns: Option<&[usize]>) -> Result<RecordBatch> {
         // every pass starts each row group here: the place to stop when asked to
         crate::interrupt::check()?;
-        // An object's column chunks, one GET each (a local file reads as it decodes).
+        // An object's column chunks, fetched ahead (chunks side by side by one GET); a local
+        // file is read as it is decoded.
         let file = self.file.prefetched(|| self.chunk_ranges(index, columns))?;
         let decoded = self.decode_caught(&file, index, columns);
         // Which column is damaged: found by decoding the columns one at a time, which costs

@@ -428,8 +428,8 @@ impl OutputSink {
         };
         let input_rg = self.input.metadata.row_group(index);
         let input_descr = self.input.metadata.file_metadata().schema_descr();
-        // IN an object: this row group's copied chunks, one GET each, before the writer
-        // copies them (a local IN is copied by the kernel as it goes).
+        // IN an object: this row group's copied chunks, fetched (side by side: one GET)
+        // before the writer copies them; a local IN is copied by the kernel as it goes.
         let source = self.input.file.prefetched(|| {
             let copied = |leaf: &usize| {
                 self.sources.iter().any(|s| match s {

@@ -1,7 +1,8 @@
 //! An object opened for reading: its size and ETag from one HEAD, then ranged GETs, each
 //! pinned to that ETag (`If-Match`), so an object rewritten while it is read fails with a
 //! clear error instead of mixing bytes of two versions. A Parquet footer is one suffix GET;
-//! a column chunk is one ranged GET (io/list_chunk.rs already reads a chunk in one read).
+//! a row group's column chunks are ranged GETs, run at once (`read_ranges`; which ranges:
+//! io/positional/object.rs).
 
 use std::ops::Range;
 
@@ -292,6 +293,26 @@ mod tests {
             );
         }
         assert_eq!(store.counts().gets, 4);
+    }
+
+    #[test]
+    fn several_ranges_at_once_one_get_each() {
+        let store = Arc::new(Counting::default());
+        put(&store, "k", b"0123456789");
+        let s = source(&store, "k");
+        let got = s.read_ranges(&[7..10, 0..2, 4..4, 2..5]).unwrap();
+        let got: Vec<&[u8]> = got.iter().map(|b| &b[..]).collect();
+        assert_eq!(got, [&b"789"[..], b"01", b"", b"234"]);
+        // the empty range costs nothing
+        assert_eq!(store.counts().gets, 3);
+        // one range past the end: refused before any request
+        let e = s.read_ranges(&[0..2, 9..11]).unwrap_err();
+        assert!(e.message().contains("the object holds 10 bytes"), "{e}");
+        assert_eq!(store.counts().gets, 3);
+        // rewritten: the error of the GET that failed
+        put(&store, "k", b"9876543210");
+        let e = s.read_ranges(&[0..2, 5..6]).unwrap_err();
+        assert!(e.message().contains("changed while it was read"), "{e}");
     }
 
     #[test]

@@ -154,6 +154,8 @@ impl Read for ObjectReader {
 }
 
 #[cfg(test)]
+// lists of byte ranges, some of one range
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use std::sync::Arc;
 
