@@ -3,7 +3,7 @@
 //!
 //! A local file is read with positional I/O (`pread`): `std::fs::File` clones share one
 //! cursor, so parquet's `ChunkReader` for `File` races under parallel decoding. An object is
-//! read by ranged GETs pinned to the ETag it had when opened ([`object`]); the column chunks
+//! read by ranged GETs pinned to the ETag it had when opened (`positional/object.rs`); the column chunks
 //! a row group needs are fetched ahead, at most one GET each ([`PositionalFile::prefetched`]),
 //! so parquet's per-page reads are served from memory, not one request per page.
 //!
@@ -73,7 +73,7 @@ impl PositionalFile {
 
     /// This reader with `ranges()` (byte ranges about to be read: a row group's column
     /// chunks) already in memory: for an object, at most one GET per range (ranges side by
-    /// side share one, see [`object`]), all in flight at once, and reads inside them then
+    /// side share one, see `positional/object.rs`), all in flight at once, and reads inside them then
     /// cost no request; for a local file, the file itself (the kernel's page cache is its
     /// prefetch), `ranges` not even called.
     pub fn prefetched(
