@@ -21,7 +21,7 @@ pub struct Input {
     /// Another trainer's dump: which, its files, and what its reader assumed.
     pub trainer: Option<TrainerInput>,
     /// The temporary Parquet copy of an Arrow IPC or JSONL input, and the local copy of an
-    /// object, removed on drop.
+    /// object that is not Parquet, removed on drop.
     _spool: Vec<NamedTempFile>,
 }
 
@@ -51,9 +51,12 @@ impl Input {
         Self::open_as(path, name, format, allow_nonfinite, dump)
     }
 
-    /// IN an object (`s3://…`): fetched whole into a temporary local file (one GET pinned to
-    /// the ETag the object had when opened), which is then read as a local file of the same
-    /// extension; messages name the URL.
+    /// IN an object (`s3://…`), opened by one HEAD; messages name the URL. A Parquet object
+    /// is read in place (`ParquetInput::open_object`: the footer by one suffix GET, the
+    /// column chunks by ranged GETs, at most one each, all pinned to the ETag the HEAD gave).
+    /// Any other format (Arrow IPC, JSONL, a trainer's dump) is fetched whole into a
+    /// temporary local file (one GET pinned to that ETag), which is then read as a local
+    /// file of the same extension.
     #[cfg(feature = "cloud")]
     fn open_object(
         url: &crate::io::object::url::ObjectUrl,
@@ -64,6 +67,14 @@ impl Input {
         use crate::io::object::source::ObjectSource;
         let source = ObjectSource::open(url)?;
         let key: &str = url.key.as_ref();
+        if Format::of(Path::new(key), format) == Format::Parquet {
+            return Ok(Input {
+                parquet: ParquetInput::open_object(source)?,
+                jsonl: None,
+                trainer: None,
+                _spool: Vec::new(),
+            });
+        }
         let suffix = key
             .rsplit('/')
             .next()

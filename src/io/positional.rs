@@ -1,36 +1,96 @@
-//! A file that many threads read at once. `std::fs::File` clones share one cursor, so
-//! parquet's `ChunkReader` for `File` races under parallel decoding; this one reads with
-//! positional I/O (`pread`), which has no shared cursor.
+//! IN's bytes by position, from many threads at once: a local file, or (with the `cloud`
+//! feature) an object in a store.
 //!
-//! It also refuses any read that would go past the end of the file before allocating
-//! anything: a damaged footer or page header can declare any size (up to 2^63 bytes), and
-//! parquet sizes its buffer from the declaration.
+//! A local file is read with positional I/O (`pread`): `std::fs::File` clones share one
+//! cursor, so parquet's `ChunkReader` for `File` races under parallel decoding. An object is
+//! read by ranged GETs pinned to the ETag it had when opened (`positional/object.rs`); the column chunks
+//! a row group needs are fetched ahead, at most one GET each ([`PositionalFile::prefetched`]),
+//! so parquet's per-page reads are served from memory, not one request per page.
+//!
+//! Either refuses any read that would go past the end of IN before allocating anything: a
+//! damaged footer or page header can declare any size (up to 2^63 bytes), and parquet sizes
+//! its buffer from the declaration.
 
 use std::fs::File;
 use std::io::Read;
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parquet::file::reader::{ChunkReader, Length};
 
+#[cfg(feature = "cloud")]
+mod object;
+
 #[derive(Debug, Clone)]
 pub struct PositionalFile {
-    file: Arc<File>,
+    backing: Backing,
     len: u64,
 }
 
+#[derive(Debug, Clone)]
+enum Backing {
+    File(Arc<File>),
+    #[cfg(feature = "cloud")]
+    Object(object::ObjectBacking),
+}
+
 impl PositionalFile {
-    /// The open file itself.
-    pub fn file(&self) -> Arc<File> {
-        self.file.clone()
+    /// The open local file itself (`None` for an object).
+    pub fn file(&self) -> Option<&Arc<File>> {
+        match &self.backing {
+            Backing::File(file) => Some(file),
+            #[cfg(feature = "cloud")]
+            Backing::Object(_) => None,
+        }
     }
 
     pub fn new(file: File) -> std::io::Result<Self> {
         let len = file.metadata()?.len();
         Ok(Self {
-            file: Arc::new(file),
+            backing: Backing::File(Arc::new(file)),
             len,
         })
+    }
+
+    /// An object opened for reading (its size is the one its HEAD gave).
+    #[cfg(feature = "cloud")]
+    pub fn object(source: crate::io::object::source::ObjectSource) -> Self {
+        Self {
+            len: source.size(),
+            backing: Backing::Object(object::ObjectBacking::new(source)),
+        }
+    }
+
+    /// The object this reads, if it reads one.
+    #[cfg(feature = "cloud")]
+    pub fn object_source(&self) -> Option<&crate::io::object::source::ObjectSource> {
+        match &self.backing {
+            Backing::Object(o) => Some(o.source()),
+            Backing::File(_) => None,
+        }
+    }
+
+    /// This reader with `ranges()` (byte ranges about to be read: a row group's column
+    /// chunks) already in memory: for an object, at most one GET per range (ranges side by
+    /// side share one, see `positional/object.rs`), all in flight at once, and reads inside them then
+    /// cost no request; for a local file, the file itself (the kernel's page cache is its
+    /// prefetch), `ranges` not even called.
+    pub fn prefetched(
+        &self,
+        ranges: impl FnOnce() -> Vec<Range<u64>>,
+    ) -> crate::error::Result<Self> {
+        match &self.backing {
+            Backing::File(_) => {
+                let _ = ranges;
+                Ok(self.clone())
+            }
+            #[cfg(feature = "cloud")]
+            Backing::Object(o) => Ok(Self {
+                backing: Backing::Object(o.prefetched(&ranges())?),
+                len: self.len,
+            }),
+        }
     }
 }
 
@@ -65,10 +125,28 @@ impl Read for PositionalReader {
     }
 }
 
-impl ChunkReader for PositionalFile {
+/// What `get_read` hands out: buffered positional reads of a local file, or an object's
+/// bytes (from memory where prefetched).
+pub enum Reader {
     // Buffered in large reads: copying a column chunk into the output goes through this
     // reader, and 8 KiB reads cost a system call each.
-    type T = std::io::BufReader<PositionalReader>;
+    File(std::io::BufReader<PositionalReader>),
+    #[cfg(feature = "cloud")]
+    Object(object::ObjectReader),
+}
+
+impl Read for Reader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Reader::File(r) => r.read(buf),
+            #[cfg(feature = "cloud")]
+            Reader::Object(r) => r.read(buf),
+        }
+    }
+}
+
+impl ChunkReader for PositionalFile {
+    type T = Reader;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         if start > self.len {
@@ -77,13 +155,17 @@ impl ChunkReader for PositionalFile {
                 self.len
             )));
         }
-        Ok(std::io::BufReader::with_capacity(
-            1 << 20,
-            PositionalReader {
-                file: self.file.clone(),
-                pos: start,
-            },
-        ))
+        match &self.backing {
+            Backing::File(file) => Ok(Reader::File(std::io::BufReader::with_capacity(
+                1 << 20,
+                PositionalReader {
+                    file: file.clone(),
+                    pos: start,
+                },
+            ))),
+            #[cfg(feature = "cloud")]
+            Backing::Object(o) => Ok(Reader::Object(o.reader(start, self.len))),
+        }
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
@@ -97,12 +179,18 @@ impl ChunkReader for PositionalFile {
                 self.len
             )));
         }
-        let buf = read_exact_at(&self.file, start, length).map_err(|e| {
-            parquet::errors::ParquetError::EOF(format!(
-                "cannot read {length} bytes at offset {start}: {e}"
-            ))
-        })?;
-        Ok(buf.into())
+        match &self.backing {
+            Backing::File(file) => {
+                let buf = read_exact_at(file, start, length).map_err(|e| {
+                    parquet::errors::ParquetError::EOF(format!(
+                        "cannot read {length} bytes at offset {start}: {e}"
+                    ))
+                })?;
+                Ok(buf.into())
+            }
+            #[cfg(feature = "cloud")]
+            Backing::Object(o) => o.get_bytes(start, length),
+        }
     }
 }
 

@@ -64,6 +64,30 @@ impl ParquetInput {
         })
     }
 
+    /// Open an object (`ObjectSource`, opened by its HEAD) read in place: the footer by one
+    /// suffix GET, then each row group's column chunks by ranged GETs (at most one each) as
+    /// they are read (`PositionalFile::prefetched`), all pinned to the ETag the HEAD gave.
+    /// Messages name the object's URL.
+    #[cfg(feature = "cloud")]
+    pub fn open_object(source: crate::io::object::source::ObjectSource) -> Result<Self> {
+        use parquet::file::metadata::ParquetMetaDataReader;
+        let name = source.name().to_string();
+        let size = source.size();
+        let bytes = source.parquet_metadata_bytes()?;
+        let parsed = ParquetMetaDataReader::decode_metadata(&bytes)
+            .and_then(|m| ArrowReaderMetadata::try_new(Arc::new(m), ArrowReaderOptions::new()))
+            .map_err(|e| {
+                Error::data(format!("{name}: not a readable Parquet file")).with_source(e)
+            })?;
+        // `parquet_metadata_bytes` checked that magic, metadata and length fit the object
+        check_chunk_ranges(parsed.metadata(), size - 8 - bytes.len() as u64, &name)?;
+        Ok(Self {
+            name,
+            file: PositionalFile::object(source),
+            metadata: parsed,
+        })
+    }
+
     /// The file and footer, for splicing column chunks into the output unchanged.
     pub fn copy_source(&self) -> crate::io::write::CopySource {
         crate::io::write::CopySource {
@@ -114,12 +138,15 @@ impl ParquetInput {
     pub fn read_row_group(&self, index: usize, columns: Option<&[usize]>) -> Result<RecordBatch> {
         // every pass starts each row group here: the place to stop when asked to
         crate::interrupt::check()?;
-        let decoded = self.decode_caught(index, columns);
+        // An object's column chunks, fetched ahead (chunks side by side by one GET); a local
+        // file is read as it is decoded.
+        let file = self.file.prefetched(|| self.chunk_ranges(index, columns))?;
+        let decoded = self.decode_caught(&file, index, columns);
         // Which column is damaged: found by decoding the columns one at a time, which costs
         // nothing unless decoding has already failed.
         let column = match &decoded {
             Ok(Ok(_)) => None,
-            _ => self.failing_column(index, columns),
+            _ => self.failing_column(&file, index, columns),
         };
         let context = || {
             Error::data(match &column {
@@ -152,6 +179,7 @@ impl ParquetInput {
     /// any other decoding failure.
     fn decode_caught(
         &self,
+        file: &PositionalFile,
         index: usize,
         columns: Option<&[usize]>,
     ) -> std::thread::Result<
@@ -159,14 +187,19 @@ impl ParquetInput {
     > {
         DECODING.with(|d| d.set(true));
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.decode_row_group(index, columns)
+            self.decode_row_group(file, index, columns)
         }));
         DECODING.with(|d| d.set(false));
         decoded
     }
 
     /// The first of `columns` (all when `None`) that fails to decode on its own.
-    fn failing_column(&self, index: usize, columns: Option<&[usize]>) -> Option<String> {
+    fn failing_column(
+        &self,
+        file: &PositionalFile,
+        index: usize,
+        columns: Option<&[usize]>,
+    ) -> Option<String> {
         let schema = self.metadata.schema();
         let all: Vec<usize> = match columns {
             Some(c) => c.to_vec(),
@@ -176,7 +209,7 @@ impl ParquetInput {
             return Some(schema.field(only).name().clone());
         }
         all.into_iter()
-            .find(|&c| !matches!(self.decode_caught(index, Some(&[c])), Ok(Ok(_))))
+            .find(|&c| !matches!(self.decode_caught(file, index, Some(&[c])), Ok(Ok(_))))
             .map(|c| schema.field(c).name().clone())
     }
 
@@ -185,6 +218,7 @@ impl ParquetInput {
     /// reader; the batch is the one parquet's reader alone would give.
     fn decode_row_group(
         &self,
+        file: &PositionalFile,
         index: usize,
         columns: Option<&[usize]>,
     ) -> std::result::Result<RecordBatch, Box<dyn std::error::Error + Send + Sync>> {
@@ -203,9 +237,7 @@ impl ParquetInput {
             let mut leaves = (0..parquet_schema.num_columns())
                 .filter(|&l| parquet_schema.get_column_root_idx(l) == root);
             let array = match (leaves.next(), leaves.next()) {
-                (Some(leaf), None) => {
-                    list_chunk::read(&self.file, row_group, leaf, schema.field(root))?
-                }
+                (Some(leaf), None) => list_chunk::read(file, row_group, leaf, schema.field(root))?,
                 _ => None,
             };
             match array {
@@ -222,7 +254,7 @@ impl ParquetInput {
                 projected, columns, &options,
             )?);
         }
-        let read = self.decode_with_parquet(index, &rest)?;
+        let read = self.decode_with_parquet(file, index, &rest)?;
         let mut direct = direct.into_iter().peekable();
         let mut read = read.columns().iter().cloned();
         let columns = roots
@@ -240,14 +272,13 @@ impl ParquetInput {
     /// Decode the given root columns (sorted) of row group `index` with parquet's reader.
     fn decode_with_parquet(
         &self,
+        file: &PositionalFile,
         index: usize,
         columns: &[usize],
     ) -> std::result::Result<RecordBatch, Box<dyn std::error::Error + Send + Sync>> {
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.file.clone(),
-            self.metadata.clone(),
-        )
-        .with_row_groups(vec![index]);
+        let mut builder =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), self.metadata.clone())
+                .with_row_groups(vec![index]);
         // Bounded, so that a footer claiming absurd row counts cannot make us preallocate.
         let rows = self
             .metadata
@@ -274,7 +305,21 @@ impl ParquetInput {
     #[cfg(test)]
     fn decode_reference(&self, index: usize) -> RecordBatch {
         let all: Vec<usize> = (0..self.metadata.schema().fields().len()).collect();
-        self.decode_with_parquet(index, &all).unwrap()
+        self.decode_with_parquet(&self.file, index, &all).unwrap()
+    }
+
+    /// The byte ranges of row group `index`'s column chunks of the given root columns (all
+    /// when `None`), in file order.
+    fn chunk_ranges(&self, index: usize, columns: Option<&[usize]>) -> Vec<std::ops::Range<u64>> {
+        let descr = self.metadata.parquet_schema();
+        let row_group = self.metadata.metadata().row_group(index);
+        (0..descr.num_columns())
+            .filter(|&leaf| columns.is_none_or(|c| c.contains(&descr.get_column_root_idx(leaf))))
+            .map(|leaf| {
+                let (start, len) = row_group.column(leaf).byte_range();
+                start..start + len
+            })
+            .collect()
     }
 }
 

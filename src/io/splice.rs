@@ -7,7 +7,9 @@
 //! byte stream is a copy of which stretch of IN, drops the placeholders and has the kernel
 //! copy the real bytes from IN to OUT (`copy_file_range`; `pread`/`write` where the file
 //! systems do not support it). parquet still counts every byte, so its offsets and footer are
-//! exactly what a plain copy gives: the output is byte-identical.
+//! exactly what a plain copy gives: the output is byte-identical. IN an object: the copied
+//! bytes are the column chunks fetched ahead for the row group (one ranged GET each, see
+//! `PositionalFile::prefetched`), written from memory.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -67,7 +69,7 @@ impl ChunkReader for PlaceholderSource {
 /// copies from IN.
 pub struct SpliceWriter {
     file: File,
-    source: Arc<File>,
+    source: PositionalFile,
     splices: Splices,
     /// Bytes received and not yet written (all before any pending splice).
     buf: Vec<u8>,
@@ -80,7 +82,7 @@ pub struct SpliceWriter {
 const BUFFER: usize = 4 << 20;
 
 impl SpliceWriter {
-    pub fn new(file: File, source: Arc<File>, splices: Splices) -> Self {
+    pub fn new(file: File, source: PositionalFile, splices: Splices) -> Self {
         SpliceWriter {
             file,
             source,
@@ -89,6 +91,12 @@ impl SpliceWriter {
             pos: 0,
             pending: 0,
         }
+    }
+
+    /// Read the splices from `source` from now on (IN with the next row group's chunks
+    /// prefetched); every splice announced so far must have been written (after `flush`).
+    pub fn set_source(&mut self, source: PositionalFile) {
+        self.source = source;
     }
 
     /// Everything written (after `flush`): the file, for syncing.
@@ -121,7 +129,17 @@ impl SpliceWriter {
             .front()
             .ok_or_else(|| io::Error::other("splice queue empty"))?;
         let done = self.pos - s.at;
-        copy_range(&self.source, s.from + done, &mut self.file, self.pending)?;
+        match self.source.file() {
+            Some(source) => copy_range(source, s.from + done, &mut self.file, self.pending)?,
+            None => {
+                let len = usize::try_from(self.pending).map_err(io::Error::other)?;
+                let bytes = self
+                    .source
+                    .get_bytes(s.from + done, len)
+                    .map_err(io::Error::other)?;
+                self.file.write_all(&bytes)?;
+            }
+        }
         self.pos += self.pending;
         self.pending = 0;
         if self.pos == s.at + s.len {
@@ -292,7 +310,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(dir.path().join("in"), &input).unwrap();
-        let source = Arc::new(File::open(dir.path().join("in")).unwrap());
+        let source = PositionalFile::new(File::open(dir.path().join("in")).unwrap()).unwrap();
         let splices: Splices = Default::default();
         let out = File::create(dir.path().join("out")).unwrap();
         let mut w = SpliceWriter::new(out, source, splices.clone());

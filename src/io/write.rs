@@ -33,7 +33,13 @@ use crate::io::schema::{LOSS_COLUMNS, OUTPUT_COLUMNS};
 use crate::io::splice::{PlaceholderSource, Splice, SpliceWriter, Splices};
 
 /// A row group's computed columns, encoded into column chunks, ready to append.
-pub struct EncodedRowGroup(Vec<ComputedChunk>);
+pub struct EncodedRowGroup {
+    chunks: Vec<ComputedChunk>,
+    /// IN, with this row group's copied chunks fetched when IN is an object (by the worker
+    /// that encoded it, so the fetches of several row groups overlap each other and the
+    /// maths); a local IN is the file itself, copied by the kernel as it is appended.
+    copied: PositionalFile,
+}
 
 /// One computed column chunk: the float lists advcalc adds from `io::float_lists`, any other
 /// computed column from parquet's Arrow writer.
@@ -124,6 +130,9 @@ pub struct OutputEncoder {
     /// Per output root column: written by `io::float_lists` when its array allows.
     hand_encoded: Vec<bool>,
     output_descr: SchemaDescPtr,
+    /// IN and its footer, for the copied chunks' byte ranges.
+    input: PositionalFile,
+    input_metadata: Arc<ParquetMetaData>,
 }
 
 /// Appends row groups, in order, to the temporary file, and renames it at the end.
@@ -231,7 +240,7 @@ impl ParquetOutput {
         let descr = Arc::new(SchemaDescriptor::new(root.clone()));
         let splices = Splices::default();
         let writer = SerializedFileWriter::new(
-            SpliceWriter::new(handle, input.file.file(), splices.clone()),
+            SpliceWriter::new(handle, input.file.clone(), splices.clone()),
             root,
             Arc::new(props),
         )
@@ -262,6 +271,8 @@ impl ParquetOutput {
                 output_descr: descr.clone(),
                 sources: sources.clone(),
                 leaves: leaves.clone(),
+                input: input.file.clone(),
+                input_metadata: input.metadata.clone(),
             },
             sink: OutputSink {
                 output_descr: descr.clone(),
@@ -309,6 +320,10 @@ impl OutputEncoder {
                 self.dest.display()
             ))
         };
+        // IN an object: this row group's copied chunks (side by side: one GET)
+        let copied = self
+            .input
+            .prefetched(|| copied_ranges(&self.sources, &self.input_metadata, row_group))?;
         let mut writers: Vec<Option<ArrowColumnWriter>> = self
             .factory
             .create_column_writers(row_group)
@@ -344,7 +359,7 @@ impl OutputEncoder {
                 ));
             }
         }
-        Ok(EncodedRowGroup(chunks))
+        Ok(EncodedRowGroup { chunks, copied })
     }
 
     /// Output column `root` through `io::float_lists`, where it is one of the float lists
@@ -428,7 +443,9 @@ impl OutputSink {
         };
         let input_rg = self.input.metadata.row_group(index);
         let input_descr = self.input.metadata.file_metadata().schema_descr();
-        let mut computed = encoded.0.into_iter();
+        // the copied chunks' bytes: an object IN's fetched by `encode`
+        self.writer.inner_mut().set_source(encoded.copied);
+        let mut computed = encoded.chunks.into_iter();
         // Where each chunk lands in the output stream: copied chunks are announced to the
         // writer as splices of IN (io/splice.rs).
         let mut at = self.writer.bytes_written() as u64;
@@ -530,6 +547,31 @@ impl OutputSink {
         file.sync_all().map_err(io)?;
         persist(self.tmp, &self.dest, self.force, &name)
     }
+}
+
+/// The byte ranges in IN of row group `index`'s column chunks that OUT copies (`sources`).
+fn copied_ranges(
+    sources: &[ColumnSource],
+    metadata: &ParquetMetaData,
+    index: usize,
+) -> Vec<std::ops::Range<u64>> {
+    let descr = metadata.file_metadata().schema_descr();
+    let row_group = metadata.row_group(index);
+    let copied = |leaf: &usize| {
+        sources.iter().any(|s| match s {
+            ColumnSource::Copy(r) | ColumnSource::Alias(r) => {
+                descr.get_column_root_idx(*leaf) == *r
+            }
+            ColumnSource::Computed => false,
+        })
+    };
+    (0..descr.num_columns())
+        .filter(copied)
+        .map(|leaf| {
+            let (start, len) = row_group.column(leaf).byte_range();
+            start..start + len
+        })
+        .collect()
 }
 
 /// A column chunk's metadata under another column descriptor (same physical layout).

@@ -1,7 +1,8 @@
 //! An object opened for reading: its size and ETag from one HEAD, then ranged GETs, each
 //! pinned to that ETag (`If-Match`), so an object rewritten while it is read fails with a
 //! clear error instead of mixing bytes of two versions. A Parquet footer is one suffix GET;
-//! a column chunk is one ranged GET (io/list_chunk.rs already reads a chunk in one read).
+//! a row group's column chunks are ranged GETs, run at once (`read_ranges`; which ranges:
+//! io/positional/object.rs).
 
 use std::ops::Range;
 
@@ -80,24 +81,69 @@ impl ObjectSource {
     /// The bytes in `range` (one GET). A range past the end of the object is refused before
     /// any request, as `PositionalFile` refuses it: the range may come from a damaged footer.
     pub fn read_at(&self, range: Range<u64>) -> Result<Bytes> {
+        self.check_range(&range)?;
+        block_on(self.get_range(range))
+    }
+
+    /// The bytes of each of `ranges`, one GET each, all in flight at once (a row group's
+    /// column chunks: the requests' latencies overlap instead of adding up). Every range is
+    /// checked before any request; the first failure is the error.
+    pub fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        for range in ranges {
+            self.check_range(range)?;
+        }
+        if let [range] = ranges {
+            return Ok(vec![self.read_at(range.clone())?]);
+        }
+        block_on(async {
+            let tasks: Vec<_> = ranges
+                .iter()
+                .map(|range| {
+                    let source = self.clone();
+                    let range = range.clone();
+                    tokio::spawn(async move { source.get_range(range).await })
+                })
+                .collect();
+            let mut got = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                match task.await {
+                    Ok(bytes) => got.push(bytes?),
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => {
+                        return Err(
+                            Error::data(format!("{}: cannot read", self.name)).with_source(e)
+                        );
+                    }
+                }
+            }
+            Ok(got)
+        })
+    }
+
+    fn check_range(&self, range: &Range<u64>) -> Result<()> {
         if range.start > range.end || range.end > self.size {
             return Err(Error::data(format!(
                 "{}: cannot read bytes {}..{}: the object holds {} bytes",
                 self.name, range.start, range.end, self.size
             )));
         }
+        Ok(())
+    }
+
+    /// One ranged GET pinned to the ETag (`range` already checked), its length checked.
+    async fn get_range(&self, range: Range<u64>) -> Result<Bytes> {
         if range.is_empty() {
             return Ok(Bytes::new());
         }
         let what = || format!("cannot read bytes {}..{}", range.start, range.end);
-        let bytes = block_on(async {
+        let got = async {
             let got = self
                 .store
                 .get_opts(&self.path, self.options(GetRange::Bounded(range.clone())))
                 .await?;
             got.bytes().await
-        })
-        .map_err(|e| store_error(&self.name, &what(), e))?;
+        };
+        let bytes = got.await.map_err(|e| store_error(&self.name, &what(), e))?;
         if bytes.len() as u64 != range.end - range.start {
             return Err(Error::data(format!(
                 "{}: {}: the store returned {} bytes",
@@ -247,6 +293,26 @@ mod tests {
             );
         }
         assert_eq!(store.counts().gets, 4);
+    }
+
+    #[test]
+    fn several_ranges_at_once_one_get_each() {
+        let store = Arc::new(Counting::default());
+        put(&store, "k", b"0123456789");
+        let s = source(&store, "k");
+        let got = s.read_ranges(&[7..10, 0..2, 4..4, 2..5]).unwrap();
+        let got: Vec<&[u8]> = got.iter().map(|b| &b[..]).collect();
+        assert_eq!(got, [&b"789"[..], b"01", b"", b"234"]);
+        // the empty range costs nothing
+        assert_eq!(store.counts().gets, 3);
+        // one range past the end: refused before any request
+        let e = s.read_ranges(&[0..2, 9..11]).unwrap_err();
+        assert!(e.message().contains("the object holds 10 bytes"), "{e}");
+        assert_eq!(store.counts().gets, 3);
+        // rewritten: the error of the GET that failed
+        put(&store, "k", b"9876543210");
+        let e = s.read_ranges(&[0..2, 5..6]).unwrap_err();
+        assert!(e.message().contains("changed while it was read"), "{e}");
     }
 
     #[test]
