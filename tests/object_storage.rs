@@ -41,6 +41,16 @@ fn run_reads_and_writes_s3_as_it_does_local_files() {
         decoded(std::fs::read(&local).unwrap())
     );
 
+    // OUT records IN's size and the ETag it was read at
+    let out = s3.advcalc(&["inspect", "--json", &url("out.parquet")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("input_etag"), "{text}");
+    assert!(
+        text.contains(&format!("\"{}\"", demo().len())),
+        "input_bytes: {text}"
+    );
+
     // inspect on IN and on OUT, the URL named
     for key in ["demo.parquet", "out.parquet"] {
         let out = s3.advcalc(&["inspect", &url(key)]);

@@ -338,6 +338,25 @@ pub(crate) fn provenance(
         .filter(|m| m.is_file())
         .map(|m| m.len());
     let starts = input.row_group_starts();
+    #[cfg(feature = "cloud")]
+    if let Some(object) = input.object() {
+        // an object's size, and the ETag (and version) it was read at, as a dataset's
+        // outputs record them
+        let mut kv = provenance_of(
+            config,
+            input.name(),
+            Some(object.size()),
+            starts[starts.len() - 1],
+        );
+        let key = |k: &str| format!("{PROVENANCE_PREFIX}{k}");
+        if let Some(e_tag) = object.etag() {
+            kv.push((key("input_etag"), e_tag.to_string()));
+        }
+        if let Some(version) = object.version() {
+            kv.push((key("input_version"), version.to_string()));
+        }
+        return kv;
+    }
     provenance_of(config, input.name(), bytes, starts[starts.len() - 1])
 }
 

@@ -88,6 +88,13 @@ impl ParquetInput {
         })
     }
 
+    /// The object this input is read from, if it is one (its size, ETag and version go into
+    /// OUT's provenance).
+    #[cfg(feature = "cloud")]
+    pub fn object(&self) -> Option<&crate::io::object::source::ObjectSource> {
+        self.file.object_source()
+    }
+
     /// The file and footer, for splicing column chunks into the output unchanged.
     pub fn copy_source(&self) -> crate::io::write::CopySource {
         crate::io::write::CopySource {
