@@ -33,7 +33,7 @@ mod nearest;
 
 /// Object storage (the `cloud` feature): what the Python package's runners need to put an
 /// output they wrote locally at an object URL as `run` puts its OUT: visible only when
-/// complete, create-only unless forced (`docs/object-storage-wip.md`).
+/// complete, create-only unless forced (`docs/object-storage.md`).
 #[cfg(feature = "cloud")]
 pub mod object {
     pub use crate::io::object::sink::{PutPolicy, upload};

@@ -271,7 +271,8 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
         assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
     }
 
-    let left = spooled();
+    // what the killed run left in its temporary directory (its local results) is removed by
+    // the next run, which leaves none of its own
     let resumed = s3
         .command()
         .env("TMPDIR", &spools)
@@ -279,7 +280,11 @@ fn resume_after_a_kill_keeps_the_finished_objects() {
         .output()
         .unwrap();
     ok(&resumed);
-    assert_eq!(spooled(), left, "the resumed run left temporary files");
+    assert_eq!(
+        spooled(),
+        Vec::<std::ffi::OsString>::new(),
+        "temporary files left after the resumed run"
+    );
     let kept = if done.is_empty() {
         format!("from {files} files")
     } else {
@@ -455,4 +460,66 @@ fn a_listing_longer_than_one_page_is_followed() {
         outputs(&mut s3, "adv/"),
         ["step=1.parquet", "step=2.parquet"]
     );
+}
+
+#[test]
+fn a_local_dataset_runs_into_a_prefix_and_resumes_by_the_inputs_modification_time() {
+    let Some(mut s3) = moto() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    dataset(&mut s3, dir, "unused/", 3);
+    ok(&local(dir, &["run", "-q", "-e", "grpo", "in", "out"]));
+
+    let inp = dir.join("in");
+    let inp = inp.to_str().unwrap();
+    let out = s3.advcalc(&["run", "-e", "grpo", inp, &url("adv/")]);
+    ok(&out);
+    assert!(stderr(&out).contains("from 3 files"), "{}", stderr(&out));
+    let names: Vec<String> = (1..=3).map(|i| format!("step={i}.parquet")).collect();
+    assert_eq!(outputs(&mut s3, "adv/"), names);
+    let first: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| s3.get(&format!("adv/{n}")).unwrap())
+        .collect();
+    for (name, got) in names.iter().zip(&first) {
+        let want = std::fs::read(dir.join("out").join(name)).unwrap();
+        assert!(decoded(got.clone()) == decoded(want), "{name}");
+    }
+
+    // again without --resume: refused, nothing replaced
+    let again = s3.advcalc(&["run", "-e", "grpo", inp, &url("adv/")]);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+
+    // --resume keeps all three; after an input is touched, it redoes that one only
+    let resumed = s3.advcalc(&["run", "-e", "grpo", "--resume", inp, &url("adv/")]);
+    ok(&resumed);
+    assert!(
+        stderr(&resumed).contains("(3 kept by --resume)"),
+        "{}",
+        stderr(&resumed)
+    );
+    let touched = dir.join("in").join("step=2.parquet");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(&touched)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let resumed = s3.advcalc(&["run", "-e", "grpo", "--resume", inp, &url("adv/")]);
+    ok(&resumed);
+    assert!(
+        stderr(&resumed).contains("(2 kept by --resume)"),
+        "{}",
+        stderr(&resumed)
+    );
+    for (name, before) in names.iter().zip(&first) {
+        let now = s3.get(&format!("adv/{name}")).unwrap();
+        assert!(decoded(now.clone()) == decoded(before.clone()), "{name}");
+    }
 }

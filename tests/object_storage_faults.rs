@@ -262,8 +262,8 @@ fn a_connection_dropped_mid_read_is_resumed_or_fails_cleanly() {
     s3.put("demo.parquet", &demo());
     let want = expected(&mut s3);
 
-    // dropped once after 100 kB of IN's body: the read resumes from there
-    let drop_read = Fault::DropResponseAfter(100_000);
+    // dropped once after 1 kB of a read of IN (the footer's): the read resumes from there
+    let drop_read = Fault::DropResponseAfter(1_000);
     let proxy = FaultProxy::start(
         s3.port,
         vec![Rule::times("GET", "demo.parquet", 1, drop_read.clone())],

@@ -166,6 +166,11 @@ enum Slot {
 /// [`crate::commands::run::run_with`]).
 pub fn run(config: &Config, opts: &RunOptions, dopts: &DatasetOptions) -> Result<RunSummary> {
     check_options(opts, dopts)?;
+    #[cfg(feature = "cloud")]
+    if let Some(root) = object_out_root(opts, None)? {
+        let dataset = Dataset::open(&opts.input, opts.input_format)?;
+        return run_into(config, opts, dopts, dataset, &root);
+    }
     check_local_out(opts)?;
     run_opened(
         config,
@@ -227,20 +232,47 @@ pub fn run_objects(
     dopts: &DatasetOptions,
     url: &crate::io::object::list::DatasetUrl,
 ) -> Result<RunSummary> {
+    check_options(opts, dopts)?;
+    let root = match object_out_root(opts, Some(url))? {
+        Some(root) => root,
+        None => {
+            check_local_out(opts)?;
+            OutRoot::Local(opts.output.clone())
+        }
+    };
+    run_into(
+        config,
+        opts,
+        dopts,
+        Dataset::open_objects(url, opts.input_format)?,
+        &root,
+    )
+}
+
+/// OUT of a dataset as a prefix in object storage (`s3://bucket/adv/`, the trailing `/`
+/// optional), with the outputs already there (one listing); `None` when OUT is local. `input`
+/// is IN's prefix when IN is in object storage too: OUT must lie apart from it.
+#[cfg(feature = "cloud")]
+fn object_out_root(
+    opts: &RunOptions,
+    input: Option<&crate::io::object::list::DatasetUrl>,
+) -> Result<Option<OutRoot>> {
     use crate::io::dataset::is_glob;
     use crate::io::object::{list::list_prefix, store::store_for, url::parse};
-    check_options(opts, dopts)?;
     let out_str = opts.output.to_str().unwrap_or_default();
-    let root = if crate::io::object::url::looks_like_url(out_str) {
-        if is_glob(out_str) {
-            return Err(Error::usage(format!(
-                "{out_str}: a dataset's OUT is a prefix that mirrors IN's objects, not a glob"
-            ))
-            .with_hint("give a prefix, e.g. s3://bucket/adv/"));
-        }
-        let Some(out) = parse(out_str)? else {
-            unreachable!("looks like a URL")
-        };
+    if !crate::io::object::url::looks_like_url(out_str) {
+        return Ok(None);
+    }
+    if is_glob(out_str) {
+        return Err(Error::usage(format!(
+            "{out_str}: a dataset's OUT is a prefix that mirrors IN's files, not a glob"
+        ))
+        .with_hint("give a prefix, e.g. s3://bucket/adv/"));
+    }
+    let Some(out) = parse(out_str)? else {
+        return Ok(None);
+    };
+    if let Some(url) = input {
         let dir = |k: &str| match k {
             "" => String::new(),
             k => format!("{k}/"),
@@ -253,34 +285,24 @@ pub fn run_objects(
             ))
             .with_hint("write to a prefix outside IN, e.g. beside it"));
         }
-        let store = store_for(&out)?;
-        let existing = list_prefix(&store, &out.key, out_str)?
-            .into_iter()
-            .map(|m| m.location.as_ref().to_string())
-            .collect();
-        let spool = crate::io::atomic::temporary_dir(out_str)?;
-        OutRoot::Object {
-            store,
-            prefix: out.key.clone(),
-            base_url: if out_str.ends_with('/') {
-                out_str.to_string()
-            } else {
-                format!("{out_str}/")
-            },
-            existing,
-            spool,
-        }
-    } else {
-        check_local_out(opts)?;
-        OutRoot::Local(opts.output.clone())
-    };
-    run_into(
-        config,
-        opts,
-        dopts,
-        Dataset::open_objects(url, opts.input_format)?,
-        &root,
-    )
+    }
+    let store = store_for(&out)?;
+    let existing = list_prefix(&store, &out.key, out_str)?
+        .into_iter()
+        .map(|m| m.location.as_ref().to_string())
+        .collect();
+    let spool = crate::io::atomic::temporary_dir(out_str)?;
+    Ok(Some(OutRoot::Object {
+        store,
+        prefix: out.key.clone(),
+        base_url: if out_str.ends_with('/') {
+            out_str.to_string()
+        } else {
+            format!("{out_str}/")
+        },
+        existing,
+        spool,
+    }))
 }
 
 /// [`run`] on a dataset already opened (`Dataset::from_files`: the Python package's per-step
@@ -345,7 +367,7 @@ fn run_into(
             .iter()
             .map(|p| {
                 let mut kv = provenance_of(config, &p.name, input_bytes(p), p.rows);
-                kv.extend(object_provenance(p));
+                kv.extend(object_provenance(p, root));
                 kv.push((format!("{PROVENANCE_PREFIX}dataset"), dataset.name.clone()));
                 kv.push((
                     format!("{PROVENANCE_PREFIX}plan"),
@@ -678,6 +700,14 @@ fn made_from_current(part: &Part, dest: &Dest, stored: &[(String, String)]) -> b
         let recorded = stored.iter().find(|(k, _)| *k == key).map(|(_, v)| v);
         return object.e_tag.is_some() && recorded == object.e_tag.as_ref();
     }
+    #[cfg(feature = "cloud")]
+    if let Dest::Object { .. } = dest {
+        // a local input's output in object storage: made from the input as it is now if it
+        // recorded the input's modification time, to the nanosecond
+        let key = format!("{PROVENANCE_PREFIX}input_mtime");
+        let recorded = stored.iter().find(|(k, _)| *k == key).map(|(_, v)| v);
+        return recorded.is_some() && recorded == mtime_ns(part).as_ref();
+    }
     let _ = stored;
     let Some(dest) = dest.local() else {
         return false;
@@ -691,6 +721,14 @@ fn made_from_current(part: &Part, dest: &Dest, stored: &[(String, String)]) -> b
     }
 }
 
+/// A local input file's modification time in nanoseconds since the epoch.
+#[cfg(feature = "cloud")]
+fn mtime_ns(part: &Part) -> Option<String> {
+    let modified = part.identity.as_ref()?.modified?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(since.as_nanos().to_string())
+}
+
 /// The size of a part's input file or object, as its output's provenance records it.
 fn input_bytes(part: &Part) -> Option<u64> {
     #[cfg(feature = "cloud")]
@@ -701,8 +739,18 @@ fn input_bytes(part: &Part) -> Option<u64> {
 }
 
 /// An object input's ETag and version (`advcalc.input_etag`, `advcalc.input_version`), which
-/// `--resume` compares with the object's own.
-fn object_provenance(part: &Part) -> Vec<(String, String)> {
+/// `--resume` compares with the object's own; for a local input written to an object, the
+/// input's modification time (`advcalc.input_mtime`, nanoseconds), since the object's own
+/// Last-Modified comes from another clock.
+fn object_provenance(part: &Part, root: &OutRoot) -> Vec<(String, String)> {
+    #[cfg(feature = "cloud")]
+    if let OutRoot::Object { .. } = root
+        && part.object.is_none()
+    {
+        let key = format!("{PROVENANCE_PREFIX}input_mtime");
+        return mtime_ns(part).map(|t| (key, t)).into_iter().collect();
+    }
+    let _ = root;
     #[cfg(feature = "cloud")]
     if let Some(object) = &part.object {
         let mut kv = Vec::new();

@@ -154,6 +154,10 @@ pub fn run_with(
             return crate::commands::dataset::run_objects(config, opts, dataset, &url);
         }
         let input_is_object = object_url(&opts.input)?.is_some();
+        if !input_is_object && is_dataset(&opts.input, opts.input_format)? {
+            // a local dataset, into a local directory or a prefix in object storage
+            return crate::commands::dataset::run(config, opts, dataset);
+        }
         if let Some(out) = object_url(&opts.output)? {
             return run_to_object(config, opts, dataset, &out);
         }
@@ -272,16 +276,6 @@ fn run_to_object(
     out: &crate::io::object::url::ObjectUrl,
 ) -> Result<RunSummary> {
     use crate::io::object::{sink, store::store_for};
-    if crate::io::location::object_url(&opts.input)?.is_none()
-        && is_dataset(&opts.input, opts.input_format)?
-    {
-        return Err(Error::usage(format!(
-            "{out}: a local dataset's OUT in object storage is not supported yet"
-        ))
-        .with_hint(
-            "give a local OUT directory, or put the dataset in object storage too (IN a prefix or a glob there)",
-        ));
-    }
     if opts.input.to_str() == Some(out.url.as_str()) {
         return Err(Error::usage(format!("{out}: OUT is the same object as IN"))
             .with_hint("write to another object"));

@@ -1,8 +1,8 @@
 //! Object storage for IN and OUT (`s3://`, `gs://`, `az://`, `https://`), behind the `cloud`
-//! feature (docs/object-storage-wip.md). Wired so far: one object as IN of `run`, `inspect`,
-//! `compare` and `report` (fetched whole into a local spool, `io::input`), and `run`'s OUT
-//! (put from the finished local result, `commands::run`); `io::location` says which
-//! arguments are URLs.
+//! feature (docs/object-storage.md). A Parquet object IN is read in place through
+//! `io::positional` (other formats are fetched whole into a local spool, `io::input`); a
+//! dataset is one listing (`list`); OUT is the finished local result put whole
+//! (`commands::run`, `commands::dataset`); `io::location` says which arguments are URLs.
 //!
 //! - [`url`]: which arguments are object URLs, and the store and key each names;
 //! - [`store`]: one store per scheme and bucket, configured from the environment (and, for
