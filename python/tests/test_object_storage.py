@@ -164,6 +164,18 @@ def test_a_config_object_and_a_dataset_prefix(s3: Dict[str, str], tmp_path: Path
     same_columns(advcalc.compute(url("prefix"), estimator="grpo"), want)
     same_columns(advcalc.compute(url("prefix/step=*.parquet"), estimator="grpo"), want)
 
+    # run, inspect and compare on the prefix: the CLI's dataset run, through the native module
+    local = advcalc.run(tmp_path / "steps", tmp_path / "adv", estimator="grpo")
+    assert advcalc.run(url("prefix/"), url("prefix-adv/"), estimator="grpo") == local
+    for p in steps:
+        same_columns(read_object(f"prefix-adv/{p.name}"), pq.read_table(tmp_path / "adv" / p.name))
+    assert not exists("prefix-adv/_SUCCESS")
+    got = advcalc.inspect(url("prefix/"), estimator="grpo")
+    assert renamed(got, url("prefix/"), str(tmp_path / "steps")) == advcalc.inspect(tmp_path / "steps", estimator="grpo")
+    got = advcalc.compare(url("prefix/"), estimators=["grpo", "rloo"])
+    want = advcalc.compare(tmp_path / "steps", estimators=["grpo", "rloo"])
+    assert renamed(got, url("prefix/"), str(tmp_path / "steps")) == want
+
 
 def test_an_existing_output_is_refused_without_force(s3: Dict[str, str]) -> None:
     src = put_file(DEMO, "force/demo.parquet")

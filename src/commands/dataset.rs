@@ -767,8 +767,8 @@ fn object_provenance(part: &Part, root: &OutRoot) -> Vec<(String, String)> {
     Vec::new()
 }
 
-/// The `advcalc.*` key-value metadata of an output object: a Parquet footer by one suffix
-/// GET (after the HEAD that opens it); an Arrow IPC output is read whole.
+/// [`stored_provenance`] of an output object: its footer by one suffix GET (an Arrow IPC
+/// output is read whole).
 #[cfg(feature = "cloud")]
 fn stored_object_provenance(
     store: &crate::io::object::store::Store,
@@ -777,75 +777,56 @@ fn stored_object_provenance(
 ) -> Result<Vec<(String, String)>> {
     use crate::io::object::source::ObjectSource;
     let source = ObjectSource::open_in(store.clone(), key.clone(), url)?;
-    let kv: Vec<(String, String)> = match Format::of(Path::new(url), None) {
-        Format::Parquet => {
-            let bytes = source.parquet_metadata_bytes()?;
-            let meta = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&bytes)
-                .map_err(|e| {
-                    Error::data(format!("{url}: not a readable Parquet footer")).with_source(e)
-                })?;
-            meta.file_metadata()
-                .key_value_metadata()
-                .into_iter()
-                .flatten()
-                .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?)))
-                .collect()
-        }
+    let kv = match Format::of(Path::new(url), None) {
+        Format::Parquet => ParquetInput::open_object(source)?.key_value_metadata(),
         _ => {
             let mut bytes = Vec::new();
             source.download_to(&mut bytes)?;
-            let reader = arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None)
-                .map_err(|e| {
-                    Error::data(format!("{url}: not a readable Arrow IPC file")).with_source(e)
-                })?;
-            reader
-                .schema()
-                .metadata()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
+            ipc_schema_metadata(std::io::Cursor::new(bytes), url)?
         }
     };
-    let kv: Vec<_> = kv
-        .into_iter()
-        .filter(|(k, _)| k.starts_with(PROVENANCE_PREFIX))
-        .collect();
-    if kv.is_empty() {
-        return Err(Error::data(format!("{url}: no advcalc.* provenance")));
-    }
-    Ok(kv)
+    only_provenance(kv, url)
 }
 
 /// The `advcalc.*` key-value metadata of an output file (Parquet footer, or an Arrow IPC
 /// file's schema metadata).
 fn stored_provenance(path: &Path) -> Result<Vec<(String, String)>> {
+    let name = path.display().to_string();
     let kv = match Format::of(path, None) {
         Format::Parquet => ParquetInput::open(path)?.key_value_metadata(),
         _ => {
-            let file = std::fs::File::open(path).map_err(|e| {
-                Error::data(format!("{}: cannot open", path.display())).with_source(e)
-            })?;
-            let reader = arrow_ipc::reader::FileReader::try_new(file, None).map_err(|e| {
-                Error::data(format!("{}: not a readable Arrow IPC file", path.display()))
-                    .with_source(e)
-            })?;
-            reader
-                .schema()
-                .metadata()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
+            let file = std::fs::File::open(path)
+                .map_err(|e| Error::data(format!("{name}: cannot open")).with_source(e))?;
+            ipc_schema_metadata(file, &name)?
         }
     };
+    only_provenance(kv, &name)
+}
+
+/// An Arrow IPC file's schema metadata.
+fn ipc_schema_metadata(
+    file: impl std::io::Read + std::io::Seek,
+    name: &str,
+) -> Result<Vec<(String, String)>> {
+    let reader = arrow_ipc::reader::FileReader::try_new(file, None).map_err(|e| {
+        Error::data(format!("{name}: not a readable Arrow IPC file")).with_source(e)
+    })?;
+    Ok(reader
+        .schema()
+        .metadata()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect())
+}
+
+/// The `advcalc.*` entries of `kv`; none is an error (not an output of `advcalc run`).
+fn only_provenance(kv: Vec<(String, String)>, name: &str) -> Result<Vec<(String, String)>> {
     let kv: Vec<_> = kv
         .into_iter()
         .filter(|(k, _)| k.starts_with(PROVENANCE_PREFIX))
         .collect();
     if kv.is_empty() {
-        return Err(Error::data(format!(
-            "{}: no advcalc.* provenance",
-            path.display()
-        )));
+        return Err(Error::data(format!("{name}: no advcalc.* provenance")));
     }
     Ok(kv)
 }
