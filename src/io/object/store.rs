@@ -6,7 +6,7 @@
 //! would ignore the environment (it starts from `XBuilder::new()`). For S3, what the
 //! environment lacks of the static keys, region and endpoint comes from the AWS profile
 //! (`aws_profile`), before object_store's own chain (web identity, ECS, EKS, instance
-//! metadata). Retries and timeouts are set here, bounded ([`retry_config`], [`TIMEOUTS`]).
+//! metadata). Retries and timeouts are set here, bounded (`retry_config`, `TIMEOUTS`).
 //! Buckets' stores tell a missing bucket from a missing object (`missing_bucket`).
 //! Requests go through [`SpawnedReqwestConnector`] on the IO runtime, TLS through rustls
 //! with ring.
