@@ -90,7 +90,9 @@ pub struct RunArgs {
     /// Output, formats as IN (`-`: an Arrow IPC stream on stdout); a file is written to a
     /// temporary file beside it, then renamed. From a JSONL dump: its fields and one
     /// `advantage` per row, as Parquet or Arrow. From a dataset: a directory (created if
-    /// missing) with one output per input file, under the same relative path
+    /// missing) with one output per input file, under the same relative path. With the
+    /// `cloud` feature, an object URL (a prefix for a dataset), put whole once complete and
+    /// create-only unless --force
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
 
@@ -173,7 +175,9 @@ pub struct ReadArgs {
     /// train_data_stepN.jsonl, prime-rl's rollouts/, open-instruct's RUN_rollouts_NNNNNN.jsonl:
     /// a file, the run's directory or a glob; docs/trainers.md), or a dataset: a directory or
     /// a quoted glob ('dumps/step=*.parquet') of Parquet/Arrow files, read as one input (steps
-    /// from a `step` column, or step=N in the paths)
+    /// from a `step` column, or step=N in the paths). Built with the `cloud` feature, an object
+    /// URL too: s3://, gs://, az://, https:// (an object, a prefix/ or a glob under one;
+    /// docs/object-storage.md)
     #[arg(value_name = "IN")]
     pub input: PathBuf,
 
