@@ -60,7 +60,8 @@ enum OutRoot {
         prefix: object_store::path::Path,
         base_url: String,
         /// The keys under the prefix (one listing), to know which outputs exist.
-        existing: std::collections::HashSet<String>,
+        /// Each one's ETag: a `--resume` redo replaces only the object it judged.
+        existing: std::collections::HashMap<String, Option<String>>,
         /// Where each output is written before it is put.
         spool: tempfile::TempDir,
     },
@@ -75,6 +76,8 @@ enum Dest {
         key: object_store::path::Path,
         url: String,
         exists: bool,
+        /// The existing object's ETag, as listed.
+        e_tag: Option<String>,
         /// The local file it is written to first.
         local: PathBuf,
     },
@@ -138,7 +141,8 @@ impl OutRoot {
                 let file = part.rel.file_name().unwrap_or_default();
                 Dest::Object {
                     store: store.clone(),
-                    exists: existing.contains(&key),
+                    exists: existing.contains_key(&key),
+                    e_tag: existing.get(&key).cloned().flatten(),
                     key: object_store::path::Path::from(key),
                     url: format!("{base_url}{rel}"),
                     local: spool.path().join(p.to_string()).join(file),
@@ -224,7 +228,8 @@ fn check_local_out(opts: &RunOptions) -> Result<()> {
 /// `run` on a dataset in object storage (`url`: a prefix or a glob under one) into OUT, a
 /// local directory or a prefix in object storage (`s3://bucket/adv/`, the trailing `/`
 /// optional). Each output object is written complete by one create-only PUT (an
-/// overwriting one with `--force`, or where `--resume` redoes an existing output).
+/// overwriting one with `--force`; where `--resume` redoes an existing output, one
+/// conditional on the ETag it was judged by).
 #[cfg(feature = "cloud")]
 pub fn run_objects(
     config: &Config,
@@ -289,7 +294,7 @@ fn object_out_root(
     let store = store_for(&out)?;
     let existing = list_prefix(&store, &out.key, out_str)?
         .into_iter()
-        .map(|m| m.location.as_ref().to_string())
+        .map(|m| (m.location.as_ref().to_string(), m.e_tag))
         .collect();
     let spool = crate::io::atomic::temporary_dir(out_str)?;
     Ok(Some(OutRoot::Object {
@@ -470,13 +475,16 @@ fn run_into(
                 key,
                 url,
                 exists,
+                e_tag,
                 local,
             } = &dests[p]
             {
                 use crate::io::object::sink::{PutPolicy, upload_to};
-                // create-only unless it is to be replaced: a writer that raced in is refused
+                // create-only unless it is to be replaced; a `--resume` redo replaces only the
+                // object it judged stale: a writer that raced in is refused either way
                 let policy = PutPolicy {
-                    force: opts.force || *exists,
+                    force: opts.force || (*exists && e_tag.is_none()),
+                    replacing: e_tag.clone().filter(|_| *exists),
                     ..Default::default()
                 };
                 upload_to(store, key, url, local, &policy)?;

@@ -51,7 +51,12 @@ pub fn write(path: &Path, bytes: &[u8], force: bool, what: &str) -> Result<()> {
     if let Some(url) = crate::io::location::object_url(path)? {
         let store = crate::io::object::store::store_for(&url)?;
         let bytes = bytes::Bytes::copy_from_slice(bytes);
-        crate::io::object::sink::put_bytes(&store, &url.key, &url.url, bytes, force)?;
+        let mode = crate::io::object::sink::PutPolicy {
+            force,
+            ..Default::default()
+        }
+        .mode();
+        crate::io::object::sink::put_bytes(&store, &url.key, &url.url, bytes, mode)?;
         return Ok(());
     }
     let name = path.display().to_string();

@@ -29,10 +29,14 @@ use crate::io::object::url::ObjectUrl;
 pub const PUT_MAX_CAP: u64 = 5 << 30;
 
 /// How OUT is put.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutPolicy {
     /// Replace an existing object (`--force`).
     pub force: bool,
+    /// Replace only the object that has this ETag (a `--resume` redo of an output found
+    /// stale): a PUT with `If-Match`, so one another writer changed meanwhile is left as it
+    /// is, not clobbered. Ignored with `force`.
+    pub replacing: Option<String>,
     /// The largest file put in one request (capped at [`PUT_MAX_CAP`]); larger ones go by
     /// a multipart upload.
     pub put_max: u64,
@@ -46,12 +50,28 @@ impl Default for PutPolicy {
     fn default() -> Self {
         Self {
             force: false,
+            replacing: None,
             put_max: std::env::var("ADVCALC_OBJECT_PUT_MAX")
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1 << 30),
             part_size: 16 << 20,
             parts_in_flight: 8,
+        }
+    }
+}
+
+impl PutPolicy {
+    /// The condition of a single PUT: create-only, replace the object with the ETag
+    /// [`PutPolicy::replacing`] names, or (`force`) overwrite whatever is there.
+    pub fn mode(&self) -> PutMode {
+        match (&self.replacing, self.force) {
+            (_, true) => PutMode::Overwrite,
+            (Some(e_tag), false) => PutMode::Update(object_store::UpdateVersion {
+                e_tag: Some(e_tag.clone()),
+                version: None,
+            }),
+            (None, false) => PutMode::Create,
         }
     }
 }
@@ -91,10 +111,13 @@ pub fn upload_to(
     if size <= policy.put_max.min(PUT_MAX_CAP) {
         let mut buf = Vec::with_capacity(size as usize);
         file.read_to_end(&mut buf).map_err(read_error)?;
-        return put_bytes(store, key, name, Bytes::from(buf), policy.force);
+        return put_bytes(store, key, name, Bytes::from(buf), policy.mode());
     }
-    if !policy.force {
-        refuse_existing(store, key, name)?;
+    // a multipart upload takes no condition (object_store 0.14): checked before instead
+    match (&policy.replacing, policy.force) {
+        (_, true) => {}
+        (Some(e_tag), false) => refuse_changed(store, key, name, e_tag)?,
+        (None, false) => refuse_existing(store, key, name)?,
     }
     crate::interrupt::check()?;
     let written = block_on(async {
@@ -153,32 +176,49 @@ async fn send_parts(
     }
 }
 
-/// One PUT of `bytes` at `key`: create-only unless `force`.
+/// One PUT of `bytes` at `key` under the condition `mode` ([`PutPolicy::mode`]).
 pub fn put_bytes(
     store: &Store,
     key: &ObjectPath,
     name: &str,
     bytes: Bytes,
-    force: bool,
+    mode: PutMode,
 ) -> Result<Written> {
     crate::interrupt::check()?;
     let size = bytes.len() as u64;
     let opts = PutOptions {
-        mode: if force {
-            PutMode::Overwrite
-        } else {
-            PutMode::Create
-        },
+        mode,
         ..Default::default()
     };
-    let written = block_on(store.put_opts(key, PutPayload::from(bytes), opts))
-        .map_err(|e| store_error(name, "cannot write", e))?;
+    let written =
+        block_on(store.put_opts(key, PutPayload::from(bytes), opts)).map_err(|e| match e {
+            object_store::Error::Precondition { .. } => changed_meanwhile(name).with_source(e),
+            e => store_error(name, "cannot write", e),
+        })?;
     Ok(Written {
         size,
         e_tag: written.e_tag,
         version: written.version,
         multipart: false,
     })
+}
+
+/// The object to be replaced is no longer the one this run found stale.
+fn changed_meanwhile(name: &str) -> Error {
+    Error::usage(format!(
+        "{name}: changed by another writer since this run found it stale; left as it is"
+    ))
+    .with_hint("run again: --resume decides again from what is there now")
+}
+
+/// Refuse an object whose ETag is no longer `e_tag` (a HEAD: the check before a multipart
+/// upload replaces it).
+fn refuse_changed(store: &Store, key: &ObjectPath, name: &str, e_tag: &str) -> Result<()> {
+    match block_on(store.head(key)) {
+        Ok(meta) if meta.e_tag.as_deref() == Some(e_tag) => Ok(()),
+        Ok(_) | Err(object_store::Error::NotFound { .. }) => Err(changed_meanwhile(name)),
+        Err(e) => Err(store_error(name, "cannot check whether it changed", e)),
+    }
 }
 
 /// Refuse an object that exists (a HEAD: the check before a multipart upload, and before
@@ -243,10 +283,63 @@ mod tests {
         // with force it is replaced
         let forced = PutPolicy {
             force: true,
-            ..policy
+            ..policy.clone()
         };
         upload_to(&store, &key, "s3://b/adv/out.parquet", &other, &forced).unwrap();
         assert_eq!(read(&counting, "adv/out.parquet").unwrap(), b"other bytes");
+    }
+
+    #[test]
+    fn a_redo_replaces_only_the_object_it_judged() {
+        let (dir, counting, store) = setup();
+        let key = ObjectPath::from("adv/out.parquet");
+        let name = "s3://b/adv/out.parquet";
+        let first = file(&dir, "first", b"first output");
+        let judged = upload_to(&store, &key, name, &first, &PutPolicy::default()).unwrap();
+        let redo = file(&dir, "redo", b"redone output");
+        // another writer replaced it after this run judged it stale: refused, left as it is
+        let theirs = file(&dir, "theirs", b"another writer's");
+        let forced = PutPolicy {
+            force: true,
+            ..PutPolicy::default()
+        };
+        upload_to(&store, &key, name, &theirs, &forced).unwrap();
+        let replacing = PutPolicy {
+            replacing: judged.e_tag.clone(),
+            ..PutPolicy::default()
+        };
+        let e = upload_to(&store, &key, name, &redo, &replacing).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Usage);
+        assert!(e.message().contains("changed by another writer"), "{e:#}");
+        assert_eq!(
+            read(&counting, "adv/out.parquet").unwrap(),
+            b"another writer's"
+        );
+        // the multipart path checks the same before it starts
+        let tiny = PutPolicy {
+            put_max: 4,
+            part_size: 5,
+            ..replacing.clone()
+        };
+        let e = upload_to(&store, &key, name, &redo, &tiny).unwrap_err();
+        assert!(e.message().contains("changed by another writer"), "{e:#}");
+        assert_eq!(counting.counts().multipart_starts, 0);
+        assert_eq!(
+            read(&counting, "adv/out.parquet").unwrap(),
+            b"another writer's"
+        );
+
+        // replacing the object as it is now: done, by one conditional PUT
+        let now = block_on(store.head(&key)).unwrap().e_tag;
+        let replacing = PutPolicy {
+            replacing: now,
+            ..PutPolicy::default()
+        };
+        upload_to(&store, &key, name, &redo, &replacing).unwrap();
+        assert_eq!(
+            read(&counting, "adv/out.parquet").unwrap(),
+            b"redone output"
+        );
     }
 
     #[test]
@@ -256,7 +349,16 @@ mod tests {
         let key = ObjectPath::from("race");
         let wins = (0..16u8)
             .into_par_iter()
-            .filter(|i| put_bytes(&store, &key, "race", Bytes::from(vec![*i; 4]), false).is_ok())
+            .filter(|i| {
+                put_bytes(
+                    &store,
+                    &key,
+                    "race",
+                    Bytes::from(vec![*i; 4]),
+                    PutMode::Create,
+                )
+                .is_ok()
+            })
             .count();
         assert_eq!(wins, 1);
         assert_eq!(read(&counting, "race").unwrap().len(), 4);
@@ -265,6 +367,7 @@ mod tests {
     fn tiny() -> PutPolicy {
         PutPolicy {
             force: false,
+            replacing: None,
             put_max: 8,
             part_size: 5,
             parts_in_flight: 2,
