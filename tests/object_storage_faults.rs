@@ -53,6 +53,20 @@ fn assert_failed_cleanly(s3: &mut Moto, out: &Output, url: &str, words: &[&str],
     assert_eq!(open_uploads(s3), 0, "a multipart upload is left open");
 }
 
+/// [`assert_failed_cleanly`] where the error names OUT, the key `out`.
+fn out_failed_cleanly(s3: &mut Moto, out: &Output, key: &str, words: &[&str]) {
+    assert_failed_cleanly(s3, out, &url(key), words, key);
+}
+
+/// A failure that must come within the retry bounds the test set, not after a hang.
+fn assert_bounded(start: Instant) {
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 /// What `run -e grpo` writes from demo.parquet, straight through the server.
 fn expected(s3: &mut Moto) -> Vec<u8> {
     let out = s3.advcalc(&[
@@ -89,17 +103,12 @@ fn throttling_is_retried_and_bounded() {
     let proxy = FaultProxy::start(s3.port, vec![Rule::always("", "", Fault::SlowDown)]);
     let start = Instant::now();
     let out = run_grpo(&mut through(&s3, &proxy, 2), "demo.parquet", "out2.parquet");
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "{:?}",
-        start.elapsed()
-    );
-    assert_failed_cleanly(
+    assert_bounded(start);
+    out_failed_cleanly(
         &mut s3,
         &out,
-        &url("out2.parquet"),
-        &["slow down", "after 2 retries"],
         "out2.parquet",
+        &["slow down", "after 2 retries"],
     );
     assert_eq!(proxy.count(&Fault::SlowDown), 3);
     drop(proxy);
@@ -110,13 +119,7 @@ fn throttling_is_retried_and_bounded() {
         vec![Rule::always("PUT", "out3.parquet", Fault::SlowDown)],
     );
     let out = run_grpo(&mut through(&s3, &proxy, 1), "demo.parquet", "out3.parquet");
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out3.parquet"),
-        &["slow down"],
-        "out3.parquet",
-    );
+    out_failed_cleanly(&mut s3, &out, "out3.parquet", &["slow down"]);
 }
 
 #[test]
@@ -127,13 +130,7 @@ fn access_denied_names_the_url() {
     // every request denied: the first one (OUT's existence check) is named
     let proxy = FaultProxy::start(s3.port, vec![Rule::always("", "", Fault::AccessDenied)]);
     let out = run_grpo(&mut through(&s3, &proxy, 2), "demo.parquet", "out.parquet");
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["access denied"],
-        "out.parquet",
-    );
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["access denied"]);
     // not retried
     assert_eq!(proxy.count(&Fault::AccessDenied), 1);
     drop(proxy);
@@ -162,13 +159,7 @@ fn access_denied_names_the_url() {
         vec![Rule::always("PUT", "out.parquet", Fault::AccessDenied)],
     );
     let out = run_grpo(&mut through(&s3, &proxy, 2), "demo.parquet", "out.parquet");
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["access denied"],
-        "out.parquet",
-    );
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["access denied"]);
 }
 
 #[test]
@@ -219,13 +210,7 @@ fn a_wrong_region_says_which_one_to_set() {
         )],
     );
     let out = run_grpo(&mut through(&s3, &proxy, 2), "demo.parquet", "out.parquet");
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["wrong region"],
-        "out.parquet",
-    );
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["wrong region"]);
     assert!(stderr(&out).contains("AWS_REGION"), "{}", stderr(&out));
     drop(proxy);
 
@@ -315,13 +300,7 @@ fn a_connection_dropped_mid_write_leaves_nothing() {
         vec![Rule::always("PUT", "out.parquet", drop_write.clone())],
     );
     let out = run_grpo(&mut through(&s3, &proxy, 2), "demo.parquet", "out.parquet");
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["connection was dropped"],
-        "out.parquet",
-    );
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["connection was dropped"]);
     drop(proxy);
 
     // a multipart upload (forced by a 0-byte threshold), its part dropped every time: the
@@ -335,13 +314,7 @@ fn a_connection_dropped_mid_write_leaves_nothing() {
         "demo.parquet",
         "out.parquet",
     );
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["connection was dropped"],
-        "out.parquet",
-    );
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["connection was dropped"]);
     assert!(proxy.count(&drop_write) >= 1);
     assert!(
         proxy
@@ -380,18 +353,8 @@ fn a_server_that_does_not_answer_times_out() {
         "demo.parquet",
         "out.parquet",
     );
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "{:?}",
-        start.elapsed()
-    );
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["timed out"],
-        "out.parquet",
-    );
+    assert_bounded(start);
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["timed out"]);
 }
 
 /// `advcalc` against the server with no credentials of the caller's: no AWS key variables,
@@ -431,18 +394,8 @@ fn no_credentials_at_all_says_where_they_are_looked_for() {
         "demo.parquet",
         "out.parquet",
     );
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "{:?}",
-        start.elapsed()
-    );
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["no credentials"],
-        "out.parquet",
-    );
+    assert_bounded(start);
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["no credentials"]);
     let err = stderr(&out);
     assert!(err.contains("hint: set AWS_ACCESS_KEY_ID"), "{err}");
     assert!(err.contains("AWS_PROFILE"), "{err}");
@@ -460,18 +413,8 @@ fn no_credentials_at_all_says_where_they_are_looked_for() {
         "demo.parquet",
         "out.parquet",
     );
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "{:?}",
-        start.elapsed()
-    );
-    assert_failed_cleanly(
-        &mut s3,
-        &out,
-        &url("out.parquet"),
-        &["no credentials"],
-        "out.parquet",
-    );
+    assert_bounded(start);
+    out_failed_cleanly(&mut s3, &out, "out.parquet", &["no credentials"]);
     assert!(
         stderr(&out).contains("hint: set AWS_ACCESS_KEY_ID"),
         "{}",
