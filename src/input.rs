@@ -34,6 +34,14 @@ pub fn dump_trainer(path: &Path, format: Option<Format>) -> Option<crate::Traine
         Some(_) => return None,
         None => None,
     };
+    if let Some(s) = path
+        .to_str()
+        .filter(|s| crate::io::location::object_scheme(s).is_some())
+    {
+        // an object: told by its key's file name, as a local file is
+        let file = s.rsplit('/').next().unwrap_or_default();
+        return explicit.or_else(|| crate::io::trainers::by_file_name(file));
+    }
     crate::io::trainers::detect(path, explicit).ok().flatten()
 }
 

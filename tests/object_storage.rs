@@ -235,3 +235,52 @@ fn config_files_reports_and_metrics_can_be_objects() {
     assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
     assert_eq!(s3.get("r.html").unwrap(), page);
 }
+
+#[test]
+fn a_trainer_dump_object_is_told_by_its_name() {
+    let Some(mut s3) = moto() else { return };
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/trainers/dumps/nemo-rl/run1/exp_001/train_data_step2.jsonl");
+    s3.put(
+        "nemo/train_data_step2.jsonl",
+        &std::fs::read(&file).unwrap(),
+    );
+    // what inspect says of the local file, with the URL in place of its path
+    let local = s3.advcalc(&["inspect", "--json", file.to_str().unwrap()]);
+    assert!(local.status.success(), "{}", stderr(&local));
+    let remote = s3.advcalc(&["inspect", "--json", &url("nemo/train_data_step2.jsonl")]);
+    assert!(remote.status.success(), "{}", stderr(&remote));
+    let want = String::from_utf8_lossy(&local.stdout)
+        .replace(file.to_str().unwrap(), &url("nemo/train_data_step2.jsonl"));
+    assert_eq!(String::from_utf8_lossy(&remote.stdout), want);
+    assert!(want.contains("logged_advantages"), "{want}");
+}
+
+#[test]
+fn a_report_over_its_own_input_object_is_refused() {
+    let Some(mut s3) = moto() else { return };
+    s3.put("demo.parquet", &demo());
+    // the same object however the scheme is spelled, even with --force
+    for out in [
+        url("demo.parquet"),
+        url("demo.parquet").replace("s3://", "S3A://"),
+    ] {
+        let args = [
+            "report",
+            "-f",
+            "-e",
+            "grpo",
+            &url("demo.parquet"),
+            "-o",
+            &out,
+        ];
+        let got = s3.advcalc(&args);
+        assert_eq!(got.status.code(), Some(2), "{}", stderr(&got));
+        assert!(
+            stderr(&got).contains("overwrite its input"),
+            "{}",
+            stderr(&got)
+        );
+        assert_eq!(s3.get("demo.parquet").unwrap(), demo());
+    }
+}

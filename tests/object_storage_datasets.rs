@@ -523,3 +523,80 @@ fn a_local_dataset_runs_into_a_prefix_and_resumes_by_the_inputs_modification_tim
         assert!(decoded(now.clone()) == decoded(before.clone()), "{name}");
     }
 }
+
+#[test]
+fn keys_with_glob_characters_and_metrics_objects() {
+    let Some(mut s3) = moto() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    dataset(&mut s3, dir, "unused/", 2);
+    // the dataset under a directory whose name holds `[`, `]` and `=`
+    for i in 1..=2 {
+        let name = format!("step={i}.parquet");
+        let bytes = std::fs::read(dir.join("in").join(&name)).unwrap();
+        s3.put(&format!("odd/exp[lr=1e-5]/{name}"), &bytes);
+    }
+    std::fs::rename(dir.join("in"), dir.join("exp[lr=1e-5]")).unwrap();
+    std::fs::create_dir(dir.join("in")).unwrap();
+    std::fs::rename(
+        dir.join("exp[lr=1e-5]"),
+        dir.join("in").join("exp[lr=1e-5]"),
+    )
+    .unwrap();
+    let local_metrics = dir.join("m.json");
+    ok(&local(
+        dir,
+        &[
+            "run",
+            "-q",
+            "-e",
+            "grpo",
+            "--metrics",
+            local_metrics.to_str().unwrap(),
+            "in",
+            "out",
+        ],
+    ));
+
+    let out = s3.advcalc(&[
+        "run",
+        "-e",
+        "grpo",
+        "--metrics",
+        &url("odd-metrics.json"),
+        &url("odd/"),
+        &url("odd-adv/"),
+    ]);
+    ok(&out);
+    // the outputs under the keys as they are (not percent-encoded), equal to the local run
+    let names = ["exp[lr=1e-5]/step=1.parquet", "exp[lr=1e-5]/step=2.parquet"];
+    assert_eq!(outputs(&mut s3, "odd-adv/"), names);
+    for name in names {
+        let got = s3.get(&format!("odd-adv/{name}")).unwrap();
+        let want = std::fs::read(dir.join("out").join(name)).unwrap();
+        assert!(decoded(got) == decoded(want), "{name}");
+    }
+    // the dataset's metrics put at their URL, as the local run writes them
+    assert_eq!(
+        s3.get("odd-metrics.json").expect("the metrics object"),
+        std::fs::read(&local_metrics).unwrap()
+    );
+    // the outputs are found again: refused before any work, kept by --resume
+    let again = s3.advcalc(&["run", "-e", "grpo", &url("odd/"), &url("odd-adv/")]);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
+    let resumed = s3.advcalc(&[
+        "run",
+        "-e",
+        "grpo",
+        "--resume",
+        &url("odd/"),
+        &url("odd-adv/"),
+    ]);
+    ok(&resumed);
+    assert!(
+        stderr(&resumed).contains("(2 kept by --resume)"),
+        "{}",
+        stderr(&resumed)
+    );
+}

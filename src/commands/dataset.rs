@@ -143,7 +143,10 @@ impl OutRoot {
                     store: store.clone(),
                     exists: existing.contains_key(&key),
                     e_tag: existing.get(&key).cloned().flatten(),
-                    key: object_store::path::Path::from(key),
+                    // the key as it is (`Path::from` would percent-encode `[`, `%`, ...), as
+                    // the listing gives keys and a single object's URL names one
+                    key: object_store::path::Path::parse(&key)
+                        .unwrap_or_else(|_| object_store::path::Path::from(key.as_str())),
                     url: format!("{base_url}{rel}"),
                     local: spool.path().join(p.to_string()).join(file),
                 }
@@ -283,7 +286,7 @@ fn object_out_root(
             k => format!("{k}/"),
         };
         let (inp, outp) = (dir(url.base.key.as_ref()), dir(out.key.as_ref()));
-        if out.base == url.base.base && (inp.starts_with(&outp) || outp.starts_with(&inp)) {
+        if out.same_bucket(&url.base) && (inp.starts_with(&outp) || outp.starts_with(&inp)) {
             return Err(Error::usage(format!(
                 "{out_str}: OUT overlaps IN's prefix ({}); a dataset's OUT must be apart from IN",
                 url.base_url
@@ -576,9 +579,7 @@ fn run_into(
         if let Some(path) = &opts.metrics {
             let json = metrics::to_json(&job, &prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-            std::fs::write(path, text + "\n").map_err(|e| {
-                Error::data(format!("{}: cannot write the metrics", path.display())).with_source(e)
-            })?;
+            crate::io::whole_file::replace(path, (text + "\n").as_bytes(), "the metrics")?;
         }
         progress.finish();
         let mut warnings = prepared.warnings.clone();

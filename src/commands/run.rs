@@ -276,7 +276,7 @@ fn run_to_object(
     out: &crate::io::object::url::ObjectUrl,
 ) -> Result<RunSummary> {
     use crate::io::object::{sink, store::store_for};
-    if opts.input.to_str() == Some(out.url.as_str()) {
+    if crate::io::location::same_location(&opts.input, Path::new(&out.url)) {
         return Err(Error::usage(format!("{out}: OUT is the same object as IN"))
             .with_hint("write to another object"));
     }

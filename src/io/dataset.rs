@@ -278,8 +278,7 @@ impl Dataset {
         format: Option<Format>,
     ) -> Result<Dataset> {
         use crate::io::input::Input;
-        use crate::io::object::{list, runtime::block_on, store::store_for, store_error};
-        use object_store::ObjectStoreExt;
+        use crate::io::object::{list, source::ObjectSource, store::store_for};
         use rayon::prelude::*;
         let name = url.url.clone();
         match format {
@@ -325,23 +324,27 @@ impl Dataset {
                 crate::interrupt::check()?;
                 let part_name = format!("{}{}", url.base_url, l.rel);
                 let file_format = format.unwrap_or_else(|| Format::of(Path::new(&l.rel), None));
-                let input = Input::open(
-                    Path::new(&part_name),
+                // the listed key itself (a URL rebuilt from it would be decoded again)
+                let source =
+                    ObjectSource::open_in(store.clone(), l.key.clone(), &part_name)?;
+                // what the listing said is what is read: the object has that ETag still (every
+                // read is pinned to the ETag this HEAD gave)
+                let (size, e_tag) = (source.size(), source.etag().map(str::to_string));
+                let version = source.version().map(str::to_string);
+                if l.e_tag.is_some() && e_tag != l.e_tag {
+                    return Err(Error::data(format!(
+                        "{part_name}: changed while the dataset was opened (its ETag was {} when listed, {} now)",
+                        l.e_tag.as_deref().unwrap_or_default(),
+                        e_tag.as_deref().unwrap_or("missing")
+                    ))
+                    .with_hint("keep the dataset's objects in place while advcalc runs, then run again"));
+                }
+                let input = Input::open_source(
+                    source,
                     Some(file_format),
                     false,
                     &crate::io::trainers::DumpOptions::default(),
                 )?;
-                // what the listing said is what was read: the object has that ETag still
-                let meta = block_on(store.head(&l.key))
-                    .map_err(|e| store_error(&part_name, "cannot open", e))?;
-                if l.e_tag.is_some() && meta.e_tag != l.e_tag {
-                    return Err(Error::data(format!(
-                        "{part_name}: changed while the dataset was opened (its ETag was {} when listed, {} now)",
-                        l.e_tag.as_deref().unwrap_or_default(),
-                        meta.e_tag.as_deref().unwrap_or("missing")
-                    ))
-                    .with_hint("keep the dataset's objects in place while advcalc runs, then run again"));
-                }
                 Ok(Part {
                     rel: PathBuf::from(&l.rel),
                     path: PathBuf::from(&part_name),
@@ -355,9 +358,9 @@ impl Dataset {
                     object: Some(ObjectPart {
                         store: store.clone(),
                         key: l.key,
-                        size: meta.size,
-                        e_tag: meta.e_tag.or(l.e_tag),
-                        version: meta.version.or(l.version),
+                        size,
+                        e_tag: e_tag.or(l.e_tag),
+                        version: version.or(l.version),
                         _input: Box::new(input),
                     }),
                     _spool: None,

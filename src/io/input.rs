@@ -22,7 +22,16 @@ pub struct Input {
     pub trainer: Option<TrainerInput>,
     /// The temporary Parquet copy of an Arrow IPC or JSONL input, and the local copy of an
     /// object that is not Parquet, removed on drop.
-    _spool: Vec<NamedTempFile>,
+    _spool: Vec<Spool>,
+}
+
+/// What an input keeps on local disk while it is read.
+enum Spool {
+    File(#[allow(dead_code)] NamedTempFile),
+    /// A directory holding an object's local copy under the object's own file name (trainer
+    /// dumps are told, and their steps read, by their names).
+    #[cfg(feature = "cloud")]
+    Dir(#[allow(dead_code)] tempfile::TempDir),
 }
 
 impl Input {
@@ -51,12 +60,8 @@ impl Input {
         Self::open_as(path, name, format, allow_nonfinite, dump)
     }
 
-    /// IN an object (`s3://…`), opened by one HEAD; messages name the URL. A Parquet object
-    /// is read in place (`ParquetInput::open_object`: the footer by one suffix GET, the
-    /// column chunks by ranged GETs, at most one each, all pinned to the ETag the HEAD gave).
-    /// Any other format (Arrow IPC, JSONL, a trainer's dump) is fetched whole into a
-    /// temporary local file (one GET pinned to that ETag), which is then read as a local
-    /// file of the same extension.
+    /// IN an object (`s3://…`), opened by one HEAD; messages name the URL
+    /// ([`Input::open_source`]).
     #[cfg(feature = "cloud")]
     fn open_object(
         url: &crate::io::object::url::ObjectUrl,
@@ -64,10 +69,30 @@ impl Input {
         allow_nonfinite: bool,
         dump: &DumpOptions,
     ) -> Result<Self> {
-        use crate::io::object::source::ObjectSource;
-        let source = ObjectSource::open(url)?;
-        let key: &str = url.key.as_ref();
-        if Format::of(Path::new(key), format) == Format::Parquet {
+        let source = crate::io::object::source::ObjectSource::open(url)?;
+        Self::open_source(source, format, allow_nonfinite, dump)
+    }
+
+    /// An object opened for reading (its HEAD made) as IN; messages name it as `source`
+    /// does. A Parquet object is read in place (`ParquetInput::open_object`: the footer by
+    /// one GET, the column chunks by ranged GETs, at most one each, all pinned to the ETag
+    /// the HEAD gave). Any other format (Arrow IPC, JSONL, a trainer's dump) is fetched whole
+    /// (one GET pinned to that ETag) into a temporary directory under the object's own file
+    /// name, and read as that local file.
+    #[cfg(feature = "cloud")]
+    pub(crate) fn open_source(
+        source: crate::io::object::source::ObjectSource,
+        format: Option<Format>,
+        allow_nonfinite: bool,
+        dump: &DumpOptions,
+    ) -> Result<Self> {
+        let name = source.name().to_string();
+        let key: &str = source.key().as_ref();
+        let file_name = match key.rsplit('/').next() {
+            Some(f) if !f.is_empty() => f.to_string(),
+            _ => "object".to_string(),
+        };
+        if Format::of(Path::new(&file_name), format) == Format::Parquet {
             return Ok(Input {
                 parquet: ParquetInput::open_object(source)?,
                 jsonl: None,
@@ -75,29 +100,18 @@ impl Input {
                 _spool: Vec::new(),
             });
         }
-        let suffix = key
-            .rsplit('/')
-            .next()
-            .and_then(|f| f.rsplit_once('.'))
-            .map(|(_, ext)| format!(".{ext}"))
-            .unwrap_or_default();
-        let mut local = tempfile::Builder::new()
-            .prefix(".advcalc-object-")
-            .suffix(&suffix)
-            .tempfile_in(std::env::temp_dir())
-            .map_err(|e| {
-                Error::data(format!("{url}: cannot create a temporary local copy")).with_source(e)
-            })?;
-        {
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, local.as_file_mut());
-            source.download_to(&mut out)?;
-            std::io::Write::flush(&mut out).map_err(|e| {
-                Error::data(format!("{url}: cannot write the local copy")).with_source(e)
-            })?;
-        }
-        let mut input =
-            Self::open_as(local.path(), url.url.clone(), format, allow_nonfinite, dump)?;
-        input._spool.push(local);
+        let dir = crate::io::atomic::temporary_dir(&name)?;
+        let local = dir.path().join(&file_name);
+        let io = |e: std::io::Error| {
+            Error::data(format!("{name}: cannot write the local copy")).with_source(e)
+        };
+        let file = std::fs::File::create(&local).map_err(io)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        source.download_to(&mut out)?;
+        std::io::Write::flush(&mut out).map_err(io)?;
+        drop(out);
+        let mut input = Self::open_as(&local, name, format, allow_nonfinite, dump)?;
+        input._spool.push(Spool::Dir(dir));
         Ok(input)
     }
 
@@ -124,7 +138,7 @@ impl Input {
                 parquet,
                 jsonl: None,
                 trainer: Some(trainer),
-                _spool: vec![spool],
+                _spool: vec![Spool::File(spool)],
             });
         }
         let format = match format {
@@ -166,7 +180,7 @@ impl Input {
             parquet,
             jsonl,
             trainer: None,
-            _spool: spool.into_iter().collect(),
+            _spool: spool.into_iter().map(Spool::File).collect(),
         })
     }
 }

@@ -38,6 +38,23 @@ pub fn object_url(path: &Path) -> Result<Option<crate::io::object::url::ObjectUr
     Ok(Some(url))
 }
 
+/// Whether `a` and `b` name one file, or one object (an OUT that would overwrite IN).
+pub fn same_location(a: &Path, b: &Path) -> bool {
+    #[cfg(feature = "cloud")]
+    {
+        let url = |p: &Path| {
+            p.to_str()
+                .and_then(|s| crate::io::object::url::parse(s).ok().flatten())
+        };
+        match (url(a), url(b)) {
+            (Some(x), Some(y)) => return x.same_object(&y),
+            (None, None) => {}
+            _ => return false,
+        }
+    }
+    crate::io::atomic::same_file(a, b)
+}
+
 /// Without the `cloud` feature: refuse an object URL given as IN or OUT (a usage error that
 /// names the feature); a local path passes.
 #[cfg(not(feature = "cloud"))]

@@ -21,7 +21,6 @@ use std::path::PathBuf;
 
 use crate::commands::compare::{CompareOptions, Variant};
 use crate::error::{Error, Result};
-use crate::io::atomic::same_file;
 use crate::io::whole_file;
 
 /// How to make the report, beyond the variants.
@@ -56,7 +55,7 @@ pub struct ReportSummary {
 /// file beside it, renamed once complete: never a half-written page).
 pub fn report(variants: &[Variant], opts: &ReportOptions) -> Result<ReportSummary> {
     whole_file::check_destination(&opts.output, opts.force)?;
-    if same_file(&opts.read.input, &opts.output) {
+    if crate::io::location::same_location(&opts.read.input, &opts.output) {
         return Err(Error::usage(format!(
             "{}: the report would overwrite its input",
             opts.output.display()

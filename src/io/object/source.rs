@@ -54,6 +54,11 @@ impl ObjectSource {
         &self.name
     }
 
+    /// The object's key in its store.
+    pub fn key(&self) -> &ObjectPath {
+        &self.path
+    }
+
     /// The object's size when opened.
     pub fn size(&self) -> u64 {
         self.size
@@ -197,17 +202,16 @@ impl ObjectSource {
         self.suffix(FOOTER_PREFETCH)
     }
 
-    /// The last `min(n, size)` bytes (one GET).
+    /// The last `min(n, size)` bytes (one GET). Asked as a bounded range from the size the
+    /// HEAD gave, not a suffix range, which Azure refuses.
     pub fn suffix(&self, n: u64) -> Result<Bytes> {
         let n = n.min(self.size);
         if n == 0 {
             return Ok(Bytes::new());
         }
+        let range = GetRange::Bounded(self.size - n..self.size);
         let bytes = block_on(async {
-            let got = self
-                .store
-                .get_opts(&self.path, self.options(GetRange::Suffix(n)))
-                .await?;
+            let got = self.store.get_opts(&self.path, self.options(range)).await?;
             got.bytes().await
         })
         .map_err(|e| store_error(&self.name, "cannot read the footer", e))?;

@@ -40,6 +40,23 @@ pub struct ObjectUrl {
     pub key: ObjectPath,
 }
 
+impl ObjectUrl {
+    /// Whether `other` names a bucket of the same store as this one, however its scheme is
+    /// spelled (`s3://b` and `S3A://b` are one bucket).
+    pub fn same_bucket(&self, other: &ObjectUrl) -> bool {
+        let place = |u: &ObjectUrl| {
+            let base = u.base.split_once("://").map_or(u.base.as_str(), |(_, b)| b);
+            base.to_ascii_lowercase()
+        };
+        self.kind == other.kind && place(self) == place(other)
+    }
+
+    /// Whether `other` names the same object.
+    pub fn same_object(&self, other: &ObjectUrl) -> bool {
+        self.same_bucket(other) && self.key == other.key
+    }
+}
+
 impl std::fmt::Display for ObjectUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.url)
@@ -174,6 +191,16 @@ mod tests {
 
     fn ok(s: &str) -> ObjectUrl {
         parse(s).unwrap().unwrap_or_else(|| panic!("{s} is a URL"))
+    }
+
+    #[test]
+    fn one_object_however_its_scheme_is_spelled() {
+        let p = |s: &str| parse(s).unwrap().unwrap();
+        assert!(p("s3://b/k.parquet").same_object(&p("S3A://b/k.parquet")));
+        assert!(!p("s3://b/k.parquet").same_object(&p("s3://b/j.parquet")));
+        assert!(!p("s3://b/k.parquet").same_object(&p("s3://c/k.parquet")));
+        assert!(!p("s3://b/k.parquet").same_object(&p("gs://b/k.parquet")));
+        assert!(p("s3://b/x/").same_bucket(&p("s3a://b/y/")));
     }
 
     #[test]

@@ -202,18 +202,20 @@ impl TrainerInput {
 /// The trainer whose dump `path` is: `explicit` (`--input-format`) when given, else by the
 /// layout (a dump file's name, or a directory holding them); `None`: not another trainer's
 /// dump. A directory holding files of two trainers is an error naming both.
+/// The trainer whose dump files are named like `file` (a file name, not a path), if any.
+pub fn by_file_name(file: &str) -> Option<Trainer> {
+    Trainer::ALL.into_iter().find(|t| t.names_a_dump_file(file))
+}
+
 pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>> {
     if explicit.is_some() {
         return Ok(explicit);
     }
     let name = path.display().to_string();
     if let Some(files) = glob_files(path, &name)? {
-        let mut found = files.iter().filter_map(|f| {
-            let file = f.file_name()?.to_string_lossy().into_owned();
-            Trainer::ALL
-                .into_iter()
-                .find(|t| t.names_a_dump_file(&file))
-        });
+        let mut found = files
+            .iter()
+            .filter_map(|f| by_file_name(&f.file_name()?.to_string_lossy()));
         let first = found.next();
         // every file of one trainer's dump, or not a dump glob (a dataset's)
         return Ok(first.filter(|t| {
@@ -225,10 +227,7 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
     }
     if path.is_file() {
         let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
-        let file = file.unwrap_or_default();
-        return Ok(Trainer::ALL
-            .into_iter()
-            .find(|t| t.names_a_dump_file(&file)));
+        return Ok(by_file_name(&file.unwrap_or_default()));
     }
     if !path.is_dir() {
         return Ok(None);
@@ -237,7 +236,7 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
     scan(path, 0, &mut |file: &Path| {
         let f = file.file_name().map(|f| f.to_string_lossy().into_owned());
         let f = f.unwrap_or_default();
-        if let Some(t) = Trainer::ALL.into_iter().find(|t| t.names_a_dump_file(&f))
+        if let Some(t) = by_file_name(&f)
             && !found.iter().any(|(k, _)| *k == t)
         {
             found.push((t, file.to_path_buf()));
