@@ -16,7 +16,8 @@ pub fn read_to_string(path: &Path, what: &str) -> Result<String> {
     #[cfg(feature = "cloud")]
     if let Some(url) = crate::io::location::object_url(path)? {
         let source = crate::io::object::source::ObjectSource::open(&url)?;
-        let mut bytes = Vec::with_capacity(source.size() as usize);
+        // grown as it comes: a HEAD may announce any size
+        let mut bytes = Vec::new();
         source.download_to(&mut bytes)?;
         return String::from_utf8(bytes).map_err(|e| {
             Error::usage(format!("{url}: cannot read {what}: not UTF-8 text")).with_source(e)
