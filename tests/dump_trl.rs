@@ -147,40 +147,32 @@ fn inspect_checks_the_logged_advantages() {
     );
 }
 
+/// `advcalc run IN OUT --set SET` on a TRL dump: the one advantage per row it wrote.
+fn run_advantages(input: &Path, out: &Path, set: &str) -> Vec<f32> {
+    let done = advcalc()
+        .arg("run")
+        .arg(input)
+        .arg(out)
+        .args(["--set", set])
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{}", stderr(&done));
+    lists_f32(&read_parquet(out), "advantages")
+        .into_iter()
+        .map(|r| r[0])
+        .collect()
+}
+
 #[test]
 fn one_file_and_a_glob_read_as_the_directory_does() {
     let (expected, _, e) = expected("run1");
     let dir = tempfile::tempdir().unwrap();
     let file = fixture("run1").join("completions/completions_00002.parquet");
-    let out = dir.path().join("one.parquet");
-    let done = advcalc()
-        .arg("run")
-        .arg(&file)
-        .arg(&out)
-        .args(["--set", &weights(&e)])
-        .output()
-        .unwrap();
-    assert!(done.status.success(), "{}", stderr(&done));
-    let adv: Vec<f32> = lists_f32(&read_parquet(&out), "advantages")
-        .into_iter()
-        .map(|r| r[0])
-        .collect();
+    let adv = run_advantages(&file, &dir.path().join("one.parquet"), &weights(&e));
     assert_close("step 2", &adv, &expected[12..24], 1e-6, 1e-6);
 
     let glob = fixture("run1").join("completions/completions_0000[23].parquet");
-    let out = dir.path().join("glob.parquet");
-    let done = advcalc()
-        .arg("run")
-        .arg(&glob)
-        .arg(&out)
-        .args(["--set", &weights(&e)])
-        .output()
-        .unwrap();
-    assert!(done.status.success(), "{}", stderr(&done));
-    let adv: Vec<f32> = lists_f32(&read_parquet(&out), "advantages")
-        .into_iter()
-        .map(|r| r[0])
-        .collect();
+    let adv = run_advantages(&glob, &dir.path().join("glob.parquet"), &weights(&e));
     assert_close("steps 2-3", &adv, &expected[12..], 1e-6, 1e-6);
 }
 

@@ -16,13 +16,7 @@ fn run_reads_and_writes_s3_as_it_does_local_files() {
     let Some(mut s3) = moto() else { return };
     s3.put("demo.parquet", &demo());
 
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        &url("demo.parquet"),
-        &url("out.parquet"),
-    ]);
+    let out = s3.grpo("demo.parquet", "out.parquet");
     assert!(out.status.success(), "{}", stderr(&out));
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("local.parquet");
@@ -99,7 +93,7 @@ fn run_reads_and_writes_s3_as_it_does_local_files() {
     assert_ne!(s3.get("out.parquet").unwrap(), remote);
 
     // an Arrow IPC OUT is exported from the finished result, then put
-    let out = s3.advcalc(&["run", "-e", "grpo", &url("demo.parquet"), &url("out.arrow")]);
+    let out = s3.grpo("demo.parquet", "out.arrow");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(&s3.get("out.arrow").unwrap()[..6], b"ARROW1");
 }
@@ -107,13 +101,7 @@ fn run_reads_and_writes_s3_as_it_does_local_files() {
 #[test]
 fn a_missing_object_is_a_data_error_naming_it_and_nothing_is_written() {
     let Some(mut s3) = moto() else { return };
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        &url("nope.parquet"),
-        &url("never.parquet"),
-    ]);
+    let out = s3.grpo("nope.parquet", "never.parquet");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&url("nope.parquet")),
@@ -133,13 +121,7 @@ fn a_missing_object_is_a_data_error_naming_it_and_nothing_is_written() {
 
     // IN that is not Parquet: a data error naming the URL, nothing at OUT
     s3.put("junk.parquet", b"not parquet at all");
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        &url("junk.parquet"),
-        &url("never.parquet"),
-    ]);
+    let out = s3.grpo("junk.parquet", "never.parquet");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&url("junk.parquet")),

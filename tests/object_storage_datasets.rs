@@ -69,7 +69,7 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
     s3.put("dumps2/step=9.parquet", b"not even parquet");
 
     ok(&local(dir, &["run", "-q", "-e", "grpo", "in", "out"]));
-    let out = s3.advcalc(&["run", "-e", "grpo", &url("dumps/"), &url("adv/")]);
+    let out = s3.grpo("dumps/", "adv/");
     ok(&out);
     assert!(stderr(&out).contains("from 4 files"), "{}", stderr(&out));
     let names: Vec<String> = (1..=4).map(|i| format!("step={i}.parquet")).collect();
@@ -89,7 +89,7 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
 
     // an existing output without --resume or --force: refused, nothing touched
     let before = s3.get("adv/step=1.parquet");
-    let out = s3.advcalc(&["run", "-e", "grpo", &url("dumps/"), &url("adv/")]);
+    let out = s3.grpo("dumps/", "adv/");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
     assert_eq!(s3.get("adv/step=1.parquet"), before);
@@ -195,7 +195,7 @@ fn a_prefix_and_a_glob_run_as_the_local_dataset_does() {
         assert!(s3.keys("adv-empty/").is_empty());
     }
     // OUT inside IN: a usage error
-    let out = s3.advcalc(&["run", "-e", "grpo", &url("dumps/"), &url("dumps/adv/")]);
+    let out = s3.grpo("dumps/", "dumps/adv/");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
@@ -453,7 +453,7 @@ fn a_listing_longer_than_one_page_is_followed() {
     }
     let tmp = tempfile::tempdir().unwrap();
     dataset(&mut s3, tmp.path(), "many/", 2);
-    let out = s3.advcalc(&["run", "-e", "grpo", &url("many/"), &url("adv/")]);
+    let out = s3.grpo("many/", "adv/");
     ok(&out);
     assert!(stderr(&out).contains("from 2 files"), "{}", stderr(&out));
     assert_eq!(
@@ -582,7 +582,7 @@ fn keys_with_glob_characters_and_metrics_objects() {
         std::fs::read(&local_metrics).unwrap()
     );
     // the outputs are found again: refused before any work, kept by --resume
-    let again = s3.advcalc(&["run", "-e", "grpo", &url("odd/"), &url("odd-adv/")]);
+    let again = s3.grpo("odd/", "odd-adv/");
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
     assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
     let resumed = s3.advcalc(&[

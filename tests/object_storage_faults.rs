@@ -69,13 +69,7 @@ fn assert_bounded(start: Instant) {
 
 /// What `run -e grpo` writes from demo.parquet, straight through the server.
 fn expected(s3: &mut Moto) -> Vec<u8> {
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        &url("demo.parquet"),
-        &url("expected.parquet"),
-    ]);
+    let out = s3.grpo("demo.parquet", "expected.parquet");
     assert!(out.status.success(), "{}", stderr(&out));
     s3.get("expected.parquet").unwrap()
 }
@@ -167,13 +161,7 @@ fn a_missing_bucket_or_key_is_named() {
     let Some(mut s3) = moto() else { return };
     s3.put("demo.parquet", &demo());
 
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        &url("nope.parquet"),
-        &url("out.parquet"),
-    ]);
+    let out = s3.grpo("nope.parquet", "out.parquet");
     assert_failed_cleanly(
         &mut s3,
         &out,

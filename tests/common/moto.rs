@@ -152,6 +152,11 @@ impl Moto {
         ]
     }
 
+    /// `advcalc run -e grpo` from the key `input` to the key `output` of the test bucket.
+    pub fn grpo(&self, input: &str, output: &str) -> Output {
+        self.advcalc(&["run", "-e", "grpo", &url(input), &url(output)])
+    }
+
     /// `advcalc ARGS` run to completion against this server.
     pub fn advcalc(&self, args: &[&str]) -> Output {
         self.command().args(args).output().unwrap()
