@@ -51,23 +51,12 @@ AUTHORIZATION = ("AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4
 
 def floor(src: str, dst: str) -> None:
     """Read src and write dst (local paths or URIs) as bench/pyarrow_floor.py does."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
+    from pyarrow_floor import with_output_columns
 
     fs, path = pafs.FileSystem.from_uri(src if "://" in src else os.path.abspath(src))
-    table = pq.read_table(path, filesystem=fs)
-    rm = table.column("rm_scores")
-    lengths = pc.list_value_length(rm).to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    zeros = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
-                                     pa.array(np.zeros(int(offsets[-1]), dtype=np.float32)))
-    table = (table.append_column("token_level_rewards", rm)
-                  .append_column("advantages", zeros)
-                  .append_column("returns", zeros))
+    table = with_output_columns(pq.read_table(path, filesystem=fs))
     fs, path = pafs.FileSystem.from_uri(dst if "://" in dst else os.path.abspath(dst))
     pq.write_table(table, path, filesystem=fs, row_group_size=1024, compression="zstd",
                    use_dictionary=["uid"])

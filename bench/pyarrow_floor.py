@@ -27,6 +27,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 
+def with_output_columns(table: pa.Table) -> pa.Table:
+    """`table` plus the three list<float32> columns advcalc writes (zeros, but for
+    `token_level_rewards` = `rm_scores`): what the floor writes."""
+    rm = table.column("rm_scores")
+    lengths = pc.list_value_length(rm).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    zeros = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
+                                     pa.array(np.zeros(int(offsets[-1]), dtype=np.float32)))
+    return (table.append_column("token_level_rewards", rm)
+                 .append_column("advantages", zeros)
+                 .append_column("returns", zeros))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="pyarrow read + write with three extra columns (I/O floor)")
     ap.add_argument("input")
@@ -35,16 +49,7 @@ def main(argv=None):
                     help="dictionary-encode every column (pyarrow's default) instead of only uid")
     args = ap.parse_args(argv)
 
-    table = pq.read_table(args.input)
-    rm = table.column("rm_scores")
-    lengths = pc.list_value_length(rm).to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    zeros = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
-                                     pa.array(np.zeros(int(offsets[-1]), dtype=np.float32)))
-    table = (table.append_column("token_level_rewards", rm)
-                  .append_column("advantages", zeros)
-                  .append_column("returns", zeros))
+    table = with_output_columns(pq.read_table(args.input))
     dictionary = True if args.pyarrow_defaults else [c for c in ("uid",) if c in table.column_names]
     pq.write_table(table, args.output, row_group_size=1024, compression="zstd", use_dictionary=dictionary)
 
