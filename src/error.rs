@@ -26,6 +26,9 @@ pub(crate) enum Reason {
     /// A configuration key nobody reads (`Section::finish`): reported before a key whose
     /// value does not resolve.
     UnknownKey,
+    /// Storage could not be read or written (a file that does not open, a request to an
+    /// object store that failed): what the bytes hold is unknown, not wrong.
+    Storage,
 }
 
 /// An error with context. `message` is one line saying what is wrong; `source` is the

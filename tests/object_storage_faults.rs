@@ -452,3 +452,64 @@ fn a_profile_s_static_keys_and_region_are_used() {
     assert!(err.contains("aws configure export-credentials"), "{err}");
     assert_eq!(s3.get("out2.parquet"), None);
 }
+
+#[test]
+fn resume_that_cannot_read_an_existing_output_says_so() {
+    let Some(mut s3) = moto() else { return };
+    for step in ["dumps/step=1.parquet", "dumps/step=2.parquet"] {
+        s3.put(step, &demo());
+    }
+    let out = s3.grpo("dumps/", "adv/");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = s3.get("adv/step=1.parquet");
+
+    // the outputs' footers cannot be read: not "not an output of advcalc run" (a usage
+    // error telling the user to delete it), but the read that failed, exit 1
+    let proxy = FaultProxy::start(
+        s3.port,
+        vec![Rule::always("GET", "adv/step", Fault::AccessDenied)],
+    );
+    let start = Instant::now();
+    let out = through(&s3, &proxy, 2)
+        .args([
+            "run",
+            "-e",
+            "grpo",
+            "--resume",
+            &url("dumps/"),
+            &url("adv/"),
+        ])
+        .output()
+        .unwrap();
+    assert_bounded(start);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(errors[0].contains(&url("adv/step=")), "{err}");
+    assert!(errors[0].contains("cannot read it"), "{err}");
+    assert!(err.contains("access denied"), "{err}");
+    assert!(!err.contains("not an output"), "{err}");
+    assert_eq!(
+        s3.get("adv/step=1.parquet"),
+        before,
+        "the output is untouched"
+    );
+
+    // readable again: both kept
+    drop(proxy);
+    let out = s3.advcalc(&[
+        "run",
+        "-e",
+        "grpo",
+        "--resume",
+        &url("dumps/"),
+        &url("adv/"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(2 kept by --resume)"),
+        "{}",
+        stderr(&out)
+    );
+}

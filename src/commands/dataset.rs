@@ -28,7 +28,7 @@ use crate::engine::metrics;
 use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
-use crate::error::{Error, Result};
+use crate::error::{Error, Reason, Result};
 use crate::io::atomic::{canonical, parent_dir, remove_stale_temporaries};
 use crate::io::dataset::{Dataset, Part};
 use crate::io::format::{Format, is_stdio};
@@ -659,6 +659,18 @@ fn fate(config: &Config, part: &Part, dest: &Dest, force: bool, resume: bool) ->
         } => stored_object_provenance(store, key, url),
     }
     .map_err(|e| {
+        // an output that could not be read may well be one of ours: say so, not "foreign"
+        if e.reason() == Reason::Storage {
+            let hint = e
+                .hint()
+                .unwrap_or("check that it can be read, then run again")
+                .to_string();
+            return Error::data(format!(
+                "{name}: exists, and --resume cannot read it to tell whether it is finished"
+            ))
+            .with_hint(hint)
+            .with_source(e);
+        }
         Error::usage(format!(
             "{name}: exists but is not an output of advcalc run (no readable advcalc.* provenance); --resume does not overwrite it"
         ))
@@ -801,6 +813,12 @@ fn stored_object_provenance(
 /// file's schema metadata).
 fn stored_provenance(path: &Path) -> Result<Vec<(String, String)>> {
     let name = path.display().to_string();
+    // a file that does not open is unreadable, which says nothing of what it holds
+    std::fs::File::open(path).map_err(|e| {
+        Error::data(format!("{name}: cannot open"))
+            .with_source(e)
+            .with_reason(Reason::Storage)
+    })?;
     let kv = match Format::of(path, None) {
         Format::Parquet => ParquetInput::open(path)?.key_value_metadata(),
         _ => {

@@ -97,7 +97,9 @@ pub(crate) fn store_error(url: &str, what: &str, e: object_store::Error) -> Erro
             ),
         _ => Error::data(format!("{url}: {what}")),
     };
-    error.with_source(e)
+    error
+        .with_source(e)
+        .with_reason(crate::error::Reason::Storage)
 }
 
 const RETRY_HINT: &str = "run again later; ADVCALC_OBJECT_MAX_RETRIES and \
