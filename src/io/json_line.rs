@@ -137,6 +137,13 @@ pub enum Json {
     Float(f64),
     Str(String),
     Array(Vec<Json>),
+    /// A non-empty array of integers only (each fits an `i64`), kept compact: token lists
+    /// are most of a trainer dump's bytes, and a tree node per token would cost four times
+    /// the memory and an allocation per list grown item by item.
+    Ints(Vec<i64>),
+    /// A non-empty array of numbers, at least one of them not an integer (`NaN` and the
+    /// infinities included), each as [`Json::as_f64`] converts it: log-prob lists.
+    Floats(Vec<f64>),
     /// Keys in order as written (a key given twice keeps both; [`Json::get`] finds the last).
     Object(Vec<(String, Json)>),
 }
@@ -155,10 +162,51 @@ impl Json {
         path.iter().try_fold(self, |v, k| v.get(k))
     }
 
-    pub fn as_array(&self) -> Option<&[Json]> {
+    /// An array's items as trees (a compact array's made on the spot: the paths that want
+    /// its numbers read [`Json::ints`] and [`Json::floats`] instead).
+    pub fn as_array(&self) -> Option<std::borrow::Cow<'_, [Json]>> {
+        use std::borrow::Cow;
         match self {
-            Json::Array(items) => Some(items),
+            Json::Array(items) => Some(Cow::Borrowed(items)),
+            Json::Ints(v) => Some(Cow::Owned(v.iter().map(|&i| Json::Int(i)).collect())),
+            Json::Floats(v) => Some(Cow::Owned(v.iter().map(|&x| Json::Float(x)).collect())),
             _ => None,
+        }
+    }
+
+    /// The items of an array of integers, without a tree per item; `None` for any other
+    /// value (an array holding anything but integers included).
+    pub fn ints(&self) -> Option<&[i64]> {
+        match self {
+            Json::Ints(v) => Some(v),
+            Json::Array(items) if items.is_empty() => Some(&[]),
+            _ => None,
+        }
+    }
+
+    /// The items of an array of numbers as f64 (integers converted as [`Json::as_f64`]
+    /// does); `None` for any other value.
+    pub fn floats(&self) -> Option<std::borrow::Cow<'_, [f64]>> {
+        use std::borrow::Cow;
+        match self {
+            Json::Floats(v) => Some(Cow::Borrowed(v)),
+            Json::Ints(v) => Some(Cow::Owned(v.iter().map(|&i| i as f64).collect())),
+            Json::Array(items) if items.is_empty() => Some(Cow::Borrowed(&[])),
+            _ => None,
+        }
+    }
+
+    /// The one item of an array of one item, as a tree; `Err` gives the array's length
+    /// (`None`: not an array).
+    pub fn into_single(self) -> std::result::Result<Json, (Option<usize>, Json)> {
+        match self {
+            Json::Array(mut items) if items.len() == 1 => Ok(items.remove(0)),
+            Json::Ints(v) if v.len() == 1 => Ok(Json::Int(v[0])),
+            Json::Floats(v) if v.len() == 1 => Ok(Json::Float(v[0])),
+            Json::Array(ref items) => Err((Some(items.len()), self)),
+            Json::Ints(ref v) => Err((Some(v.len()), self)),
+            Json::Floats(ref v) => Err((Some(v.len()), self)),
+            other => Err((None, other)),
         }
     }
 
@@ -199,7 +247,7 @@ impl Json {
             Json::Bool(_) => "a boolean",
             Json::Int(_) | Json::Float(_) => "a number",
             Json::Str(_) => "a string",
-            Json::Array(_) => "an array",
+            Json::Array(_) | Json::Ints(_) | Json::Floats(_) => "an array",
             Json::Object(_) => "an object",
         }
     }
@@ -229,6 +277,23 @@ pub fn single_element(raw: &str) -> Option<(JsonValue, &str)> {
     p.pos += 1;
     p.skip_ws();
     (p.pos == raw.len()).then_some((value, inner))
+}
+
+/// Check that `text` is one JSON value (surrounding whitespace allowed) without building
+/// it: the errors [`parse_json`] would give, at the same columns.
+pub fn check_json(text: &str) -> Result<(), SyntaxError> {
+    let mut p = Parser {
+        text,
+        pos: 0,
+        shallow: false,
+    };
+    p.skip_ws();
+    p.skip_value(1)?;
+    p.skip_ws();
+    if p.pos != text.len() {
+        return Err(p.error("unexpected text after the value"));
+    }
+    Ok(())
 }
 
 /// One JSON value (the whole text, surrounding whitespace allowed) as a tree.
@@ -523,6 +588,12 @@ impl<'a> Parser<'a> {
                 });
             }
         };
+        if open == b'['
+            && depth < MAX_DEPTH
+            && let Some(numbers) = self.number_array(depth)?
+        {
+            return Ok(numbers);
+        }
         self.pos += 1;
         let (mut items, mut fields) = (Vec::new(), Vec::new());
         self.skip_ws();
@@ -559,6 +630,52 @@ impl<'a> Parser<'a> {
         } else {
             Json::Array(items)
         })
+    }
+
+    /// An array (at `[`) whose items are all numbers, as [`Json::Ints`] or [`Json::Floats`];
+    /// `None`, with the position unchanged, when it is empty or an item is anything else
+    /// (the general path reads it, and words any error). A syntax error inside a number, or
+    /// between items, is the one the general path gives at the same place.
+    fn number_array(&mut self, depth: usize) -> Result<Option<Json>, SyntaxError> {
+        let start = self.pos;
+        self.pos += 1;
+        let mut ints: Vec<i64> = Vec::new();
+        let mut floats: Option<Vec<f64>> = None;
+        loop {
+            self.skip_ws();
+            if !matches!(self.peek(), Some(b'-' | b'0'..=b'9' | b'N' | b'I')) {
+                self.pos = start;
+                return Ok(None);
+            }
+            match (self.value(depth + 1)?, &mut floats) {
+                (JsonValue::Int(i), None) => ints.push(i),
+                (JsonValue::Int(i), Some(f)) => f.push(i as f64),
+                (JsonValue::Float(x), None) => {
+                    let mut f: Vec<f64> = ints.iter().map(|&i| i as f64).collect();
+                    f.reserve(ints.capacity().saturating_sub(f.len()));
+                    f.push(x);
+                    floats = Some(f);
+                }
+                (JsonValue::Float(x), Some(f)) => f.push(x),
+                // a word that is not a number (`Nonsense`) is refused by `value` above
+                _ => {
+                    self.pos = start;
+                    return Ok(None);
+                }
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Some(match floats {
+                        Some(f) => Json::Floats(f),
+                        None => Json::Ints(ints),
+                    }));
+                }
+                _ => return Err(self.error("expected `,` or `]`")),
+            }
+        }
     }
 
     /// Skip one value (at its first byte), checking its syntax without converting numbers or
@@ -718,8 +835,9 @@ mod tests {
     #[test]
     fn a_tree_keeps_nesting_nan_and_key_order() {
         let v = parse_json(r#"{"a": [1, 2.5, NaN, -Infinity], "b": {"c": "x\n", "d": null}, "e": [[1], []], "b": true}"#).unwrap();
+        // an array of numbers is kept compact, its integers as f64 beside a float
         let a = v.get("a").unwrap().as_array().unwrap();
-        assert_eq!(a[0], super::Json::Int(1));
+        assert_eq!(a[0], super::Json::Float(1.0));
         assert_eq!(a[1].as_f64(), Some(2.5));
         assert!(a[2].as_f64().unwrap().is_nan());
         assert_eq!(a[3].as_f64(), Some(f64::NEG_INFINITY));
@@ -740,6 +858,35 @@ mod tests {
         );
         assert!(parse_json("[1] x").is_err());
         assert_eq!(parse_json(" 3 ").unwrap(), super::Json::Int(3));
+    }
+
+    #[test]
+    fn arrays_of_numbers_are_compact() {
+        use super::Json as J;
+        assert_eq!(parse_json("[1, -2, 3]").unwrap(), J::Ints(vec![1, -2, 3]));
+        assert_eq!(
+            parse_json("[[7]]").unwrap(),
+            J::Array(vec![J::Ints(vec![7])])
+        );
+        let f = parse_json("[1, -0.5, NaN]").unwrap();
+        assert_eq!(f.floats().unwrap()[..2], [1.0, -0.5]);
+        assert_eq!(f.ints(), None);
+        assert_eq!(J::Ints(vec![4]).floats().unwrap()[..], [4.0]);
+        // not all numbers: the general tree
+        assert_eq!(
+            parse_json("[1, \"a\"]").unwrap(),
+            J::Array(vec![J::Int(1), J::Str("a".into())])
+        );
+        assert_eq!(parse_json("[]").unwrap().ints(), Some(&[][..]));
+        // the errors are the general path's, at the same column
+        for (text, column) in [("[1, 2", 6), ("[1,]", 4), ("[1, 02]", 6), ("[1, Nan]", 5)] {
+            assert_eq!(parse_json(text).unwrap_err().column, column, "{text}");
+        }
+        assert_eq!(J::Ints(vec![5]).into_single(), Ok(J::Int(5)));
+        assert_eq!(
+            J::Floats(vec![1.0, 2.5]).into_single().map_err(|e| e.0),
+            Err(Some(2))
+        );
     }
 
     #[test]

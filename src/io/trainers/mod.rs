@@ -556,6 +556,10 @@ pub(crate) trait LineReader {
     /// columns then hold the one element (`rewards: [1.0]` → `rewards` 1.0).
     const BATCHED: bool = false;
 
+    /// The top-level fields `row` reads as trees ([`field_tree`]): parsed ahead on the
+    /// parsing threads. The line's other nested values are only checked there, not built.
+    const TREES: &[&str];
+
     /// Called before the lines of each file (`name`: the file in messages).
     fn file(&mut self, path: &Path, name: &str) -> Result<()>;
 
@@ -613,22 +617,26 @@ pub(crate) struct Line<'a> {
 }
 
 impl<'a> Line<'a> {
-    /// The line's fields (read shallow: nested values only bracket-matched), and the trees of
-    /// its nested values, which checks them in full; `Err` names the first that is not JSON.
+    /// The line's fields (read shallow: nested values only bracket-matched), with the trees
+    /// of the nested values named in `trees` built and the others checked, so every nested
+    /// value is checked in full; `Err` names the first that is not JSON.
     fn parsed(
         fields: Vec<json_line::Field<'a>>,
+        trees: &[&str],
     ) -> std::result::Result<Self, (String, json_line::SyntaxError)> {
-        let trees = fields
-            .iter()
-            .map(|f| (f.value == json_line::JsonValue::Json).then(|| json_line::parse_json(f.raw)))
-            .collect::<Vec<_>>();
-        if let Some((i, Some(Err(e)))) = trees
-            .iter()
-            .enumerate()
-            .find(|(_, t)| matches!(t, Some(Err(_))))
-        {
-            return Err((fields[i].key.clone(), e.clone()));
+        let mut built = Vec::with_capacity(fields.len());
+        for f in &fields {
+            if f.value != json_line::JsonValue::Json {
+                built.push(None);
+            } else if trees.contains(&f.key.as_str()) {
+                let tree = json_line::parse_json(f.raw).map_err(|e| (f.key.clone(), e))?;
+                built.push(Some(Ok(tree)));
+            } else {
+                json_line::check_json(f.raw).map_err(|e| (f.key.clone(), e))?;
+                built.push(None);
+            }
         }
+        let trees = built;
         Ok(Line {
             fields,
             trees: std::cell::RefCell::new(trees),
@@ -733,7 +741,7 @@ fn spool_jsonl<R: LineReader>(
                 // the top level checked here, the nested values by their trees
                 let fields = parse_line(raw, true)?;
                 let passthrough = passthrough_fields::<R>(&fields);
-                let line = Line::parsed(fields).map_err(|(key, e)| {
+                let line = Line::parsed(fields, R::TREES).map_err(|(key, e)| {
                     // the column counts within the field's value
                     Error::data(format!("{}: `{key}` is not JSON", raw.at)).with_source(e)
                 })?;
@@ -806,15 +814,22 @@ fn passthrough_fields<'a, R: LineReader>(
 
 /// A JSON field's value as a list of floats (`at`, `what`: for the message).
 pub(crate) fn float_list(v: &json_line::Json, at: &str, what: &str) -> Result<Vec<f64>> {
-    list(v, at, what, json_line::Json::as_f64, "a number")
+    match v.floats() {
+        Some(numbers) => Ok(numbers.into_owned()),
+        None => list(v, at, what, json_line::Json::as_f64, "a number"),
+    }
 }
 
 /// A JSON field's value as a list of integers.
 pub(crate) fn int_list(v: &json_line::Json, at: &str, what: &str) -> Result<Vec<i64>> {
-    list(v, at, what, json_line::Json::as_i64, "an integer")
+    match v.ints() {
+        Some(numbers) => Ok(numbers.to_vec()),
+        None => list(v, at, what, json_line::Json::as_i64, "an integer"),
+    }
 }
 
-/// A JSON list's items, each converted by `item` (`expected` names what it takes).
+/// A JSON list's items, each converted by `item` (`expected` names what it takes): the
+/// path of a list that is not all numbers, which words the error.
 fn list<T>(
     v: &json_line::Json,
     at: &str,
@@ -917,7 +932,7 @@ mod tests {
     #[test]
     fn a_nested_value_that_is_not_json_is_named() {
         let fields = json_line::parse_object_shallow(r#"{"a": 1, "b": [1, x]}"#).unwrap();
-        let Err((key, e)) = Line::parsed(fields) else {
+        let Err((key, e)) = Line::parsed(fields, &[]) else {
             panic!("a bad nested value is refused")
         };
         assert_eq!((key.as_str(), e.column), ("b", 5));

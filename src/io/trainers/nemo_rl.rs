@@ -88,17 +88,15 @@ pub struct Reader {
 
 /// The one row inside a field's batch dimension (NeMo-RL writes micro-batches of one row).
 fn unbatch(v: Json, key: &str, at: &str) -> Result<Json> {
-    match v {
-        Json::Array(mut items) if items.len() == 1 => Ok(items.remove(0)),
-        Json::Array(items) => Err(Error::data(format!(
-            "{at}: `{key}` has a batch dimension of {}, not 1 (NeMo-RL writes one row per line)",
-            items.len()
-        ))),
-        other => Err(Error::data(format!(
+    v.into_single().map_err(|(len, other)| match len {
+        Some(n) => Error::data(format!(
+            "{at}: `{key}` has a batch dimension of {n}, not 1 (NeMo-RL writes one row per line)"
+        )),
+        None => Error::data(format!(
             "{at}: `{key}` is {}, not a list of one row (NeMo-RL wraps every value in a batch dimension of 1)",
             other.kind()
-        ))),
-    }
+        )),
+    })
 }
 
 fn field(fields: &Line<'_>, key: &str, at: &str) -> Result<Json> {
@@ -113,6 +111,16 @@ fn number(v: &Json, key: &str, at: &str) -> Result<f64> {
 impl LineReader for Reader {
     // every value is wrapped in a batch of one (`make_microbatch_iterator(1)`)
     const BATCHED: bool = true;
+    const TREES: &[&str] = &[
+        "rewards",
+        "input_lengths",
+        "token_ids",
+        "token_loss_mask",
+        "advantages",
+        "generation_logprobs",
+        "prev_logprobs",
+        "sample_loss_mask",
+    ];
     const LOG_PROBS: LogProbColumns = LogProbColumns {
         rollout: true,
         old: true,

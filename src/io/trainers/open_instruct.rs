@@ -194,6 +194,7 @@ fn number(fields: &Line<'_>, key: &str, at: &str) -> Result<f64> {
 }
 
 impl LineReader for Reader {
+    const TREES: &[&str] = &["response_tokens", "logprobs"];
     const LOG_PROBS: LogProbColumns = LogProbColumns {
         rollout: true,
         old: false,

@@ -127,6 +127,7 @@ pub struct Reader {
 }
 
 impl LineReader for Reader {
+    const TREES: &[&str] = &["traces", "group", "run"];
     const LOG_PROBS: LogProbColumns = LogProbColumns {
         rollout: true,
         old: false,
@@ -148,7 +149,7 @@ impl LineReader for Reader {
         let traces = traces.as_array().ok_or_else(|| {
             Error::data(format!("{at}: `traces` is {}, not a list", traces.kind()))
         })?;
-        let [trace] = traces else {
+        let [trace] = &*traces else {
             return Err(Error::data(format!(
                 "{at}: `traces` holds {} traces; advcalc reads episodes of exactly one trace",
                 traces.len()
@@ -291,7 +292,7 @@ fn path_tokens(trace: &Json, at: &str) -> Result<PathTokens> {
     let mut mask: Vec<i8> = Vec::new();
     let mut log_probs: Vec<f32> = Vec::new();
     let mut advantage = None;
-    for (k, node) in linear_path(nodes, at)?.into_iter().enumerate() {
+    for (k, node) in linear_path(&nodes, at)?.into_iter().enumerate() {
         let what = |f: &str| format!("nodes[{k}].{f}");
         let field = |f: &str| {
             node.get(f)
