@@ -9,6 +9,9 @@ shaped after the files the trainers' own writers made (fixtures/trainers/dumps/)
 process, alternating formats per round, and prints the median wall time per row.
 
     python bench/dump_read_bench.py --advcalc target/release/advcalc --rows 32768 --rounds 5
+
+With --baseline OTHER_ADVCALC (another build, e.g. of an earlier commit), each format is also
+timed with that binary in the same rounds (the two alternating), for a before/after table.
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=256)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--only", nargs="*", help="formats to time (default: all)")
+    p.add_argument("--baseline", help="another advcalc binary to time in the same rounds")
     args = p.parse_args()
     d = Path(args.dir)
     fixture = Path(__file__).resolve().parents[1] / "fixtures/trainers/dumps/prime-rl/run1"
@@ -181,15 +185,18 @@ def main() -> None:
         size = sum(f.stat().st_size for f in inputs[name].rglob("*") if f.is_file())
         print(f"{name}: {inputs[name]} ({size / 2**20:.1f} MiB)", file=sys.stderr)
     times = {name: [] for name in inputs}
+    before = {name: [] for name in inputs}
     out = d / "out.parquet"
     names = list(inputs)
+    binaries = [(args.advcalc, times)] + ([(args.baseline, before)] if args.baseline else [])
     for r in range(args.rounds):
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
-            cmd = [args.advcalc, "run", "-q", "-f", "--allow-nonfinite", str(inputs[name]), str(out)]
-            if name == "verl JSONL":
-                cmd[2:2] = ["-e", "grpo"]
-            times[name].append(timed(cmd))
+            for exe, into in (binaries if r % 2 == 0 else binaries[::-1]):
+                cmd = [exe, "run", "-q", "-f", "--allow-nonfinite", str(inputs[name]), str(out)]
+                if name == "verl JSONL":
+                    cmd[2:2] = ["-e", "grpo"]
+                into[name].append(timed(cmd))
     print(f"rows {args.rows}, steps {args.steps}, response tokens {args.tokens}, "
           f"rounds {args.rounds}, {os.cpu_count()} CPUs")
     print("| format | size (MiB) | wall median (s) | µs per row | per row vs verl JSONL "
@@ -208,6 +215,13 @@ def main() -> None:
         ratio_mib = f"{per_mib / base_mib:.2f}" if base_mib else "-"
         print(f"| {name} | {size:.1f} | {m:.3f} | {m / args.rows * 1e6:.1f} | {ratio} "
               f"| {per_mib * 1e3:.1f} | {ratio_mib} |")
+    if args.baseline:
+        print()
+        print("| format | --baseline: wall median (s) | --advcalc: wall median (s) | --advcalc / --baseline |")
+        print("| --- | ---: | ---: | ---: |")
+        for name in names:
+            a, b = statistics.median(before[name]), statistics.median(times[name])
+            print(f"| {name} | {a:.3f} | {b:.3f} | {b / a:.2f} |")
 
 
 if __name__ == "__main__":

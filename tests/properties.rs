@@ -183,3 +183,52 @@ proptest! {
         }
     }
 }
+
+/// A number as Python's `json.dumps` may write it: an integer, or a float's shortest
+/// repr (`NaN`, `Infinity` bare).
+fn json_number() -> impl Strategy<Value = (String, Option<i64>, f64)> {
+    prop_oneof![
+        any::<i64>().prop_map(|i| (i.to_string(), Some(i), i as f64)),
+        any::<f64>().prop_map(|x| {
+            let text = if x.is_nan() {
+                "NaN".to_string()
+            } else if x.is_infinite() {
+                if x > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+            } else {
+                // `{:?}` is the shortest text that reads back to x, as Python's repr
+                format!("{x:?}")
+            };
+            (text, None, x)
+        }),
+        (-1.0e3f64..1.0e3).prop_map(|x| (
+            format!("{:.6}", x),
+            None,
+            format!("{x:.6}").parse().unwrap()
+        )),
+    ]
+}
+
+proptest! {
+    // A trainer dump's token and log-prob lists: an array of numbers becomes one compact
+    // vector whose items are exactly the numbers written (integers as i64, or every item as
+    // f64 once one is not an integer), whatever the spacing.
+    #[test]
+    fn arrays_of_numbers_read_back_exactly(items in proptest::collection::vec(json_number(), 1..40), spaced in any::<bool>()) {
+        use advcalc::io::json_line::{parse_json, Json};
+        let sep = if spaced { ", " } else { "," };
+        let text = format!("[{}]", items.iter().map(|i| i.0.as_str()).collect::<Vec<_>>().join(sep));
+        let tree = parse_json(&text).unwrap();
+        let all_ints: Option<Vec<i64>> = items.iter().map(|i| i.1).collect();
+        match all_ints {
+            Some(ints) => prop_assert_eq!(tree, Json::Ints(ints)),
+            None => {
+                let got = tree.floats().expect("an array of numbers");
+                prop_assert_eq!(got.len(), items.len());
+                for (g, i) in got.iter().zip(&items) {
+                    prop_assert!(g.to_bits() == i.2.to_bits() || (g.is_nan() && i.2.is_nan()), "{} read as {}", i.0, g);
+                }
+                prop_assert_eq!(tree.ints(), None);
+            }
+        }
+    }
+}
