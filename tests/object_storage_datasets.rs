@@ -600,3 +600,60 @@ fn keys_with_glob_characters_and_metrics_objects() {
         stderr(&resumed)
     );
 }
+
+/// `batch` as an Arrow IPC file.
+fn ipc_bytes(batch: &arrow_array::RecordBatch) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = arrow_ipc::writer::FileWriter::try_new(&mut out, &batch.schema()).unwrap();
+    w.write(batch).unwrap();
+    w.finish().unwrap();
+    drop(w);
+    out
+}
+
+#[test]
+fn resume_over_arrow_ipc_outputs_keeps_them() {
+    let Some(mut s3) = moto() else { return };
+    let batch = large_batch().slice(0, 2000);
+    let half = batch.num_rows() / 2;
+    s3.put("ipc/step=1.arrow", &ipc_bytes(&batch.slice(0, half)));
+    s3.put("ipc/step=2.arrow", &ipc_bytes(&batch.slice(half, half)));
+    let out = s3.grpo("ipc/", "ipc-adv/");
+    ok(&out);
+    assert_eq!(
+        outputs(&mut s3, "ipc-adv/"),
+        ["step=1.arrow", "step=2.arrow"]
+    );
+    assert_eq!(&s3.get("ipc-adv/step=1.arrow").unwrap()[..6], b"ARROW1");
+    // the outputs' provenance is read from their footers: both kept
+    let out = s3.advcalc(&[
+        "run",
+        "-e",
+        "grpo",
+        "--resume",
+        &url("ipc/"),
+        &url("ipc-adv/"),
+    ]);
+    ok(&out);
+    assert!(
+        stderr(&out).contains("(2 kept by --resume)"),
+        "{}",
+        stderr(&out)
+    );
+    // an input rewritten since: its output is redone, the other kept
+    s3.put("ipc/step=2.arrow", &ipc_bytes(&batch.slice(half, half - 8)));
+    let out = s3.advcalc(&[
+        "run",
+        "-e",
+        "grpo",
+        "--resume",
+        &url("ipc/"),
+        &url("ipc-adv/"),
+    ]);
+    ok(&out);
+    assert!(
+        stderr(&out).contains("(1 kept by --resume)"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -800,11 +800,7 @@ fn stored_object_provenance(
     let source = ObjectSource::open_in(store.clone(), key.clone(), url)?;
     let kv = match Format::of(Path::new(url), None) {
         Format::Parquet => ParquetInput::open_object(source)?.key_value_metadata(),
-        _ => {
-            let mut bytes = Vec::new();
-            source.download_to(&mut bytes)?;
-            ipc_schema_metadata(std::io::Cursor::new(bytes), url)?
-        }
+        _ => crate::io::ipc::object_schema_metadata(&source)?,
     };
     only_provenance(kv, url)
 }

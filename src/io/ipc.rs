@@ -200,3 +200,118 @@ pub fn spool_file(dir: &Path, name: &str) -> Result<(NamedTempFile, std::fs::Fil
         .map_err(|e| fail("cannot spool").with_source(e))?;
     Ok((spool, handle))
 }
+
+/// An Arrow IPC file object's schema metadata, read from its footer alone: the last 10 bytes
+/// (the footer's length and `ARROW1`), then the footer (two ranged GETs, however large the
+/// file): what `--resume` reads of an existing output in object storage.
+#[cfg(feature = "cloud")]
+pub fn object_schema_metadata(
+    source: &crate::io::object::source::ObjectSource,
+) -> Result<Vec<(String, String)>> {
+    const MAGIC: &[u8] = b"ARROW1";
+    let name = source.name();
+    let not_ipc = |why: &str| Error::data(format!("{name}: not a readable Arrow IPC file ({why})"));
+    let size = source.size();
+    // the file's leading magic (padded to 8), its trailing length and magic
+    if size < 8 + 10 {
+        return Err(not_ipc("too short"));
+    }
+    let tail = source.read_at(size - 10..size)?;
+    if &tail[4..] != MAGIC {
+        return Err(not_ipc("no ARROW1 at its end"));
+    }
+    let length = i32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let length = u64::try_from(length)
+        .ok()
+        .filter(|&n| n > 0 && n <= size - 10 - 8)
+        .ok_or_else(|| not_ipc("a footer length outside the file"))?;
+    let footer = source.read_at(size - 10 - length..size - 10)?;
+    let footer = arrow_ipc::root_as_footer(&footer).map_err(|e| not_ipc(&e.to_string()))?;
+    let schema = footer
+        .schema()
+        .ok_or_else(|| not_ipc("no schema in its footer"))?;
+    let schema =
+        arrow_ipc::convert::try_fb_to_schema(schema).map_err(|e| not_ipc(&e.to_string()))?;
+    Ok(schema
+        .metadata()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect())
+}
+
+#[cfg(all(test, feature = "cloud"))]
+mod object_tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::io::object::source::ObjectSource;
+    use crate::io::object::testing::{Counting, put};
+
+    fn ipc_file(rows: usize) -> Vec<u8> {
+        let schema = Arc::new(Schema::new_with_metadata(
+            vec![Field::new("x", DataType::Int64, false)],
+            std::collections::HashMap::from([(
+                "advcalc.estimator".to_string(),
+                "grpo".to_string(),
+            )]),
+        ));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from_iter_values(0..rows as i64))],
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let mut w = FileWriter::try_new(&mut out, &schema).unwrap();
+        w.write(&batch).unwrap();
+        w.finish().unwrap();
+        drop(w);
+        out
+    }
+
+    #[test]
+    fn an_ipc_objects_metadata_is_read_from_its_footer_alone() {
+        let store = Arc::new(Counting::default());
+        let big = ipc_file(1 << 20);
+        put(&store, "out/a.arrow", &big);
+        let before = store.counts();
+        let source =
+            ObjectSource::open_in(store.clone(), "out/a.arrow".into(), "s3://b/out/a.arrow")
+                .unwrap();
+        let kv = object_schema_metadata(&source).unwrap();
+        assert_eq!(kv, vec![("advcalc.estimator".into(), "grpo".into())]);
+        let after = store.counts();
+        // a HEAD, the tail and the footer: not the 8 MiB of data
+        assert_eq!(
+            (after.heads - before.heads, after.gets - before.gets),
+            (1, 2)
+        );
+        assert!(store.bytes_got() < 4096, "{} bytes read", store.bytes_got());
+
+        // not IPC: an error naming the object, no panic
+        put(
+            &store,
+            "out/b.arrow",
+            b"PAR1 not an arrow file at all, just text PAR1",
+        );
+        let source =
+            ObjectSource::open_in(store.clone(), "out/b.arrow".into(), "s3://b/out/b.arrow")
+                .unwrap();
+        let e = object_schema_metadata(&source).unwrap_err().to_string();
+        assert!(
+            e.starts_with("s3://b/out/b.arrow: not a readable Arrow IPC file"),
+            "{e}"
+        );
+        // a damaged footer length
+        let mut bad = big.clone();
+        let n = bad.len();
+        bad[n - 10..n - 6].copy_from_slice(&i32::MAX.to_le_bytes());
+        put(&store, "out/c.arrow", &bad);
+        let source =
+            ObjectSource::open_in(store.clone(), "out/c.arrow".into(), "s3://b/out/c.arrow")
+                .unwrap();
+        assert!(object_schema_metadata(&source).is_err());
+    }
+}

@@ -35,6 +35,8 @@ struct State {
     /// Fail the multipart part with this index (0-based, over the store's life).
     fail_part: Mutex<Option<usize>>,
     parts_seen: AtomicUsize,
+    /// Bytes the GETs asked for (a ranged GET its range, a whole GET the object).
+    bytes_got: AtomicUsize,
 }
 
 impl State {
@@ -52,6 +54,11 @@ pub struct Counting {
 impl Counting {
     pub fn counts(&self) -> Counts {
         *self.state.counts.lock().unwrap()
+    }
+
+    /// Bytes the GETs so far returned.
+    pub fn bytes_got(&self) -> usize {
+        self.state.bytes_got.load(Ordering::SeqCst)
     }
 
     /// Fail the multipart part `n` parts from now (0: the next one).
@@ -144,7 +151,13 @@ impl ObjectStore for Counting {
         } else {
             self.count(|c| c.gets += 1);
         }
-        self.inner.get_opts(location, options).await
+        let head = options.head;
+        let got = self.inner.get_opts(location, options).await?;
+        if !head {
+            let n = got.range.end - got.range.start;
+            self.state.bytes_got.fetch_add(n as usize, Ordering::SeqCst);
+        }
+        Ok(got)
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
