@@ -626,34 +626,8 @@ fn resume_over_arrow_ipc_outputs_keeps_them() {
     );
     assert_eq!(&s3.get("ipc-adv/step=1.arrow").unwrap()[..6], b"ARROW1");
     // the outputs' provenance is read from their footers: both kept
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        "--resume",
-        &url("ipc/"),
-        &url("ipc-adv/"),
-    ]);
-    ok(&out);
-    assert!(
-        stderr(&out).contains("(2 kept by --resume)"),
-        "{}",
-        stderr(&out)
-    );
+    assert_kept(&s3.resume("ipc/", "ipc-adv/"), 2);
     // an input rewritten since: its output is redone, the other kept
     s3.put("ipc/step=2.arrow", &ipc_bytes(&batch.slice(half, half - 8)));
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        "--resume",
-        &url("ipc/"),
-        &url("ipc-adv/"),
-    ]);
-    ok(&out);
-    assert!(
-        stderr(&out).contains("(1 kept by --resume)"),
-        "{}",
-        stderr(&out)
-    );
+    assert_kept(&s3.resume("ipc/", "ipc-adv/"), 1);
 }

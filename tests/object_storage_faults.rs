@@ -471,14 +471,7 @@ fn resume_that_cannot_read_an_existing_output_says_so() {
     );
     let start = Instant::now();
     let out = through(&s3, &proxy, 2)
-        .args([
-            "run",
-            "-e",
-            "grpo",
-            "--resume",
-            &url("dumps/"),
-            &url("adv/"),
-        ])
+        .args(resume_args("dumps/", "adv/"))
         .output()
         .unwrap();
     assert_bounded(start);
@@ -498,18 +491,5 @@ fn resume_that_cannot_read_an_existing_output_says_so() {
 
     // readable again: both kept
     drop(proxy);
-    let out = s3.advcalc(&[
-        "run",
-        "-e",
-        "grpo",
-        "--resume",
-        &url("dumps/"),
-        &url("adv/"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("(2 kept by --resume)"),
-        "{}",
-        stderr(&out)
-    );
+    assert_kept(&s3.resume("dumps/", "adv/"), 2);
 }

@@ -54,27 +54,33 @@ pub fn moto() -> Option<Moto> {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", Path::new(&exe).display()));
     let mut server = Moto { child, port };
+    // ready once it creates the bucket: a connection refused, or reset while the server is
+    // still starting up, is retried until the deadline
     let start = Instant::now();
     loop {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
+        match server.try_request("PUT", &format!("/{BUCKET}"), &[]) {
+            Ok((status, body)) => {
+                // a retried create after one that took effect: the bucket is ours already
+                let owned = String::from_utf8_lossy(&body).contains("BucketAlreadyOwnedByYou");
+                assert!(
+                    status == 200 || owned,
+                    "create the bucket: {status} {}",
+                    String::from_utf8_lossy(&body)
+                );
+                break;
+            }
+            Err(e) => {
+                if let Some(status) = server.child.try_wait().unwrap() {
+                    panic!("moto_server exited before it answered: {status}");
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "moto_server did not answer within 60 s: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
-        if let Some(status) = server.child.try_wait().unwrap() {
-            panic!("moto_server exited before it listened: {status}");
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "moto_server did not listen within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
     }
-    let (status, body) = server.request("PUT", &format!("/{BUCKET}"), &[]);
-    assert_eq!(
-        status,
-        200,
-        "create the bucket: {}",
-        String::from_utf8_lossy(&body)
-    );
     Some(server)
 }
 
@@ -82,32 +88,42 @@ impl Moto {
     /// One plain HTTP/1.1 request as the `testing` key (moto does not check signatures, but
     /// refuses an anonymous GET of what a signed PUT wrote): the status and body.
     pub fn request(&mut self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
+        self.try_request(method, path, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// [`Moto::request`], with a failed connection as an error.
+    fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> std::io::Result<(u16, Vec<u8>)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         write!(
             stream,
             "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\
              Authorization: {AUTHORIZATION}\r\nConnection: close\r\n\r\n",
             self.port,
             body.len()
-        )
-        .unwrap();
-        stream.write_all(body).unwrap();
+        )?;
+        stream.write_all(body)?;
         let mut response = Vec::new();
-        stream.read_to_end(&mut response).unwrap();
+        stream.read_to_end(&mut response)?;
         let split = response
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
-            .expect("an HTTP response");
+            .ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no HTTP response")
+            })?;
         let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
         let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
         let mut rest = response[split + 4..].to_vec();
         if head.contains("transfer-encoding: chunked") {
             rest = dechunk(&rest);
         }
-        (status, rest)
+        Ok((status, rest))
     }
 
     pub fn put(&mut self, key: &str, body: &[u8]) {
@@ -157,6 +173,14 @@ impl Moto {
         self.advcalc(&["run", "-e", "grpo", &url(input), &url(output)])
     }
 
+    /// `advcalc run -e grpo --resume` from the prefix `input` to the prefix `output`.
+    pub fn resume(&self, input: &str, output: &str) -> Output {
+        self.command()
+            .args(resume_args(input, output))
+            .output()
+            .unwrap()
+    }
+
     /// `advcalc ARGS` run to completion against this server.
     pub fn advcalc(&self, args: &[&str]) -> Output {
         self.command().args(args).output().unwrap()
@@ -175,6 +199,24 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
         out.extend_from_slice(&body[eol + 2..eol + 2 + size]);
         body = &body[eol + 2 + size + 2..];
     }
+}
+
+/// The arguments of `run -e grpo --resume` from the prefix `input` to the prefix `output`.
+pub fn resume_args(input: &str, output: &str) -> [String; 6] {
+    ["run", "-e", "grpo", "--resume"]
+        .map(String::from)
+        .into_iter()
+        .chain([url(input), url(output)])
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap()
+}
+
+/// `out` succeeded and said it kept `kept` outputs.
+pub fn assert_kept(out: &Output, kept: usize) {
+    let err = stderr(out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&format!("({kept} kept by --resume)")), "{err}");
 }
 
 pub fn url(key: &str) -> String {
