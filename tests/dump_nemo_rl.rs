@@ -215,3 +215,57 @@ fn two_runs_under_one_log_dir_are_refused() {
     assert!(err.contains("exp_001") && err.contains("exp_002"), "{err}");
     assert!(err.contains("exp_NNN"), "{err}");
 }
+
+/// A field whose kind changes after the first chunk of lines (1024), and fields that first
+/// appear there: the spool is written again with every line's kinds, as one read of every
+/// line gives them.
+#[test]
+fn fields_whose_kind_changes_late_are_typed_by_every_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("exp_001");
+    std::fs::create_dir_all(&exp).unwrap();
+    let text = std::fs::read_to_string(fixture().join("exp_001/train_data_step1.jsonl")).unwrap();
+    let template: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let n = 1100;
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            let line = template[i % template.len()].trim_end();
+            let line = &line[..line.len() - 1];
+            // `idx`: integers, then a float; `late`: from line 1051 on; `nulls`: null, then 7
+            let idx = if i < 1030 {
+                i.to_string()
+            } else {
+                format!("{i}.5")
+            };
+            let late = if i >= 1050 { r#", "late": "x""# } else { "" };
+            let nulls = if i < 1040 { "null" } else { "7" };
+            // the fixture's own idx is replaced (a key given twice keeps its last value)
+            format!(r#"{line}, "idx": {idx}{late}, "nulls": {nulls}}}"#)
+        })
+        .collect();
+    std::fs::write(exp.join("train_data_step1.jsonl"), lines.join("\n") + "\n").unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = advcalc()
+        .args(["run", "-q", "--allow-nonfinite"])
+        .arg(&exp)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let batch = read_parquet(&out);
+    assert_eq!(batch.num_rows(), n);
+    let idx = batch.column_by_name("idx").unwrap();
+    let idx = idx.as_primitive::<Float64Type>();
+    assert_eq!(
+        (idx.value(0), idx.value(1029), idx.value(1030)),
+        (0.0, 1029.0, 1030.5)
+    );
+    let late = batch.column_by_name("late").unwrap().as_string::<i32>();
+    assert_eq!((late.null_count(), late.value(1050)), (1050, "x"));
+    let nulls = batch.column_by_name("nulls").unwrap();
+    let nulls = nulls.as_primitive::<Int64Type>();
+    assert_eq!((nulls.null_count(), nulls.value(1040)), (1040, 7));
+    // the columns before the changed ones are as the fixture's lines give them
+    let rewards = batch.column_by_name("rewards").unwrap();
+    assert_eq!(rewards.len(), n);
+}

@@ -378,11 +378,9 @@ pub fn spool(
     let sink = BufWriter::new(handle);
     match trainer {
         Trainer::Trl => trl::spool(&mut input, opts, sink, name)?,
-        Trainer::NemoRl => spool_jsonl(&mut input, nemo_rl::Reader::default(), sink, name)?,
-        Trainer::PrimeRl => spool_jsonl(&mut input, prime_rl::Reader::default(), sink, name)?,
-        Trainer::OpenInstruct => {
-            spool_jsonl(&mut input, open_instruct::Reader::default(), sink, name)?
-        }
+        Trainer::NemoRl => spool_jsonl::<nemo_rl::Reader>(&mut input, sink, name)?,
+        Trainer::PrimeRl => spool_jsonl::<prime_rl::Reader>(&mut input, sink, name)?,
+        Trainer::OpenInstruct => spool_jsonl::<open_instruct::Reader>(&mut input, sink, name)?,
     }
     Ok((spool, input))
 }
@@ -673,18 +671,50 @@ fn parse_line(raw: &RawLine, shallow: bool) -> Result<Vec<json_line::Field<'_>>>
     parsed.map_err(|e| Error::data(format!("{}: not a JSON object", raw.at)).with_source(e))
 }
 
-/// Spool a JSONL dump: a first read finds the fields' kinds (the passthrough columns), a
-/// second converts each line with `reader` and appends its fields.
-fn spool_jsonl<R: LineReader>(
+/// Spool a JSONL dump in one read: the passthrough columns take their kinds from the first
+/// chunk of lines, and each line is converted with a fresh `R` and its fields appended. Only
+/// when a later line holds a field of another kind (an integer after floats, a value after
+/// nulls, a field first seen later) is every line read once for the kinds ([`field_kinds`])
+/// and the spool written again with them.
+fn spool_jsonl<R: LineReader + Default>(
     input: &mut TrainerInput,
-    mut reader: R,
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<()> {
+    use std::io::Seek;
+    let cannot = |e: std::io::Error| Error::data(format!("{name}: cannot spool")).with_source(e);
+    let file = sink.into_inner().map_err(|e| cannot(e.into_error()))?;
+    let first = BufWriter::new(file.try_clone().map_err(cannot)?);
+    if let Spooled::Misfit(_) = write_spool::<R>(input, None, first, name)? {
+        let kinds = field_kinds::<R>(&input.files)?;
+        let mut again = file.try_clone().map_err(cannot)?;
+        again.set_len(0).map_err(cannot)?;
+        again.rewind().map_err(cannot)?;
+        if let Spooled::Misfit(at) =
+            write_spool::<R>(input, Some(kinds), BufWriter::new(again), name)?
+        {
+            // every line's kinds were read, and this line no longer fits them
+            return Err(Error::data(format!(
+                "{at}: the file changed while advcalc read it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// How a spool went: written, or stopped at a line (where) whose field does not fit the
+/// kinds it was written with.
+enum Spooled {
+    Done,
+    Misfit(String),
+}
+
+/// The kinds of the dump's passthrough fields over every line (nested values only
+/// bracket-matched: the conversion checks every line).
+fn field_kinds<R: LineReader>(files: &[PathBuf]) -> Result<Vec<(String, FieldKind)>> {
     use rayon::prelude::*;
     let mut kinds: Vec<(String, FieldKind)> = Vec::new();
-    // the kinds only (nested values bracket-matched): the second read checks every line
-    for_each_chunk(&input.files, |chunk| {
+    for_each_chunk(files, |chunk| {
         let lines: Vec<Result<Vec<(String, FieldKind)>>> = chunk
             .par_iter()
             .map(|raw| {
@@ -696,41 +726,44 @@ fn spool_jsonl<R: LineReader>(
             })
             .collect();
         for line in lines {
-            for (key, kind) in line? {
-                match kinds.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, k)) => *k = k.merge(kind),
-                    None => kinds.push((key, kind)),
-                }
-            }
+            merge_kinds(&mut kinds, line?);
         }
         Ok(())
     })?;
-    let position: HashMap<&str, usize> = kinds
-        .iter()
-        .enumerate()
-        .map(|(i, (k, _))| (k.as_str(), i))
-        .collect();
-    let passthrough: Vec<Field> = kinds
-        .iter()
-        .map(|(k, kind)| Field::new(passthrough_name(k), kind.data_type(), true))
-        .collect();
-    let writer = SpoolWriter::new(sink, input.trainer, R::LOG_PROBS, passthrough, name)?;
-    // the spool is encoded and compressed on its own thread while the next lines are parsed
-    let (send, receive) = std::sync::mpsc::sync_channel::<(Vec<DumpRow>, Vec<ArrayRef>)>(2);
-    let encoder = std::thread::spawn(move || -> Result<()> {
-        let mut writer = writer;
-        for (rows, passthrough) in receive {
-            writer.write(&rows, passthrough)?;
+    Ok(kinds)
+}
+
+/// Merge one line's field kinds into `kinds` (new fields after the others, in order).
+fn merge_kinds(kinds: &mut Vec<(String, FieldKind)>, line: Vec<(String, FieldKind)>) {
+    for (key, kind) in line {
+        match kinds.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, k)) => *k = k.merge(kind),
+            None => kinds.push((key, kind)),
         }
-        writer.close()
-    });
-    let mut builders: Vec<FieldBuilder> = kinds
-        .iter()
-        .map(|&(_, kind)| FieldBuilder::new(kind))
-        .collect();
+    }
+}
+
+/// Convert every line with a fresh `R` into the spool `sink`, its passthrough columns of
+/// `kinds` (`None`: the first chunk's). [`Spooled::Misfit`]: a line's field does not fit the
+/// kinds, and the spool is incomplete; otherwise `input` gets its rows and notes.
+fn write_spool<R: LineReader + Default>(
+    input: &mut TrainerInput,
+    kinds: Option<Vec<(String, FieldKind)>>,
+    sink: BufWriter<File>,
+    name: &str,
+) -> Result<Spooled> {
+    use rayon::prelude::*;
+    let mut reader = R::default();
+    let mut kinds = kinds;
+    let mut sink = Some(sink);
+    let mut position: HashMap<String, usize> = HashMap::new();
+    let mut builders: Vec<FieldBuilder> = Vec::new();
+    // the spool is encoded and compressed on its own thread while the next lines are parsed
+    let mut send: Option<std::sync::mpsc::SyncSender<(Vec<DumpRow>, Vec<ArrayRef>)>> = None;
+    let mut encoder: Option<std::thread::JoinHandle<Result<()>>> = None;
     let mut rows: Vec<DumpRow> = Vec::new();
-    let changed = |at: &str| Error::data(format!("{at}: the file changed while advcalc read it"));
     let mut total = 0usize;
+    let mut misfit: Option<String> = None;
     let mut current_file = None;
     let read = for_each_chunk(&input.files, |chunk| {
         // parsing (the lines' fields and nested values) on every thread; the reader's state,
@@ -748,6 +781,49 @@ fn spool_jsonl<R: LineReader>(
                 Ok((line, passthrough))
             })
             .collect();
+        if send.is_none() {
+            // the first chunk: the kinds, the columns and the encoder
+            let known = match kinds.take() {
+                Some(k) => k,
+                None => {
+                    let mut k = Vec::new();
+                    for (_, passthrough) in parsed.iter().flatten() {
+                        merge_kinds(
+                            &mut k,
+                            passthrough
+                                .iter()
+                                .map(|f| (f.key.clone(), FieldKind::of(&f.value)))
+                                .collect(),
+                        );
+                    }
+                    k
+                }
+            };
+            position = known
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (k.clone(), i))
+                .collect();
+            builders = known
+                .iter()
+                .map(|&(_, kind)| FieldBuilder::new(kind))
+                .collect();
+            let passthrough: Vec<Field> = known
+                .iter()
+                .map(|(k, kind)| Field::new(passthrough_name(k), kind.data_type(), true))
+                .collect();
+            let sink = sink.take().expect("the sink, before the first chunk");
+            let writer = SpoolWriter::new(sink, input.trainer, R::LOG_PROBS, passthrough, name)?;
+            let (tx, receive) = std::sync::mpsc::sync_channel::<(Vec<DumpRow>, Vec<ArrayRef>)>(2);
+            send = Some(tx);
+            encoder = Some(std::thread::spawn(move || -> Result<()> {
+                let mut writer = writer;
+                for (rows, passthrough) in receive {
+                    writer.write(&rows, passthrough)?;
+                }
+                writer.close()
+            }));
+        }
         for (raw, line) in chunk.iter().zip(parsed) {
             let (line, passthrough) = line?;
             let at = raw.at.as_str();
@@ -759,12 +835,16 @@ fn spool_jsonl<R: LineReader>(
             rows.push(reader.row(&line, at)?);
             let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
             for f in &passthrough {
-                let &i = position.get(f.key.as_str()).ok_or_else(|| changed(at))?;
+                let Some(&i) = position.get(f.key.as_str()) else {
+                    misfit = Some(at.to_string());
+                    return Err(Error::data("a field the first lines did not have"));
+                };
                 slots[i] = Some(f);
             }
             for (builder, slot) in builders.iter_mut().zip(slots) {
                 if !builder.append(slot) {
-                    return Err(changed(at));
+                    misfit = Some(at.to_string());
+                    return Err(Error::data("a field of another kind than the first lines'"));
                 }
             }
             total += 1;
@@ -774,13 +854,21 @@ fn spool_jsonl<R: LineReader>(
             builders.iter_mut().map(FieldBuilder::finish).collect(),
         );
         // a closed channel: the encoder failed, and says why below
-        let _ = send.send(batch);
+        if let Some(send) = &send {
+            let _ = send.send(batch);
+        }
         Ok(())
     });
     drop(send);
-    let encoded = encoder
-        .join()
-        .map_err(|_| Error::data(format!("{name}: the spool's encoder failed")))?;
+    let encoded = match encoder {
+        Some(encoder) => encoder
+            .join()
+            .map_err(|_| Error::data(format!("{name}: the spool's encoder failed")))?,
+        None => Ok(()),
+    };
+    if let Some(at) = misfit {
+        return Ok(Spooled::Misfit(at));
+    }
     read?;
     encoded?;
     if total == 0 {
@@ -791,7 +879,7 @@ fn spool_jsonl<R: LineReader>(
     }
     input.rows = total;
     input.notes.extend(reader.notes());
-    Ok(())
+    Ok(Spooled::Done)
 }
 
 /// A line's fields as the passthrough columns hold them: unwrapped from a batch of one when
