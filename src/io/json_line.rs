@@ -438,6 +438,9 @@ impl<'a> Parser<'a> {
 
     /// A number (at its first byte), classified and converted.
     fn number(&mut self) -> Result<JsonValue, SyntaxError> {
+        if let Some(value) = self.short_number() {
+            return Ok(value);
+        }
         let start = self.pos;
         let integer = self.scan_number()?;
         let text = &self.text[start..self.pos];
@@ -452,6 +455,70 @@ impl<'a> Parser<'a> {
                 column: start + 1,
                 message: format!("`{text}` is not a number"),
             })
+    }
+
+    /// The common forms of a number converted in the one scan, as the rest of
+    /// [`Parser::number`] would convert them: an integer of at most 18 digits, and `-?D.D`
+    /// (no exponent) whose digits make an integer m ≤ 2^53 with k ≤ 22 of them after the
+    /// point. m and 10^k are then exact doubles, so m / 10^k is the correctly rounded value
+    /// (Clinger's fast path, which Rust's parser takes too). `None`, with the position
+    /// unchanged, for anything else (a long mantissa, an exponent, a syntax error).
+    fn short_number(&mut self) -> Option<JsonValue> {
+        const POW10: [f64; 23] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+        ];
+        let b = self.bytes();
+        let negative = b.get(self.pos) == Some(&b'-');
+        let first = self.pos + usize::from(negative);
+        let mut i = first;
+        let mut m: u64 = 0;
+        while let Some(&d) = b.get(i)
+            && d.is_ascii_digit()
+            && i - first < 18
+        {
+            m = m * 10 + u64::from(d - b'0');
+            i += 1;
+        }
+        let int_digits = i - first;
+        // no digit, a leading zero (`01`: the full path words the error), or a longer one
+        if int_digits == 0
+            || (int_digits > 1 && b[first] == b'0')
+            || b.get(i).is_some_and(u8::is_ascii_digit)
+        {
+            return None;
+        }
+        match b.get(i) {
+            Some(b'e' | b'E') => None,
+            Some(b'.') => {
+                let point = i + 1;
+                i = point;
+                while let Some(&d) = b.get(i)
+                    && d.is_ascii_digit()
+                    && int_digits + (i - point) < 18
+                {
+                    m = m * 10 + u64::from(d - b'0');
+                    i += 1;
+                }
+                let k = i - point;
+                if k == 0
+                    || matches!(b.get(i), Some(b'e' | b'E' | b'0'..=b'9'))
+                    || m > 1 << 53
+                    || k > 22
+                {
+                    return None;
+                }
+                let x = m as f64 / POW10[k];
+                self.pos = i;
+                Some(JsonValue::Float(if negative { -x } else { x }))
+            }
+            _ => {
+                // at most 18 digits: an i64
+                let v = m as i64;
+                self.pos = i;
+                Some(JsonValue::Int(if negative { -v } else { v }))
+            }
+        }
     }
 
     /// Past a number by JSON's grammar, `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`,
@@ -928,6 +995,90 @@ mod tests {
         assert_eq!(f[1].as_f64(), Some(1000.0));
         assert_eq!(f[4].as_f64(), Some(-7.0));
         assert_eq!(Str("1".into()).as_f64(), None);
+    }
+
+    #[test]
+    fn short_numbers_convert_as_the_full_parser_does() {
+        // generated texts of every short form against Rust's own parser, bit for bit
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut texts: Vec<String> = [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "1.5",
+            "-2.25",
+            "9007199254740992.0",
+            "9007199254740993.0",
+            "0.1",
+            "123456789012345678",
+            "-123456789012345678",
+            "0.30000000000000004",
+            "-0.6931471805599453",
+            "1.0000000000000002",
+            "3.14159",
+            "-1.2345",
+        ]
+        .map(String::from)
+        .to_vec();
+        for _ in 0..20_000 {
+            let r = next();
+            let int = (r >> 8) % 10u64.pow(1 + (r % 17) as u32);
+            let frac = next() % 10u64.pow(1 + (r >> 60) as u32 % 12);
+            let sign = if r & 1 == 1 { "-" } else { "" };
+            let width = 1 + (r >> 40) as usize % 20;
+            texts.push(format!("{sign}{int}"));
+            texts.push(format!("{sign}{int}.{frac}"));
+            texts.push(format!("{sign}0.{frac:0>width$}"));
+        }
+        let mut short = 0;
+        for t in &texts {
+            let mut p = Parser {
+                text: t,
+                pos: 0,
+                shallow: false,
+            };
+            let Some(value) = p.short_number() else {
+                continue;
+            };
+            short += 1;
+            assert_eq!(p.pos, t.len(), "{t}: the whole number is read");
+            match (value, t.parse::<i64>(), t.parse::<f64>()) {
+                (Int(v), Ok(i), _) => assert_eq!(v, i, "{t}"),
+                (Float(x), Err(_), Ok(y)) => assert_eq!(x.to_bits(), y.to_bits(), "{t}"),
+                (other, _, _) => panic!("{t}: {other:?}"),
+            }
+        }
+        assert!(
+            short > texts.len() / 2,
+            "the short path takes most: {short}"
+        );
+        // the forms left to the full path, position unchanged
+        for t in [
+            "01",
+            "1e5",
+            "1.5E3",
+            "1.",
+            "-",
+            "x",
+            "1234567890123456789",
+            "0.12345678901234567",
+            "99999999999999999.9",
+        ] {
+            let mut p = Parser {
+                text: t,
+                pos: 0,
+                shallow: false,
+            };
+            assert_eq!(p.short_number(), None, "{t}");
+            assert_eq!(p.pos, 0);
+        }
     }
 
     #[test]
