@@ -197,17 +197,25 @@ impl Extensions {
 /// names them (checked against the declarations: [`Estimator::member`]).
 const FAMILY_NAMES: &str = "grpo, drgrpo, grpo_batch_std, rloo and maxrl";
 
-/// Combinations of the estimator, the convention and advcalc's keys that cannot work, and
-/// notes for the ones that do nothing. `use_kl_in_reward`: verl's key, which the openrlhf_*
-/// estimators refuse.
+/// verl's own `algorithm` keys that some estimators read and others do not.
+pub(crate) struct VerlKeys {
+    pub gamma: f64,
+    pub lam: f64,
+    pub norm_adv_by_std_in_grpo: bool,
+    /// Refused by the openrlhf_* estimators.
+    pub use_kl_in_reward: bool,
+}
+
+/// Combinations of the estimator, the convention and the keys that cannot work, and notes
+/// for the ones that do nothing.
 pub(crate) fn check(
     s: &Section<'_>,
     e: Estimator,
     x: &Extensions,
-    gamma: f64,
-    use_kl_in_reward: bool,
+    verl: &VerlKeys,
     notes: &mut Vec<String>,
 ) -> Result<()> {
+    let (gamma, use_kl_in_reward) = (verl.gamma, verl.use_kl_in_reward);
     let c = x.convention;
     if let Err(msg) = conventions::check(e, c) {
         let key = if s.note("convention").is_empty() {
@@ -254,7 +262,19 @@ pub(crate) fn check(
     // `convention` is read by every family member; for another estimator the note above
     // says what it changes. `trl.reward_weights` is read by the TRL dump reader, not by an
     // estimator.
-    for key in x.changed() {
+    // verl's keys too, set away from verl's defaults (the notes above already speak for
+    // gamma under OpenRLHF; grpo_vectorized and gdpo say what they do with the std)
+    let verl_changed = [
+        ("gamma", gamma != 1.0 && !e.is_openrlhf()),
+        ("lam", verl.lam != 1.0),
+        (
+            "norm_adv_by_std_in_grpo",
+            !verl.norm_adv_by_std_in_grpo
+                && !matches!(e, Estimator::GrpoVectorized | Estimator::Gdpo),
+        ),
+    ];
+    let verl_changed = verl_changed.iter().filter(|(_, c)| *c).map(|(k, _)| *k);
+    for key in x.changed().into_iter().chain(verl_changed) {
         if !["convention", "trl.reward_weights"].contains(&key) && !reads.contains(&key) {
             notes.push(format!(
                 "algorithm.{key} is not read by {} under --convention {} (`advcalc estimators` lists what each estimator reads)",
@@ -439,5 +459,45 @@ mod tests {
         let again = load(&config.to_yaml());
         assert_eq!(&again.algorithm.ext, x);
         assert!(Extensions::default().changed().is_empty());
+    }
+
+    // verl's own keys: a note where the estimator does not read one set away from verl's
+    // default, none where it does or where it is left at the default
+    #[test]
+    fn verl_keys_an_estimator_does_not_read_are_noted() {
+        let notes = |estimator: &str, sets: &[&str]| -> Vec<String> {
+            let sets: Vec<String> = sets.iter().map(|s| format!("algorithm.{s}")).collect();
+            let config = crate::Config::load(&crate::ConfigSources {
+                estimator: Some(estimator),
+                sets: &sets,
+                ..Default::default()
+            })
+            .unwrap();
+            config
+                .notes
+                .into_iter()
+                .filter_map(|n| {
+                    let rest = n.strip_prefix("algorithm.")?;
+                    Some(rest.split_once(" is not read by")?.0.to_string())
+                })
+                .collect()
+        };
+        let changed = ["gamma=0.9", "lam=0.95", "norm_adv_by_std_in_grpo=false"];
+        assert_eq!(notes("grpo", &changed), ["gamma", "lam"]);
+        assert_eq!(notes("gae", &changed), ["norm_adv_by_std_in_grpo"]);
+        assert_eq!(
+            notes("rloo", &changed),
+            ["gamma", "lam", "norm_adv_by_std_in_grpo"]
+        );
+        assert_eq!(
+            notes("reinforce_plus_plus", &changed),
+            ["lam", "norm_adv_by_std_in_grpo"]
+        );
+        // at verl's defaults, set or not: nothing to say
+        let defaults = ["gamma=1.0", "lam=1", "norm_adv_by_std_in_grpo=true"];
+        assert!(notes("rloo", &defaults).is_empty());
+        // OpenRLHF's own note speaks for gamma; grpo_vectorized's for the std
+        assert!(!notes("openrlhf_rloo", &["gamma=0.9"]).contains(&"gamma".to_string()));
+        assert!(notes("grpo_vectorized", &["norm_adv_by_std_in_grpo=false"]).is_empty());
     }
 }

@@ -271,7 +271,13 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>, loss: bool) -> R
     }
     let (gdpo_reward_keys, gdpo_reward_weights) =
         gdpo_rewards(s, adv_estimator, gdpo_reward_keys, gdpo_reward_weights)?;
-    extensions::check(s, adv_estimator, &ext, gamma, use_kl_in_reward, notes)?;
+    let verl = extensions::VerlKeys {
+        gamma,
+        lam,
+        norm_adv_by_std_in_grpo,
+        use_kl_in_reward,
+    };
+    extensions::check(s, adv_estimator, &ext, &verl, notes)?;
     if filter_groups_enable {
         notes.push(
             "algorithm.filter_groups.enable is ignored: DAPO filtering chooses which groups are generated, and a dump holds the groups that were trained on".into(),
