@@ -608,10 +608,8 @@ fn for_each_chunk(files: &[PathBuf], mut each: impl FnMut(&[RawLine]) -> Result<
 /// [`required`]. It derefs to the fields.
 pub(crate) struct Line<'a> {
     fields: Vec<json_line::Field<'a>>,
-    /// The parsed tree of each nested field, by index; taken by the first `field_tree`.
-    trees: std::cell::RefCell<
-        Vec<Option<std::result::Result<json_line::Json, json_line::SyntaxError>>>,
-    >,
+    /// The tree of each nested field built ahead, by index; taken by the first `field_tree`.
+    trees: std::cell::RefCell<Vec<Option<json_line::Json>>>,
 }
 
 impl<'a> Line<'a> {
@@ -628,16 +626,15 @@ impl<'a> Line<'a> {
                 built.push(None);
             } else if trees.contains(&f.key.as_str()) {
                 let tree = json_line::parse_json(f.raw).map_err(|e| (f.key.clone(), e))?;
-                built.push(Some(Ok(tree)));
+                built.push(Some(tree));
             } else {
                 json_line::check_json(f.raw).map_err(|e| (f.key.clone(), e))?;
                 built.push(None);
             }
         }
-        let trees = built;
         Ok(Line {
             fields,
-            trees: std::cell::RefCell::new(trees),
+            trees: std::cell::RefCell::new(built),
         })
     }
 }
@@ -948,9 +945,11 @@ pub(crate) fn field_tree(
         return Ok(None);
     };
     // parsed ahead when the line was, else now
-    let ahead = fields.trees.borrow_mut().get_mut(i).and_then(Option::take);
-    let tree = ahead.unwrap_or_else(|| json_line::parse_json(fields[i].raw));
-    tree.map(Some)
+    if let Some(tree) = fields.trees.borrow_mut().get_mut(i).and_then(Option::take) {
+        return Ok(Some(tree));
+    }
+    json_line::parse_json(fields[i].raw)
+        .map(Some)
         .map_err(|e| Error::data(format!("{at}: `{key}` is not JSON")).with_source(e))
 }
 
