@@ -60,6 +60,7 @@ pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::job::Plan;
 pub use engine::kept::DEFAULT_MEMORY;
+pub use engine::passes::{thread_count, thread_pool};
 pub use engine::pipeline::Constants;
 pub use engine::shard::PlanShard;
 pub use engine::{Computed, Engine};

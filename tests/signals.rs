@@ -109,3 +109,25 @@ fn sigterm_removes_the_stream_spool() {
     let spooled: Vec<_> = std::fs::read_dir(&spool_dir).unwrap().flatten().collect();
     assert!(spooled.is_empty(), "{spooled:?}");
 }
+
+/// However many threads are asked for (`-j 5000` once ran 382 s and ignored SIGTERM for
+/// minutes), the pool is capped and a SIGTERM stops the run as promptly as with one.
+#[test]
+fn sigterm_is_honoured_at_any_thread_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_parquet(&dir.join("in.parquet"), &large_batch(), 1000);
+    let child = advcalc()
+        .current_dir(dir)
+        .args(["run", "-e", "gae", "--threads", "5000"])
+        .args(["in.parquet", "out.parquet"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (exit, err, took) = interrupt_mid_write(child, dir, libc::SIGTERM);
+    assert_eq!(exit, Some(143), "{err}");
+    assert!(err.contains("5000 threads asked for"), "{err}");
+    assert!(took < Duration::from_secs(2), "stopped after {took:?}");
+    assert!(!dir.join("out.parquet").exists());
+    assert!(leftovers(dir).is_empty(), "{:?}", leftovers(dir));
+}

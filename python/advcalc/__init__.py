@@ -460,7 +460,9 @@ def run(
     complete; an existing DST is an error unless ``force``. An object URL as DST
     (``s3://bucket/out.parquet``) is put once complete, create-only unless ``force`` (the
     store refuses an existing object). ``metrics`` is a path or an object URL for the
-    metrics JSON (replaced if it exists, as the CLI's ``--metrics`` file). ``memory`` is
+    metrics JSON, under DST's rules as the CLI's ``--metrics``: never SRC or DST, an
+    existing one replaced only with ``force``, written whole (``"-"`` writes to stdout,
+    a character device or FIFO is written into). ``memory`` is
     ``--memory`` in bytes: how much of the row groups pass 1 decoded may be kept for pass 2
     (default 1 GiB); the rest is read again, and the output is the same bytes either way.
     Other arguments as in :func:`compute`.
@@ -479,29 +481,12 @@ def run(
     dst = _path("dst", dst)
     metrics = _path("metrics", metrics) if metrics is not None else None
     native = _load()
-    with _source(src, "src") as path, _local_metrics(metrics) as metrics_path:
+    with _source(src, "src") as path:
         rows, row_groups, batches, warns, notes = native.run(
-            path, dst, cfg, read, output_format, bool(force), metrics_path, memory
+            path, dst, cfg, read, output_format, bool(force), metrics, memory
         )
     warns = _say(warns, notes)
     return {"rows": rows, "row_groups": row_groups, "training_batches": batches, "warnings": warns}
-
-
-@contextlib.contextmanager
-def _local_metrics(metrics: Optional[str]) -> Iterator[Optional[str]]:
-    """Where the engine writes the metrics JSON: the path given, or for an object URL a
-    temporary local file, put at the URL once the run succeeded (replacing an existing
-    object, as the engine replaces a local metrics file)."""
-    if metrics is None or not _remote.is_url(metrics):
-        yield metrics
-        return
-    scratch = tempfile.mkdtemp(prefix="advcalc-metrics-")
-    try:
-        local = os.path.join(scratch, "metrics.json")
-        yield local
-        _remote.put(local, metrics, force=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def inspect(

@@ -346,13 +346,8 @@ fn into_python(py: Python<'_>, (schema, result, mut notes): InMemory) -> PyResul
 }
 
 fn pool(threads: Option<usize>) -> advcalc::Result<rayon::ThreadPool> {
-    let mut builder = rayon::ThreadPoolBuilder::new();
-    if let Some(n) = threads {
-        builder = builder.num_threads(n);
-    }
-    builder
-        .build()
-        .map_err(|e| advcalc::Error::data("cannot start the worker threads").with_source(e))
+    // at most advcalc's cap per core, as the CLI (`threads=100000` would start them all)
+    advcalc::thread_pool(threads)
 }
 
 /// What `run` returns to the Python layer: rows, row groups, batches, warnings, notes.

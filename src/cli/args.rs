@@ -446,7 +446,10 @@ impl ReportArgs {
     /// Validate the arguments into the variants to show and the report options.
     pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, ReportOptions)> {
         let dump = self.read.dump();
-        let variants = self.variants.resolve(dump)?;
+        let mut variants = self.variants.resolve(dump)?;
+        if let Some(v) = variants.first_mut() {
+            note_threads(self.threads, &mut v.config.notes);
+        }
         let options = ReportOptions {
             read: compare_options(
                 &self.read,
@@ -535,6 +538,8 @@ impl InspectArgs {
                 config
             }
         };
+        let mut config = config;
+        note_threads(self.threads, &mut config.notes);
         let options = InspectOptions {
             input: self.read.input.clone(),
             input_format: self.read.input_format.map(Format::from),
@@ -550,7 +555,10 @@ impl InspectArgs {
 impl CompareArgs {
     /// Validate the arguments into the variants to compare and the compare options.
     pub fn resolve(&self, progress: bool) -> Result<(Vec<Variant>, CompareOptions)> {
-        let variants = self.variants.resolve(self.read.dump())?;
+        let mut variants = self.variants.resolve(self.read.dump())?;
+        if let Some(v) = variants.first_mut() {
+            note_threads(self.threads, &mut v.config.notes);
+        }
         if variants.len() < 2 {
             return Err(Error::usage("compare needs at least two variants")
                 .with_hint("name several estimators (-e grpo,rloo) or give --config twice"));
@@ -563,6 +571,13 @@ impl CompareArgs {
             progress && !self.quiet,
         );
         Ok((variants, options))
+    }
+}
+
+/// `-j`'s note when it asks for more threads than the pool starts (`thread_count`).
+fn note_threads(threads: Option<u16>, notes: &mut Vec<String>) {
+    if let (_, Some(note)) = crate::thread_count(threads.map(usize::from)) {
+        notes.push(format!("-j: {note}"));
     }
 }
 
@@ -647,12 +662,13 @@ impl RunArgs {
         progress: bool,
         loss: bool,
     ) -> Result<(Config, RunOptions, DatasetOptions)> {
-        let config = self.algo.load(
+        let mut config = self.algo.load(
             self.config.as_deref(),
             self.estimator.as_deref(),
             loss,
             self.read.dump(),
         )?;
+        note_threads(self.threads, &mut config.notes);
         let options = RunOptions {
             input: self.read.input.clone(),
             output: self.output.clone(),

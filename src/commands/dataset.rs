@@ -349,6 +349,9 @@ fn run_into(
     for (part, dest) in dataset.parts.iter().zip(&dests) {
         fates.push(fate(config, part, dest, opts.force, dopts.resume)?);
     }
+    if dopts.resume {
+        refuse_orphans(root, &dests)?;
+    }
 
     let engine = Engine::new(config, dataset.schema(), &dataset.name)?
         .with_layout(opts.layout)
@@ -579,7 +582,12 @@ fn run_into(
         if let Some(path) = &opts.metrics {
             let json = metrics::to_json(&job, &prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-            crate::io::whole_file::replace(path, (text + "\n").as_bytes(), "the metrics")?;
+            crate::io::whole_file::write_side_output(
+                path,
+                (text + "\n").as_bytes(),
+                crate::commands::run::metrics_force(opts, dopts),
+                "--metrics",
+            )?;
         }
         progress.finish();
         let mut warnings = prepared.warnings.clone();
@@ -598,7 +606,12 @@ fn run_into(
             kept,
             training_batches: prepared.training_batches.len(),
             warnings,
-            notes: prepared.notes.clone(),
+            notes: dataset
+                .notes
+                .iter()
+                .chain(&prepared.notes)
+                .cloned()
+                .collect(),
             length_bias: loss,
         })
     })
@@ -630,7 +643,105 @@ fn check_overlap(dataset: &Dataset, out: &Path) -> Result<()> {
     if inp.starts_with(&outp) {
         return say("IN's directory is inside OUT");
     }
+    // IN's walk follows symlinks: a link in IN to OUT, or to a directory inside it, would
+    // read outputs as inputs
+    if let Some(dir) = crate::io::dataset::real_directories(base)
+        .into_iter()
+        .find(|d| d.starts_with(&outp) || outp.starts_with(d) && *d != inp)
+    {
+        return Err(Error::usage(format!(
+            "{}: IN links to {}, which overlaps OUT; a dataset's OUT must be apart from \
+             every directory IN reads",
+            out.display(),
+            dir.display()
+        ))
+        .with_hint("write to a directory outside IN and every directory IN links to"));
+    }
     Ok(())
+}
+
+/// `--resume` mirrors IN into OUT: an output of an earlier run whose input is no longer in
+/// IN (removed or renamed) would be left in OUT as if current, so the run is refused, naming
+/// it. Only advcalc's own dataset outputs count (their provenance has `advcalc.dataset`);
+/// other files in OUT are the user's and left alone.
+fn refuse_orphans(root: &OutRoot, dests: &[Dest]) -> Result<()> {
+    let ours = |kv: &[(String, String)]| {
+        kv.iter()
+            .any(|(k, _)| *k == format!("{PROVENANCE_PREFIX}dataset"))
+    };
+    let mut orphans = Vec::new();
+    match root {
+        OutRoot::Local(out) => {
+            if !out.is_dir() {
+                return Ok(());
+            }
+            let wanted: std::collections::HashSet<PathBuf> =
+                dests.iter().map(|d| d.path().to_path_buf()).collect();
+            for rel in crate::io::dataset::data_files(out)? {
+                let path = out.join(&rel);
+                if !wanted.contains(&path) && stored_provenance(&path).is_ok_and(|kv| ours(&kv)) {
+                    orphans.push(path.display().to_string());
+                }
+            }
+        }
+        #[cfg(feature = "cloud")]
+        OutRoot::Object {
+            store,
+            base_url,
+            prefix,
+            existing,
+            ..
+        } => {
+            let wanted: std::collections::HashSet<String> = dests
+                .iter()
+                .filter_map(|d| match d {
+                    Dest::Object { key, .. } => Some(key.as_ref().to_string()),
+                    Dest::Local(_) => None,
+                })
+                .collect();
+            let mut keys: Vec<&String> = existing.keys().filter(|k| !wanted.contains(*k)).collect();
+            keys.sort();
+            for key in keys {
+                let is_data = Path::new(key.as_str())
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| {
+                        crate::io::dataset::DATA_EXTENSIONS
+                            .contains(&e.to_ascii_lowercase().as_str())
+                    });
+                let rel = key
+                    .strip_prefix(prefix.as_ref())
+                    .unwrap_or(key)
+                    .trim_start_matches('/');
+                let url = format!("{base_url}{rel}");
+                let Ok(path) = object_store::path::Path::parse(key) else {
+                    continue;
+                };
+                if is_data && stored_object_provenance(store, &path, &url).is_ok_and(|kv| ours(&kv))
+                {
+                    orphans.push(url);
+                }
+            }
+        }
+    }
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = orphans.iter().take(5).map(String::as_str).collect();
+    let more = match orphans.len() {
+        n if n > 5 => format!(" and {} more", n - 5),
+        _ => String::new(),
+    };
+    Err(Error::usage(format!(
+        "--resume: OUT holds {} output{} whose input is no longer in IN: {}{more}",
+        orphans.len(),
+        if orphans.len() == 1 { "" } else { "s" },
+        shown.join(", ")
+    ))
+    .with_hint(
+        "remove them from OUT (or put their inputs back), then resume; --resume never keeps \
+         an output whose input is gone",
+    ))
 }
 
 /// Decide what to do with one output before any pass: refuse what must not be touched.

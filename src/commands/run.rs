@@ -147,6 +147,16 @@ pub fn run_with(
         crate::io::location::refuse_object_url(&opts.input)?;
         crate::io::location::refuse_object_url(&opts.output)?;
     }
+    if let Some(metrics) = &opts.metrics {
+        // under OUT's rules, before any work: never IN, never OUT, create-only
+        crate::io::whole_file::check_side_output(
+            metrics,
+            metrics_force(opts, dataset),
+            "--metrics",
+            &[&opts.input],
+            &[&opts.output],
+        )?;
+    }
     #[cfg(feature = "cloud")]
     {
         use crate::io::location::object_url;
@@ -169,6 +179,12 @@ pub fn run_with(
         return crate::commands::dataset::run(config, opts, dataset);
     }
     run_file(config, opts, dataset)
+}
+
+/// Whether `--metrics` may replace an existing file: with `--force`, and with `--resume`,
+/// whose metrics cover the whole dataset again.
+pub(crate) fn metrics_force(opts: &RunOptions, dataset: &DatasetOptions) -> bool {
+    opts.force || dataset.resume
 }
 
 /// [`run_with`] on one file (IN not a dataset).
@@ -468,7 +484,12 @@ impl Passes<'_> {
         if let Some(path) = &self.opts.metrics {
             let json = metrics::to_json(job, &prepared, &metric_parts);
             let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-            crate::io::whole_file::replace(path, (text + "\n").as_bytes(), "the metrics")?;
+            crate::io::whole_file::write_side_output(
+                path,
+                (text + "\n").as_bytes(),
+                self.opts.force,
+                "--metrics",
+            )?;
         }
         output.finish()?;
         progress.finish();

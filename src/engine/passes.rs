@@ -13,10 +13,34 @@ use crate::error::{Error, Result};
 use crate::estimators::RowStats;
 use crate::io::dataset::Dataset;
 
-/// The worker pool (`threads`: `None` means one per core).
+/// Worker threads per core at most: more only adds threads that wait (each row group in
+/// flight is decoded memory, so thousands of threads hold thousands of row groups, and a
+/// stop request waits for every one of them).
+pub const THREADS_PER_CORE: usize = 4;
+
+/// The worker count for `threads` (`None`: one per core): at most [`THREADS_PER_CORE`] per
+/// core, with a note when a larger request was capped.
+pub fn thread_count(threads: Option<usize>) -> (usize, Option<String>) {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let max = THREADS_PER_CORE * cores;
+    match threads {
+        None | Some(0) => (cores, None),
+        Some(n) if n > max => (
+            max,
+            Some(format!(
+                "{n} threads asked for, {max} used ({THREADS_PER_CORE} per core on {cores} \
+                 core{}): more would only wait",
+                if cores == 1 { "" } else { "s" }
+            )),
+        ),
+        Some(n) => (n, None),
+    }
+}
+
+/// The worker pool (`threads`: `None` means one per core), capped as [`thread_count`] says.
 pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
+        .num_threads(thread_count(threads).0)
         .build()
         .map_err(|e| Error::usage("cannot start the worker threads").with_source(e))
 }

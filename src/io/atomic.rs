@@ -209,6 +209,26 @@ pub fn check_destination(dest: &Path, force: bool) -> Result<()> {
     if dest.is_dir() {
         return Err(Error::usage(format!("{name}: is a directory")));
     }
+    if name.ends_with(std::path::MAIN_SEPARATOR) {
+        // the rename at the end would fail, after all the work
+        return Err(Error::usage(format!(
+            "{name}: ends in `{}` but names a file to write, not a directory",
+            std::path::MAIN_SEPARATOR
+        ))
+        .with_hint("leave out the trailing slash (a directory OUT is for a dataset IN)"));
+    }
+    if let Some(special) = crate::io::whole_file::special_file(dest) {
+        // a rename would replace the device or FIFO itself (`/dev/null` with a file)
+        let (crate::io::whole_file::Special::Stream(kind)
+        | crate::io::whole_file::Special::Other(kind)) = special;
+        return Err(Error::usage(format!(
+            "{name}: is a {kind}, not a file: advcalc writes its outputs whole and never \
+             replaces one"
+        ))
+        .with_hint(
+            "give a file path (`run` and `loss` stream OUT `-`, an Arrow IPC stream, to stdout)",
+        ));
+    }
     if dest.exists() && !force {
         return Err(Error::usage(format!("{name}: already exists"))
             .with_hint("pass --force to overwrite it"));

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::io::format::{Format, is_stdio};
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
+use crate::io::walk::Visited;
 
 /// Extensions of the files a directory or glob contributes (without `--input-format`).
 pub(crate) const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "feather", "ipc", "arrows"];
@@ -168,6 +169,8 @@ pub struct Dataset {
     /// The directory the parts' relative paths start from (a dataset's only).
     pub base: Option<PathBuf>,
     pub parts: Vec<Part>,
+    /// What the user should know about how IN was read (paths a walk skipped).
+    pub notes: Vec<String>,
     units: Vec<Unit>,
     rows: usize,
 }
@@ -222,6 +225,7 @@ impl Dataset {
             is_dataset: false,
             base: None,
             parts: vec![part],
+            notes: Vec::new(),
             units: Vec::new(),
             rows: 0,
         };
@@ -233,8 +237,12 @@ impl Dataset {
     /// footer read and its schema checked against the first file's.
     pub fn open(path: &Path, format: Option<Format>) -> Result<Dataset> {
         let name = path.display().to_string();
+        let mut visited = Visited::default();
         let (base, found) = if path.is_dir() {
-            (path.to_path_buf(), walk(path, &name, format, &|_| true)?)
+            (
+                path.to_path_buf(),
+                walk(path, &name, format, &|_| true, &mut visited)?,
+            )
         } else {
             let pattern = path.to_string_lossy().into_owned();
             let (base, rest) = split_glob(&pattern);
@@ -245,7 +253,13 @@ impl Dataset {
                 )));
             }
             let rest: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-            let files = walk(&base, &name, format, &|rel| glob_matches(&rest, rel))?;
+            let files = walk(
+                &base,
+                &name,
+                format,
+                &|rel| glob_matches(&rest, rel),
+                &mut visited,
+            )?;
             (base, files)
         };
         if found.is_empty() {
@@ -265,7 +279,9 @@ impl Dataset {
             keyed.push((step, rel));
         }
         sort_by_step(&mut keyed);
-        Self::from_files(name, base, keyed, format)
+        let mut d = Self::from_files(name, base, keyed, format)?;
+        d.notes = visited.notes;
+        Ok(d)
     }
 
     /// Open the dataset in object storage `url` names (a prefix or a glob under one): one
@@ -374,6 +390,7 @@ impl Dataset {
             is_dataset: true,
             base: None,
             parts,
+            notes: Vec::new(),
             units: Vec::new(),
             rows: 0,
         };
@@ -441,6 +458,7 @@ impl Dataset {
             is_dataset: true,
             base: Some(base),
             parts,
+            notes: Vec::new(),
             units: Vec::new(),
             rows: 0,
         };
@@ -531,13 +549,18 @@ pub(crate) fn split_glob(pattern: &str) -> (PathBuf, String) {
 
 /// Every data file under `dir` (recursively; hidden names and names starting with `_`, such
 /// as `_SUCCESS` or a writer's temporary files, skipped) whose relative path `keep` accepts.
+/// Symlinks are followed, each real directory and file read once (`visited` notes the rest);
+/// entries are taken in name order, so which of two paths to one file is kept never depends
+/// on the file system's listing order.
 fn walk(
     dir: &Path,
     name: &str,
     format: Option<Format>,
     keep: &dyn Fn(&Path) -> bool,
+    visited: &mut Visited,
 ) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
+    visited.first(dir);
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let entries = std::fs::read_dir(dir.join(&rel)).map_err(|e| {
@@ -547,11 +570,16 @@ fn walk(
             ))
             .with_source(e)
         })?;
+        let mut names = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| {
                 Error::data(format!("{name}: cannot read the directory")).with_source(e)
             })?;
-            let file_name = entry.file_name();
+            names.push(entry.file_name());
+        }
+        names.sort();
+        let mut dirs = Vec::new();
+        for file_name in names {
             let s = file_name.to_string_lossy();
             if s.starts_with('.') || s.starts_with('_') {
                 continue;
@@ -559,7 +587,9 @@ fn walk(
             let child = rel.join(&file_name);
             let full = dir.join(&child);
             if full.is_dir() {
-                stack.push(child);
+                if visited.first(&full) {
+                    dirs.push(child);
+                }
             } else if full.is_file() {
                 let ext = full
                     .extension()
@@ -567,13 +597,50 @@ fn walk(
                     .map(str::to_ascii_lowercase);
                 let data = format.is_some()
                     || ext.as_deref().is_some_and(|e| DATA_EXTENSIONS.contains(&e));
-                if data && keep(&child) {
+                if data && keep(&child) && visited.first(&full) {
                     out.push(child);
                 }
             }
         }
+        // depth first, in name order
+        stack.extend(dirs.into_iter().rev());
     }
     Ok(out)
+}
+
+/// Every Parquet or Arrow file under `dir`, relative to it, in name order (each real file
+/// once): what a dataset's OUT directory holds.
+pub(crate) fn data_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let name = dir.display().to_string();
+    let mut files = walk(dir, &name, None, &|_| true, &mut Visited::default())?;
+    files.sort();
+    Ok(files)
+}
+
+/// The real (canonical) directories a walk of `dir` enters, `dir` first: where a dataset's
+/// files can come from once its symlinks are followed.
+pub(crate) fn real_directories(dir: &Path) -> Vec<PathBuf> {
+    let mut visited = Visited::default();
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if !visited.first(&d) {
+            continue;
+        }
+        if let Ok(c) = d.canonicalize() {
+            out.push(c);
+        }
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let hidden = entry.file_name().to_string_lossy().starts_with(['.', '_']);
+            if !hidden && entry.path().is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    out
 }
 
 /// Whether `rel`'s components match the glob's (`*`, `?`, `[a-z]` within a component,

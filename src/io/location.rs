@@ -55,6 +55,47 @@ pub fn same_location(a: &Path, b: &Path) -> bool {
     crate::io::atomic::same_file(a, b)
 }
 
+/// Whether `path` lies inside the dataset `input` names: under its directory, or under the
+/// directory (prefix) before a glob's first wildcard. A file IN contains nothing.
+pub fn within(path: &Path, input: &Path) -> bool {
+    let text = input.to_string_lossy();
+    let glob = crate::io::dataset::is_glob(&text) && !input.exists();
+    #[cfg(feature = "cloud")]
+    {
+        let url = |s: &str| crate::io::object::url::parse(s).ok().flatten();
+        match (path.to_str().and_then(url), url(&text)) {
+            (Some(p), Some(i)) => {
+                // a glob's fixed part, or the prefix (an object IN contains nothing, and no
+                // key lies below an object's own key plus `/` in a dataset of one object)
+                let prefix = if glob {
+                    crate::io::dataset::split_glob(i.key.as_ref()).0
+                } else {
+                    std::path::PathBuf::from(i.key.as_ref())
+                };
+                let prefix = prefix.to_string_lossy().trim_end_matches('/').to_string();
+                let key = p.key.as_ref();
+                return p.same_bucket(&i)
+                    && (prefix.is_empty()
+                        || prefix == "."
+                        || key.starts_with(&format!("{prefix}/")));
+            }
+            (None, None) => {}
+            _ => return false,
+        }
+    }
+    let dir = if glob {
+        crate::io::dataset::split_glob(&text).0
+    } else if input.is_dir() {
+        input.to_path_buf()
+    } else {
+        return false;
+    };
+    match (crate::io::atomic::canonical(path), dir.canonicalize()) {
+        (Some(p), Ok(d)) => p.starts_with(d),
+        _ => false,
+    }
+}
+
 /// Without the `cloud` feature: refuse an object URL given as IN or OUT (a usage error that
 /// names the feature); a local path passes.
 #[cfg(not(feature = "cloud"))]

@@ -24,5 +24,6 @@ pub mod schema;
 pub mod sequence_output;
 pub mod splice;
 pub mod trainers;
+pub mod walk;
 pub mod whole_file;
 pub mod write;

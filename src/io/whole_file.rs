@@ -68,17 +68,134 @@ pub fn write(path: &Path, bytes: &[u8], force: bool, what: &str) -> Result<()> {
     persist(tmp, path, force, &name)
 }
 
-/// Write `bytes` over whatever `path` holds, as a log is replaced on every run: a local path
-/// is written in place (so `/dev/stderr` or a pipe works), an object by one PUT.
-pub fn replace(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
-    #[cfg(not(feature = "cloud"))]
-    crate::io::location::refuse_object_url(path)?;
-    #[cfg(feature = "cloud")]
-    if crate::io::location::object_url(path)?.is_some() {
-        return write(path, bytes, true, what);
+/// Where a side output (`--metrics`' JSON) goes, as [`check_side_output`] judged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideOutput {
+    /// `-`: standard output.
+    Stdout,
+    /// A character device or a FIFO (`/dev/stderr`, `/dev/null`, a named pipe): written
+    /// into as a stream, never replaced.
+    Stream,
+    /// A file or object, written whole: a temporary file renamed into place (or one PUT),
+    /// create-only unless forced.
+    Whole,
+}
+
+/// Refuse, before any work starts, a side output (`what`: `--metrics`) at `path` that would
+/// lose data: one that is IN or lies inside a dataset IN (`inputs`), one that is another
+/// output of the run (`outputs`: OUT), a block device or socket, `-` when OUT already writes to
+/// stdout, or an existing file or object without `force`. Says how it is to be written.
+pub fn check_side_output(
+    path: &Path,
+    force: bool,
+    what: &str,
+    inputs: &[&Path],
+    outputs: &[&Path],
+) -> Result<SideOutput> {
+    use crate::io::format::is_stdio;
+    let name = path.display().to_string();
+    if is_stdio(path) {
+        if outputs.iter().any(|o| is_stdio(o)) {
+            return Err(
+                Error::usage(format!("{what} -: OUT `-` already writes to stdout"))
+                    .with_hint(format!("give {what} a file name")),
+            );
+        }
+        return Ok(SideOutput::Stdout);
     }
-    std::fs::write(path, bytes)
-        .map_err(|e| Error::data(format!("{}: cannot write {what}", path.display())).with_source(e))
+    for input in inputs.iter().filter(|p| !is_stdio(p)) {
+        let how = if crate::io::location::same_location(path, input) {
+            "is IN, which it would overwrite"
+        } else if crate::io::location::within(path, input) {
+            "lies inside IN, where it would become an input of the next run"
+        } else {
+            continue;
+        };
+        return Err(
+            Error::usage(format!("{what} {name}: {how} ({})", input.display()))
+                .with_hint(format!("give {what} a path outside IN")),
+        );
+    }
+    for output in outputs.iter().filter(|p| !is_stdio(p)) {
+        if crate::io::location::same_location(path, output) {
+            return Err(
+                Error::usage(format!("{what} {name}: is OUT, which the run writes"))
+                    .with_hint(format!("give {what} a path of its own")),
+            );
+        }
+    }
+    if let Some(kind) = special_file(path) {
+        return match kind {
+            Special::Stream(_) => Ok(SideOutput::Stream),
+            Special::Other(kind) => Err(Error::usage(format!(
+                "{what} {name}: is a {kind}, which advcalc neither writes into nor replaces"
+            ))
+            .with_hint(format!("give {what} a file name"))),
+        };
+    }
+    if !force && crate::io::location::object_scheme(&name).is_none() && path.exists() {
+        return Err(Error::usage(format!("{what} {name}: already exists"))
+            .with_hint("pass --force to overwrite it"));
+    }
+    check_destination(path, force)?;
+    Ok(SideOutput::Whole)
+}
+
+/// Write a side output that [`check_side_output`] accepted: `-` to stdout, a character
+/// device or FIFO as a stream, anything else whole (create-only unless `force`).
+pub fn write_side_output(path: &Path, bytes: &[u8], force: bool, what: &str) -> Result<()> {
+    let io = |e: std::io::Error| {
+        Error::data(format!("{}: cannot write {what}", path.display())).with_source(e)
+    };
+    if crate::io::format::is_stdio(path) {
+        let mut out = std::io::stdout().lock();
+        return out.write_all(bytes).and_then(|()| out.flush()).map_err(io);
+    }
+    match special_file(path) {
+        Some(Special::Stream(_)) => std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes))
+            .map_err(io),
+        Some(Special::Other(kind)) => Err(Error::usage(format!(
+            "{what} {}: is a {kind}, which advcalc neither writes into nor replaces",
+            path.display()
+        ))),
+        None => write(path, bytes, force, what),
+    }
+}
+
+/// What kind of special file a local path is.
+pub(crate) enum Special {
+    /// A character device or a FIFO (named): something a stream can be written into.
+    Stream(&'static str),
+    /// A block device or a socket (named).
+    Other(&'static str),
+}
+
+/// The kind of special file `path` is (its links followed), or `None` for a regular file, a
+/// directory, an object URL or a path that does not exist.
+pub(crate) fn special_file(path: &Path) -> Option<Special> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = std::fs::metadata(path).ok()?.file_type();
+        if t.is_char_device() {
+            return Some(Special::Stream("character device"));
+        }
+        if t.is_fifo() {
+            return Some(Special::Stream("FIFO"));
+        }
+        if t.is_block_device() {
+            return Some(Special::Other("block device"));
+        }
+        if t.is_socket() {
+            return Some(Special::Other("socket"));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    None
 }
 
 #[cfg(test)]

@@ -129,6 +129,8 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     })?;
     progress.finish();
     let mut report = inspection.finish(input, partials);
+    // how a dataset IN was read (paths its walk skipped)
+    report.notes.splice(0..0, input.notes.iter().cloned());
     if let Some(dump) = opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
         // what the reader assumed, then the check of the logged advantages
         report.notes.splice(0..0, dump.notes.iter().cloned());

@@ -42,6 +42,7 @@ use crate::error::{Error, Result};
 use crate::io::json_fields::{FieldBuilder, FieldKind};
 use crate::io::json_line;
 use crate::io::jsonl::SEQUENCE_LEVEL_KEY;
+use crate::io::walk::Visited;
 
 /// Schema metadata key naming the trainer whose dump a spool holds ([`Trainer::name`]).
 pub const TRAINER_KEY: &str = "advcalc:trainer_dump";
@@ -233,7 +234,7 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         return Ok(None);
     }
     let mut found: Vec<(Trainer, PathBuf)> = Vec::new();
-    scan(path, 0, &mut |file: &Path| {
+    scan(path, 0, &mut Visited::default(), &mut |file: &Path| {
         let f = file.file_name().map(|f| f.to_string_lossy().into_owned());
         let f = f.unwrap_or_default();
         if let Some(t) = by_file_name(&f)
@@ -303,10 +304,19 @@ fn natural_key(path: &Path) -> Vec<(String, u64)> {
 /// Directories deeper than this below IN are not searched for a dump's files.
 const MAX_DEPTH: usize = 5;
 
-/// Call `each` with every file under `dir` (hidden names skipped), to [`MAX_DEPTH`].
-fn scan(dir: &Path, depth: usize, each: &mut dyn FnMut(&Path)) -> std::io::Result<()> {
+/// Call `each` with every file under `dir` (hidden names skipped), to [`MAX_DEPTH`], in name
+/// order; symlinks followed, each real directory and file once (`visited` notes the rest).
+fn scan(
+    dir: &Path,
+    depth: usize,
+    visited: &mut Visited,
+    each: &mut dyn FnMut(&Path),
+) -> std::io::Result<()> {
     if depth > MAX_DEPTH {
         return Ok(());
+    }
+    if depth == 0 {
+        visited.first(dir);
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
@@ -316,8 +326,10 @@ fn scan(dir: &Path, depth: usize, each: &mut dyn FnMut(&Path)) -> std::io::Resul
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            scan(&path, depth + 1, each)?;
-        } else if path.is_file() {
+            if visited.first(&path) {
+                scan(&path, depth + 1, visited, each)?;
+            }
+        } else if path.is_file() && visited.first(&path) {
             each(&path);
         }
     }
@@ -331,13 +343,28 @@ pub(crate) fn find_files(
     keep: &dyn Fn(&Path) -> bool,
 ) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    scan(dir, 0, &mut |f| {
+    scan(dir, 0, &mut Visited::default(), &mut |f| {
         if keep(f) {
             out.push(f.to_path_buf());
         }
     })
     .map_err(|e| Error::data(format!("{name}: cannot read the directory")).with_source(e))?;
     Ok(out)
+}
+
+/// The notes of a walk of the dump directory `dir` (or a glob's): what [`find_files`] skipped
+/// as a second path to a directory or file it had read.
+fn walk_notes(path: &Path) -> Vec<String> {
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        crate::io::dataset::split_glob(&path.to_string_lossy()).0
+    };
+    let mut visited = Visited::default();
+    if dir.is_dir() {
+        let _ = scan(&dir, 0, &mut visited, &mut |_| {});
+    }
+    visited.notes
 }
 
 /// The number a file or directory name carries after `prefix` (`step_12` → 12).
@@ -372,7 +399,7 @@ pub fn spool(
         trainer,
         files,
         rows: 0,
-        notes: Vec::new(),
+        notes: walk_notes(path),
         group_size: None,
     };
     let sink = BufWriter::new(handle);
