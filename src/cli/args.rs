@@ -112,7 +112,9 @@ pub struct RunArgs {
     pub algo: AlgoArgs,
 
     /// Write verl's metrics (actor/reward_kl_penalty, rollout_corr/...) and advcalc's own as
-    /// JSON: one object, or one object per step when the input has a `step` column
+    /// JSON: one object, or one object per step when the input has a `step` column. Under
+    /// OUT's rules: never IN or OUT, an existing file replaced only with --force; `-` writes
+    /// to stdout
     #[arg(long, value_name = "FILE")]
     pub metrics: Option<PathBuf>,
 
