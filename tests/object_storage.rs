@@ -266,3 +266,30 @@ fn a_report_over_its_own_input_object_is_refused() {
         assert_eq!(s3.get("demo.parquet").unwrap(), demo());
     }
 }
+
+/// `--metrics` never replaces an input object (issue #36: `--metrics s3://bkt/dumps/step=0.parquet`
+/// replaced one), however the scheme is spelled, nor lands inside a dataset prefix IN, nor
+/// replaces an existing object without `--force`.
+#[test]
+fn metrics_never_replaces_an_input_object() {
+    let Some(mut s3) = moto() else { return };
+    s3.put("dumps/step=0.parquet", &demo());
+    s3.put("dumps/step=1.parquet", &demo());
+    s3.put("m.json", b"earlier");
+    let file = url("dumps/step=0.parquet");
+    for (input, metrics, says) in [
+        (file.clone(), file.clone(), "is IN"),
+        (file.clone(), file.replace("s3://", "S3A://"), "is IN"),
+        (url("dumps/"), url("dumps/step=0.parquet"), "lies inside IN"),
+        (url("dumps/"), url("dumps/step=9.parquet"), "lies inside IN"),
+        (file.clone(), url("m.json"), "already exists"),
+    ] {
+        let out = s3.advcalc(&["run", "-e", "grpo", &input, &url("adv/"), "--metrics", &metrics]);
+        assert_eq!(out.status.code(), Some(2), "{metrics}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{metrics}: {}", stderr(&out));
+    }
+    assert_eq!(s3.get("dumps/step=0.parquet").unwrap(), demo());
+    assert_eq!(s3.get("dumps/step=9.parquet"), None);
+    assert_eq!(s3.get("m.json").unwrap(), b"earlier");
+    assert!(s3.keys("adv/").is_empty());
+}
