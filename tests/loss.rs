@@ -315,6 +315,28 @@ fn config_shows_the_actor_section_with_its_origins() {
         text.contains("    loss_agg_mode: token-mean  # default\n"),
         "{text}"
     );
+    // issue 36: the deprecated global micro-batch key was shown as the per-GPU key's default
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("legacy.yaml");
+    std::fs::write(
+        &config,
+        "actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 8\n    ppo_micro_batch_size: 4\n  rollout:\n    n: 4\n",
+    )
+    .unwrap();
+    let out = advcalc()
+        .current_dir(tmp.path())
+        .args(["config", "--actor", "-c", "legacy.yaml", "--origins"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("    ppo_micro_batch_size: 4  # file legacy.yaml\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    ppo_micro_batch_size_per_gpu: null  # default\n"),
+        "{text}"
+    );
     // without --actor, run's view: no actor section
     let out = advcalc()
         .current_dir(case("kl_k3"))

@@ -569,11 +569,16 @@ pub(crate) fn to_map(spec: &LossSpec, n: Option<i64>) -> super::value::Map {
     let p = &spec.params;
     let rows = spec.mini_batch_rows as i64 / n.unwrap_or(1).max(1);
     actor.insert("ppo_mini_batch_size", Value::Int(rows));
-    actor.insert(
-        "ppo_micro_batch_size_per_gpu",
-        spec.micro_batch_rows
-            .map_or(Value::Null, |m| Value::Int(m as i64)),
-    );
+    let micro = spec
+        .micro_batch_rows
+        .map_or(Value::Null, |m| Value::Int(m as i64));
+    if spec.micro_batch_legacy {
+        // under the key it was read from, so that `--origins` labels it with its source
+        actor.insert("ppo_micro_batch_size", micro);
+        actor.insert("ppo_micro_batch_size_per_gpu", Value::Null);
+    } else {
+        actor.insert("ppo_micro_batch_size_per_gpu", micro);
+    }
     actor.insert("clip_ratio_low", p.clip_low.into());
     actor.insert("clip_ratio_high", p.clip_high.into());
     actor.insert("clip_ratio_c", p.clip_c.into());
@@ -685,6 +690,33 @@ mod tests {
         assert!(l.kl.is_some_and(|k| k.straight_through && k.coef == 0.05));
         let again = load(&[], Some(&c.to_yaml()));
         assert_eq!(again.loss, c.loss);
+    }
+
+    // the deprecated global key is written back under its own name (so `--origins` labels
+    // it with its source, not as the per-GPU key's default) and reads back the same
+    #[test]
+    fn the_legacy_micro_batch_key_is_written_back_as_itself() {
+        let c = load(
+            &[
+                "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+                "actor_rollout_ref.actor.ppo_micro_batch_size=4",
+            ],
+            None,
+        );
+        let yaml = c.to_yaml();
+        assert!(yaml.contains("    ppo_micro_batch_size: 4\n"), "{yaml}");
+        assert!(
+            yaml.contains("    ppo_micro_batch_size_per_gpu: null\n"),
+            "{yaml}"
+        );
+        let again = load(&[], Some(&yaml));
+        assert_eq!(again.loss, c.loss);
+        // the per-GPU key alone: as before, no legacy key written
+        let c = load(
+            &["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"],
+            None,
+        );
+        assert!(!c.to_yaml().contains("ppo_micro_batch_size:"));
     }
 
     /// The error `sets` (actor keys, `rollout.n` 4 unless given) get, as the CLI prints it.
