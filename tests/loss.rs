@@ -219,6 +219,45 @@ fn out_of_range_numbers_are_usage_errors_naming_the_key_and_the_range() {
     );
 }
 
+// issue 36: the hint for a sequence-level dump said to pick a sequence-level estimator, which
+// no loss replay can use; it says what the loss needs
+#[test]
+fn a_dump_without_log_probs_is_refused_with_what_the_loss_needs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/verl/jsonl_v1/reference_example/1.jsonl");
+    let out = advcalc()
+        .args(["loss", "-q", "-e", "grpo"])
+        .arg(&dump)
+        .arg(tmp.path().join("out.parquet"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the loss needs the log-probs of every token"),
+        "{err}"
+    );
+    let hint = err
+        .lines()
+        .find(|l| l.starts_with("hint: "))
+        .unwrap_or_default();
+    assert!(
+        hint.contains("old_log_probs") && hint.contains("token-level"),
+        "{hint}"
+    );
+    assert!(!hint.contains("sequence-level estimator"), "{hint}");
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    // run keeps its hint: a sequence-level estimator is the fix there
+    let out = advcalc()
+        .args(["run", "-q", "-e", "gae"])
+        .arg(&dump)
+        .arg(tmp.path().join("out.parquet"))
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains("use a sequence-level estimator"));
+}
+
 #[test]
 fn data_faults_are_data_errors() {
     // 32 rows do not cut into mini-batches of 3 × 4
