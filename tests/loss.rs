@@ -83,7 +83,7 @@ fn configuration_faults_are_usage_errors_naming_the_key() {
         "loss_vanilla",
         &set("actor_rollout_ref.actor.use_dynamic_bsz=true"),
         2,
-        &["use_dynamic_bsz"],
+        &["use_dynamic_bsz", "token budget"],
     );
     refused(
         "loss_vanilla",
@@ -114,6 +114,148 @@ fn configuration_faults_are_usage_errors_naming_the_key() {
         2,
         &["kl_loss_type", "full"],
     );
+}
+
+// issue 36: what panicked (an inverted clip range, a wrapped mini-batch product) or gave
+// inf/NaN silently (loss_scale_factor 1e-320, kl_cov_ratio 5, micro-batches that do not
+// divide the mini-batch): exit 2 naming the key, the range and the value, nothing written.
+// The corpus of such configurations is tests/hostile_loss.rs's.
+#[test]
+fn out_of_range_numbers_are_usage_errors_naming_the_key_and_the_range() {
+    let set = |kv: &'static str| ["--set", kv];
+    refused(
+        "loss_vanilla",
+        &set("actor_rollout_ref.actor.clip_ratio_high=-1.5"),
+        2,
+        &[
+            "actor_rollout_ref.actor.clip_ratio_high (from --set)",
+            "≥ 0",
+            "`-1.5`",
+        ],
+    );
+    refused(
+        "loss_vanilla",
+        &[
+            "--set",
+            "actor_rollout_ref.actor.clip_ratio=-0.5",
+            "--set",
+            "actor_rollout_ref.actor.clip_ratio_low=null",
+            "--set",
+            "actor_rollout_ref.actor.clip_ratio_high=null",
+        ],
+        2,
+        &["actor_rollout_ref.actor.clip_ratio (from --set)", "`-0.5`"],
+    );
+    refused(
+        "loss_vanilla",
+        &set("actor_rollout_ref.actor.ppo_mini_batch_size=4611686018427387904"),
+        2,
+        &[
+            "actor_rollout_ref.actor.ppo_mini_batch_size",
+            "4611686018427387904 × 4 overflows",
+            "at most 9223372036854775807",
+        ],
+    );
+    refused(
+        "agg_seq_mean_token_sum_norm_off",
+        &set("actor_rollout_ref.actor.loss_scale_factor=1e-320"),
+        2,
+        &[
+            "actor_rollout_ref.actor.loss_scale_factor (from --set)",
+            "from 1 to 9223372036854775807",
+            "`1e-320`",
+        ],
+    );
+    // loss_vanilla: G = 8 × 4 = 32 rows
+    refused(
+        "loss_vanilla",
+        &set("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5"),
+        2,
+        &[
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (from --set)",
+            "a divisor of",
+            "= 32 rows",
+            "`5`",
+            "data size must be divisible",
+        ],
+    );
+    refused(
+        "loss_kl_cov",
+        &set("actor_rollout_ref.actor.policy_loss.kl_cov_ratio=5"),
+        2,
+        &[
+            "actor_rollout_ref.actor.policy_loss.kl_cov_ratio (from --set)",
+            "(0, 1]",
+            "`5.0`",
+        ],
+    );
+    refused(
+        "loss_sapo",
+        &set("actor_rollout_ref.actor.tau_neg=0"),
+        2,
+        &[
+            "actor_rollout_ref.actor.tau_neg (from --set)",
+            "1e-30 to 1e30",
+        ],
+    );
+    // `config --actor` refuses them as `loss` does, instead of printing a wrapped product
+    let out = advcalc()
+        .current_dir(case("loss_vanilla"))
+        .args([
+            "config",
+            "--actor",
+            "-c",
+            "config.yaml",
+            "--set",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=9223372036854775807",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("9223372036854775807 × 4 overflows") && out.stdout.is_empty(),
+        "{err}"
+    );
+}
+
+// issue 36: the hint for a sequence-level dump said to pick a sequence-level estimator, which
+// no loss replay can use; it says what the loss needs
+#[test]
+fn a_dump_without_log_probs_is_refused_with_what_the_loss_needs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/verl/jsonl_v1/reference_example/1.jsonl");
+    let out = advcalc()
+        .args(["loss", "-q", "-e", "grpo"])
+        .arg(&dump)
+        .arg(tmp.path().join("out.parquet"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the loss needs the log-probs of every token"),
+        "{err}"
+    );
+    let hint = err
+        .lines()
+        .find(|l| l.starts_with("hint: "))
+        .unwrap_or_default();
+    assert!(
+        hint.contains("old_log_probs") && hint.contains("token-level"),
+        "{hint}"
+    );
+    assert!(!hint.contains("sequence-level estimator"), "{hint}");
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    // run keeps its hint: a sequence-level estimator is the fix there
+    let out = advcalc()
+        .args(["run", "-q", "-e", "gae"])
+        .arg(&dump)
+        .arg(tmp.path().join("out.parquet"))
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains("use a sequence-level estimator"));
 }
 
 #[test]
@@ -210,6 +352,28 @@ fn config_shows_the_actor_section_with_its_origins() {
     );
     assert!(
         text.contains("    loss_agg_mode: token-mean  # default\n"),
+        "{text}"
+    );
+    // issue 36: the deprecated global micro-batch key was shown as the per-GPU key's default
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("legacy.yaml");
+    std::fs::write(
+        &config,
+        "actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 8\n    ppo_micro_batch_size: 4\n  rollout:\n    n: 4\n",
+    )
+    .unwrap();
+    let out = advcalc()
+        .current_dir(tmp.path())
+        .args(["config", "--actor", "-c", "legacy.yaml", "--origins"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("    ppo_micro_batch_size: 4  # file legacy.yaml\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    ppo_micro_batch_size_per_gpu: null  # default\n"),
         "{text}"
     );
     // without --actor, run's view: no actor section

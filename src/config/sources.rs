@@ -312,6 +312,17 @@ pub(crate) fn merge_with_env(
                 set_n.unwrap_or_default()
             )));
         }
+        // the loss stage's G = ppo_mini_batch_size × rollout.n: not a value to guess
+        Some(other) if sources.actor => {
+            return Err(Error::usage(format!(
+                "actor_rollout_ref.rollout.n: expected a positive integer, found {}{}",
+                super::section::describe(&other),
+                match &rollout_n_origin {
+                    Some(Origin::File(file)) => format!(" (in {file})"),
+                    _ => String::new(),
+                }
+            )));
+        }
         Some(_) => None,
     };
     let (actor, response_length) = if sources.actor {

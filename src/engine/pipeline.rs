@@ -179,6 +179,7 @@ impl Pipeline {
             needs
                 .token_data
                 .push("the loss needs the log-probs of every token".into());
+            needs.loss = true;
         }
         needs
     }

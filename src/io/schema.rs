@@ -83,6 +83,9 @@ pub struct Needs {
     /// ..."): refused on sequence-level input (`io::jsonl::SEQUENCE_LEVEL_KEY`), whose one
     /// token per row is synthesized. Empty when the rows' scores suffice.
     pub token_data: Vec<String>,
+    /// `advcalc loss` reads these columns: a sequence-level input cannot be replayed by any
+    /// choice of estimator (the refusal's hint says what the loss needs instead).
+    pub loss: bool,
 }
 
 impl InputColumns {
@@ -100,7 +103,9 @@ impl InputColumns {
                 "{file}: {} — {what} has one score per row and no token columns",
                 needs.token_data.join("; ")
             ))
-            .with_hint(if tag.starts_with("verl") {
+            .with_hint(if needs.loss {
+                "advcalc loss replays each token's log-probabilities: it needs a token-level dump with response_mask, old_log_probs (log_probs, ref_log_prob with use_kl_loss, rollout_log_probs in bypass mode), as the verl hook writes it (docs/verl.md, docs/loss.md)"
+            } else if tag.starts_with("verl") {
                 "use a sequence-level estimator (`advcalc estimators` marks them: grpo, rloo, ...) without KL in the reward or rollout correction, or dump token-level Parquet with the verl hook (docs/verl.md)"
             } else {
                 "use a sequence-level estimator (`advcalc estimators` marks them: grpo, rloo, ...) without KL in the reward or rollout correction"

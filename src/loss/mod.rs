@@ -49,7 +49,12 @@ pub struct LossSpec {
     /// Rows per mini-batch: `ppo_mini_batch_size × rollout.n`.
     pub mini_batch_rows: usize,
     /// Rows per micro-batch (`ppo_micro_batch_size_per_gpu`); `None`: the whole mini-batch.
+    /// The configuration checks that it divides [`Self::mini_batch_rows`], as verl asserts.
     pub micro_batch_rows: Option<usize>,
+    /// The micro-batch size came from the deprecated `ppo_micro_batch_size` (the global
+    /// size, the same with one rank), not `ppo_micro_batch_size_per_gpu`: `advcalc config`
+    /// writes it back under that key.
+    pub micro_batch_legacy: bool,
     /// `entropy_coeff`: not replayed (a dump has no logits); a note says so when ≠ 0.
     pub entropy_coeff: f64,
     /// `ppo_epochs`: the replay is the first epoch's first pass over each mini-batch.

@@ -2,8 +2,9 @@
 //! is split"), with one data-parallel rank: the step's rows, in the order they come (verl's
 //! `balance_batch` has already reordered them; a hook dump is written in that order), cut into
 //! mini-batches of G = `ppo_mini_batch_size × rollout.n` rows (verl asserts that G divides
-//! the batch), each cut into micro-batches of `ppo_micro_batch_size_per_gpu` rows (the last
-//! may be shorter). The gradient does not depend on the rank count or the micro-batch split,
+//! the batch), each cut into micro-batches of `ppo_micro_batch_size_per_gpu` rows (verl's
+//! engine asserts that they divide G, and the configuration refuses other sizes; the cut
+//! itself leaves a shorter last one). The gradient does not depend on the rank count or the micro-batch split,
 //! except for the losses that work per micro-batch (geo_mean, kl_cov, bypass mode's
 //! correction) and the micro-averaged metrics.
 

@@ -142,9 +142,18 @@ fn min_grad(a: f32, da: f32, b: f32, db: f32) -> (f32, f32) {
     }
 }
 
-/// clamp's gradient: passed inside the closed range.
+/// torch.clamp: min(max(x, lo), hi), NaN kept; `f32::clamp`'s value wherever that one is
+/// defined. With lo > hi every x gives hi, as in torch, where `f32::clamp` would panic; the
+/// configuration refuses such ranges (`config/actor.rs`), so this is the kernel's own
+/// guarantee.
+fn torch_clamp(x: f32, lo: f32, hi: f32) -> f32 {
+    let y = if x < lo { lo } else { x };
+    if y > hi { hi } else { y }
+}
+
+/// clamp's value and gradient: the gradient passes inside the closed range.
 fn clamp_grad(x: f32, lo: f32, hi: f32) -> (f32, f32) {
-    let y = x.clamp(lo, hi);
+    let y = torch_clamp(x, lo, hi);
     (y, if (lo..=hi).contains(&x) { 1.0 } else { 0.0 })
 }
 
@@ -259,7 +268,7 @@ pub fn token(mode: LossMode, p: &PolicyParams, a: f32, logp: f32, old: f32) -> T
         }
         LossMode::Cispo => {
             let (dc, r, _) = ratio(logp, old);
-            let clipped = r.clamp((1.0 - p.clip_low) as f32, (1.0 + p.clip_high) as f32);
+            let clipped = torch_clamp(r, (1.0 - p.clip_low) as f32, (1.0 + p.clip_high) as f32);
             Term {
                 loss: -clipped * a * logp,
                 grad: -clipped * a,
@@ -435,6 +444,26 @@ mod tests {
         // inside the clip range: ℓ = −A·r, gradient −A·r
         let t = token(LossMode::Vanilla, &P, 2.0, 1.1f32.ln(), 0.0);
         assert_close("loss", &[t.loss, t.grad], &[-2.2, -2.2], 1e-6, 0.0);
+    }
+
+    // torch.clamp's rules: min(max(x, lo), hi); an inverted range gives hi for every x
+    // (torch documents "If min is greater than max, torch.clamp(..., min, max) sets all
+    // elements in input to the value of max"), NaN stays NaN; no panic.
+    #[test]
+    fn clamp_follows_torch_also_on_an_inverted_range() {
+        assert_eq!(torch_clamp(1.5, 0.8, 1.2), 1.2);
+        assert_eq!(torch_clamp(0.5, 0.8, 1.2), 0.8);
+        assert_eq!(torch_clamp(1.0, 0.8, -0.5), -0.5);
+        assert_eq!(torch_clamp(-3.0, 0.8, -0.5), -0.5);
+        assert!(torch_clamp(f32::NAN, 0.8, 1.2).is_nan());
+        assert_eq!(clamp_grad(1.0, 0.8, -0.5), (-0.5, 0.0));
+        let inverted = PolicyParams {
+            clip_high: -1.5,
+            ..P
+        };
+        let t = token(LossMode::Cispo, &inverted, 1.0, 0.0, 0.0);
+        assert_eq!(t.loss, 0.0); // −clip(r)·A·log π with log π = 0
+        assert_eq!(t.grad, 0.5); // −(1 − 1.5)·A
     }
 
     // sapo by hand at r = 1, A = 1: σ(0) = ½, ℓ = −½·4 = −2, gradient −4·¼·1 = −1.

@@ -180,6 +180,7 @@ impl Inspection {
             components: Vec::new(),
             purpose: "advcalc inspect".into(),
             token_data: Vec::new(),
+            loss: false,
         };
         let columns = InputColumns::resolve(schema, &needs, &input.name)?;
         let checks = Checks::new(config, &columns, layout)?;
