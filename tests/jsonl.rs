@@ -783,3 +783,47 @@ fn a_uid_that_is_not_a_v1_key_is_refused() {
         assert_eq!(err.lines().next().unwrap(), message);
     }
 }
+
+/// A copy of `tests/hostile/readers/NAME` in `dir` (so that nothing is written beside the
+/// committed files), under its own name.
+fn hostile(dir: &Path, name: &str) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.path().is_dir() {
+                copy(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/readers");
+    copy(&root.join(name), &dir.join(name));
+}
+
+/// A score beyond float32 (verl's scores are float32 sums) is said as written, not as the
+/// `inf` it would become.
+#[test]
+fn a_score_beyond_float32_is_named_as_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    hostile(tmp.path(), "verl_score_1e300");
+    let (code, err) = fails(tmp.path(), "verl_score_1e300", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: verl_score_1e300/1.jsonl line 3: `score` is 1e300, which overflows float32 (pass --allow-nonfinite to let non-finite values through, as verl would)\n"
+    );
+    // and 1e400, beyond float64, which Python's json reads as inf
+    let dir = tmp.path().join("verl_score_1e300");
+    let text = std::fs::read_to_string(dir.join("1.jsonl")).unwrap();
+    std::fs::write(dir.join("1.jsonl"), text.replace("1e300", "1e400")).unwrap();
+    let (code, err) = fails(tmp.path(), "verl_score_1e300", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with(
+            "error: verl_score_1e300/1.jsonl line 3: `score` is 1e400, which overflows float64 ("
+        ),
+        "{err}"
+    );
+}

@@ -102,6 +102,8 @@ impl Config {
         crate::io::trainers::DumpOptions {
             group_size: self.algorithm.ext.group_size,
             reward_weights: self.algorithm.ext.trl_reward_weights.clone(),
+            trl_unscored_rows: self.algorithm.ext.convention
+                == crate::estimators::conventions::Convention::Trl,
         }
     }
 

@@ -132,7 +132,8 @@ impl Input {
             _ => None,
         };
         if let Some(t) = detected {
-            let (spool, trainer) = trainers::spool(t, path, &name, dump, &std::env::temp_dir())?;
+            let (spool, trainer) =
+                trainers::spool(t, path, &name, dump, allow_nonfinite, &std::env::temp_dir())?;
             let parquet = ParquetInput::open_named(spool.path(), &name)?;
             return Ok(Input {
                 parquet,

@@ -280,10 +280,12 @@ fn check_row<'a>(
             Error::data(format!("{at}: `score` is {}, not a number", shown(f.raw)))
         })?,
     };
-    if !score.is_finite() && !allow_nonfinite {
+    // NaN, ±inf, or beyond float32 (the passes' scores are float32, as verl's)
+    if !allow_nonfinite
+        && let Some(what) = crate::io::trainers::score_fault(score, find("score").map(|f| f.raw))
+    {
         return Err(Error::data(format!(
-            "{at}: `score` is {} (pass --allow-nonfinite to let non-finite values through, as verl would)",
-            find("score").map_or("", |f| f.raw)
+            "{at}: `score` is {what} (pass --allow-nonfinite to let non-finite values through, as verl would)"
         )));
     }
     let step = match find("step").map(|f| (&f.value, f.raw)) {

@@ -148,6 +148,10 @@ pub struct DumpOptions {
     /// `algorithm.trl.reward_weights`: TRL's `reward_weights` (empty: 1.0 for every reward
     /// function, as TRL's default).
     pub reward_weights: Vec<f64>,
+    /// Whether a TRL row that no reward function scored (its score NaN) is taken as TRL takes
+    /// it, advantage 0: under `--convention trl`. Otherwise the reader refuses it, naming the
+    /// file and the row, unless non-finite values are let through.
+    pub trl_unscored_rows: bool,
 }
 
 /// One row of a dump as advcalc's columns hold it.
@@ -350,11 +354,16 @@ pub(crate) fn number_after(name: &str, prefix: &str, suffix: &str) -> Option<i64
 
 /// Read the dump at `path` (`name` in messages) and spool it into a temporary Parquet file in
 /// `dir`.
+///
+/// A score the passes could not take (NaN, ±inf, or beyond float32, the type of advcalc's
+/// scores) is refused naming the file, the line (or row) and the field as the dump wrote
+/// them, unless `allow_nonfinite` (`--allow-nonfinite`, and `inspect`, which counts them).
 pub fn spool(
     trainer: Trainer,
     path: &Path,
     name: &str,
     opts: &DumpOptions,
+    allow_nonfinite: bool,
     dir: &Path,
 ) -> Result<(NamedTempFile, TrainerInput)> {
     let files = match glob_files(path, name)? {
@@ -377,10 +386,14 @@ pub fn spool(
     };
     let sink = BufWriter::new(handle);
     match trainer {
-        Trainer::Trl => trl::spool(&mut input, opts, sink, name)?,
-        Trainer::NemoRl => spool_jsonl::<nemo_rl::Reader>(&mut input, sink, name)?,
-        Trainer::PrimeRl => spool_jsonl::<prime_rl::Reader>(&mut input, sink, name)?,
-        Trainer::OpenInstruct => spool_jsonl::<open_instruct::Reader>(&mut input, sink, name)?,
+        Trainer::Trl => trl::spool(&mut input, opts, allow_nonfinite, sink, name)?,
+        Trainer::NemoRl => spool_jsonl::<nemo_rl::Reader>(&mut input, allow_nonfinite, sink, name)?,
+        Trainer::PrimeRl => {
+            spool_jsonl::<prime_rl::Reader>(&mut input, allow_nonfinite, sink, name)?
+        }
+        Trainer::OpenInstruct => {
+            spool_jsonl::<open_instruct::Reader>(&mut input, allow_nonfinite, sink, name)?
+        }
     }
     Ok((spool, input))
 }
@@ -569,6 +582,40 @@ pub(crate) trait LineReader {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The error for a line whose score (`score`, as [`LineReader::row`] gave it) is not a
+    /// float32 number: NaN, ±inf or beyond float32's range. It names the line (`at`) and the
+    /// field the score came from, with its value as written ([`score_fault`]).
+    fn score_error(&self, fields: &Line<'_>, at: &str, score: f64) -> Error;
+}
+
+/// What is wrong with a score that is not a float32 number (advcalc's scores are float32, as
+/// verl's), said with its value as the dump wrote it (`raw`, its JSON text, when known: it
+/// tells `Infinity` from a number beyond float64, which both read as inf); `None` when the
+/// score is a float32 number.
+pub(crate) fn score_fault(value: f64, raw: Option<&str>) -> Option<String> {
+    if (value as f32).is_finite() {
+        return None;
+    }
+    let written = raw.map(str::trim).filter(|w| !w.is_empty());
+    // a number as written (not the words NaN, Infinity, -Infinity)
+    let number = written
+        .filter(|w| w.starts_with(|c: char| c == '-' || c.is_ascii_digit()) && *w != "-Infinity");
+    Some(match (number, written) {
+        (Some(w), _) if value.is_infinite() => format!("{w}, which overflows float64"),
+        (Some(w), _) if value.is_finite() => format!("{w}, which overflows float32"),
+        (None, _) if value.is_finite() => format!("{value:?}, which overflows float32"),
+        (_, Some(w)) => w.to_string(),
+        (_, None) if value.is_nan() => "NaN".to_string(),
+        (_, None) => (if value > 0.0 { "inf" } else { "-inf" }).to_string(),
+    })
+}
+
+/// The error for a score field that is not a float32 number: "`AT`: `FIELD` is WHAT".
+pub(crate) fn refused_score(at: &str, field: &str, what: &str) -> Error {
+    Error::data(format!(
+        "{at}: `{field}` is {what} (pass --allow-nonfinite to let non-finite values through)"
+    ))
 }
 
 /// One non-blank line of a dump file.
@@ -675,6 +722,7 @@ fn parse_line(raw: &RawLine, shallow: bool) -> Result<Vec<json_line::Field<'_>>>
 /// and the spool written again with them.
 fn spool_jsonl<R: LineReader + Default>(
     input: &mut TrainerInput,
+    allow_nonfinite: bool,
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<()> {
@@ -682,14 +730,18 @@ fn spool_jsonl<R: LineReader + Default>(
     let cannot = |e: std::io::Error| Error::data(format!("{name}: cannot spool")).with_source(e);
     let file = sink.into_inner().map_err(|e| cannot(e.into_error()))?;
     let first = BufWriter::new(file.try_clone().map_err(cannot)?);
-    if let Spooled::Misfit(_) = write_spool::<R>(input, None, first, name)? {
+    if let Spooled::Misfit(_) = write_spool::<R>(input, None, allow_nonfinite, first, name)? {
         let kinds = field_kinds::<R>(&input.files)?;
         let mut again = file.try_clone().map_err(cannot)?;
         again.set_len(0).map_err(cannot)?;
         again.rewind().map_err(cannot)?;
-        if let Spooled::Misfit(at) =
-            write_spool::<R>(input, Some(kinds), BufWriter::new(again), name)?
-        {
+        if let Spooled::Misfit(at) = write_spool::<R>(
+            input,
+            Some(kinds),
+            allow_nonfinite,
+            BufWriter::new(again),
+            name,
+        )? {
             // every line's kinds were read, and this line no longer fits them
             return Err(Error::data(format!(
                 "{at}: the file changed while advcalc read it"
@@ -742,10 +794,13 @@ fn merge_kinds(kinds: &mut Vec<(String, FieldKind)>, line: Vec<(String, FieldKin
 
 /// Convert every line with a fresh `R` into the spool `sink`, its passthrough columns of
 /// `kinds` (`None`: the first chunk's). [`Spooled::Misfit`]: a line's field does not fit the
-/// kinds, and the spool is incomplete; otherwise `input` gets its rows and notes.
+/// kinds, and the spool is incomplete; otherwise `input` gets its rows and notes. A row whose
+/// score is not a float32 number is refused ([`LineReader::score_error`]) unless
+/// `allow_nonfinite`.
 fn write_spool<R: LineReader + Default>(
     input: &mut TrainerInput,
     kinds: Option<Vec<(String, FieldKind)>>,
+    allow_nonfinite: bool,
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<Spooled> {
@@ -829,7 +884,11 @@ fn write_spool<R: LineReader + Default>(
                 let path = &input.files[raw.file];
                 reader.file(path, &path.display().to_string())?;
             }
-            rows.push(reader.row(&line, at)?);
+            let row = reader.row(&line, at)?;
+            if !allow_nonfinite && !(row.score as f32).is_finite() {
+                return Err(reader.score_error(&line, at, row.score));
+            }
+            rows.push(row);
             let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
             for f in &passthrough {
                 let Some(&i) = position.get(f.key.as_str()) else {

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::io::json_line::Json;
 use crate::io::trainers::{
     DumpRow, Line, LineReader, LogProbColumns, Trainer, field_tree, find_files, float_list,
-    int_list, number_after, required,
+    int_list, number_after, refused_score, required, score_fault,
 };
 
 /// The file name of the older layout (`rollouts/step_N/train_rollouts.jsonl`).
@@ -198,6 +198,66 @@ impl LineReader for Reader {
             old_log_probs: None,
             logged_advantage: tokens.advantage,
         })
+    }
+
+    fn score_error(&self, fields: &Line<'_>, at: &str, score: f64) -> Error {
+        use crate::io::json_line::{Step, raw_at};
+        let traces_raw = fields.iter().find(|f| f.key == "traces").map(|f| f.raw);
+        let traces = field_tree(fields, "traces", at).ok().flatten();
+        let trace = traces
+            .as_ref()
+            .and_then(Json::as_array)
+            .and_then(|t| t.first().cloned());
+        if let Some(Json::Object(entries)) = trace.as_ref().and_then(|t| t.get("rewards")) {
+            for (name, r) in entries {
+                let field = |f: &str| format!("traces[0].rewards.{name}.{f}");
+                match r.get("score") {
+                    None => {
+                        return refused_score(
+                            at,
+                            &field("score"),
+                            "absent (verifiers leaves out a None score), so the reward is NaN",
+                        );
+                    }
+                    Some(Json::Null) => {
+                        return refused_score(
+                            at,
+                            &field("score"),
+                            "null (orjson writes a NaN as null), so the reward is NaN",
+                        );
+                    }
+                    _ => {}
+                }
+                for f in ["score", "weight"] {
+                    let Some(v) = r.get(f).and_then(Json::as_f64) else {
+                        continue;
+                    };
+                    if !v.is_finite() {
+                        let path = [
+                            Step::Index(0),
+                            Step::Key("rewards"),
+                            Step::Key(name),
+                            Step::Key(f),
+                        ];
+                        let raw = traces_raw.and_then(|t| raw_at(t, &path));
+                        let what = score_fault(v, raw).unwrap_or_default();
+                        return refused_score(at, &field(f), &what);
+                    }
+                }
+            }
+        }
+        // finite scores and weights whose Σ score·weight is not
+        let total = "the reward Σ score·weight over `traces[0].rewards`";
+        let why = if score.is_finite() {
+            format!(
+                "is {score:?}, which overflows float32 (prime-rl's rewards tensor and advcalc's scores are float32)"
+            )
+        } else {
+            "overflows float64".to_string()
+        };
+        Error::data(format!(
+            "{at}: {total} {why} (pass --allow-nonfinite to let non-finite values through)"
+        ))
     }
 
     fn notes(&self) -> Vec<String> {

@@ -32,7 +32,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use crate::error::{Error, Result};
 use crate::io::trainers::{
     DumpOptions, DumpRow, LogProbColumns, SpoolWriter, Trainer, TrainerInput, find_files,
-    inferred_group_size, number_after, passthrough_name,
+    inferred_group_size, number_after, passthrough_name, refused_score, score_fault,
 };
 
 /// The completions files at `path` (a file, a run's `output_dir`, or its `completions/`), in
@@ -187,10 +187,67 @@ pub fn reward(rewards: &[f64], weights: &[f64]) -> f64 {
     if any { sum as f64 } else { f64::NAN }
 }
 
-/// Spool the dump's files into `sink`.
+/// A consecutive group whose float32 statistics overflow as TRL computes them: the sum of its
+/// scorable rewards (`torch.nanmean`), or of their squared deviations from the mean (TRL's
+/// `nanstd`). TRL's advantages there are NaN, ±inf or 0; advcalc's exact ones would differ
+/// without a word. `None` when both fit float32.
+fn group_overflow(scores: &[f64]) -> Option<String> {
+    let scored: Vec<f64> = scores.iter().copied().filter(|s| !s.is_nan()).collect();
+    if scored.is_empty() {
+        return None;
+    }
+    let sum: f64 = scored.iter().sum();
+    if !(sum as f32).is_finite() {
+        return Some(format!(
+            "its rewards sum to {sum:.3e}, which overflows float32 in TRL's group mean (torch.nanmean over float32)"
+        ));
+    }
+    let mean = sum / scored.len() as f64;
+    let squares: f64 = scored.iter().map(|s| (s - mean) * (s - mean)).sum();
+    if !(squares as f32).is_finite() {
+        return Some(format!(
+            "its rewards' squared deviations from their mean sum to {squares:.3e}, which overflows float32 in TRL's group std (trl's nanstd over float32)"
+        ));
+    }
+    None
+}
+
+/// Refuse a row's rewards that TRL's float32 `rewards_per_func` cannot hold (±inf, or beyond
+/// float32), and a weighted sum Σ wᵢ·rᵢ that overflows float32 as TRL sums it; `at` names the
+/// row. A null (NaN) reward is TRL's None, which its `nansum` skips.
+fn check_row(at: &str, rewards: &[f64], score: f64, names: &[&str], weights: &[f64]) -> Result<()> {
+    for (r, name) in rewards.iter().zip(names) {
+        if r.is_nan() {
+            continue;
+        }
+        if let Some(what) = score_fault(*r, None) {
+            return Err(refused_score(at, name, &what));
+        }
+    }
+    if score.is_infinite() {
+        let terms: Vec<String> = rewards
+            .iter()
+            .zip(names)
+            .enumerate()
+            .filter(|(_, (r, _))| !r.is_nan())
+            .map(|(i, (r, n))| {
+                format!("`{n}` {r:?} × {:?}", weights.get(i).copied().unwrap_or(1.0))
+            })
+            .collect();
+        return Err(Error::data(format!(
+            "{at}: the reward Σ wᵢ·rᵢ ({}) overflows float32 as TRL sums it (pass --allow-nonfinite to let non-finite values through)",
+            terms.join(" + ")
+        )));
+    }
+    Ok(())
+}
+
+/// Spool the dump's files into `sink`; rewards that are not float32 numbers (or whose group
+/// statistics overflow float32 in TRL) are refused unless `allow_nonfinite`.
 pub(crate) fn spool(
     input: &mut TrainerInput,
     opts: &DumpOptions,
+    allow_nonfinite: bool,
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<()> {
@@ -253,6 +310,13 @@ pub(crate) fn spool(
         name,
     )?;
     let (mut total, mut unscorable) = (0usize, 0usize);
+    // under allow_nonfinite: the groups whose statistics overflow, and the first
+    let (mut overflowing, mut first_overflow) = (0usize, None::<String>);
+    let reward_names: Vec<&str> = layout0
+        .rewards
+        .iter()
+        .map(|&c| schema.field(c).name().as_str())
+        .collect();
     for (file, (_, batches)) in &files {
         let rows_in_file: usize = batches.iter().map(|b| b.num_rows()).sum();
         if !rows_in_file.is_multiple_of(group_size) {
@@ -265,6 +329,8 @@ pub(crate) fn spool(
         }
         let mut row_in_file = 0usize;
         let mut file_step: Option<i64> = None;
+        // the current group's scores, checked when it is complete
+        let mut group: Vec<f64> = Vec::with_capacity(group_size);
         for b in batches {
             let steps = ints(b.column(layout0.step));
             let rewards: Vec<Vec<f64>> = layout0
@@ -287,7 +353,38 @@ pub(crate) fn spool(
                 }
                 let r: Vec<f64> = rewards.iter().map(|c| c[i]).collect();
                 let score = reward(&r, &opts.reward_weights);
+                if !allow_nonfinite {
+                    check_row(&at, &r, score, &reward_names, &opts.reward_weights)?;
+                    if score.is_nan() && !opts.trl_unscored_rows {
+                        return Err(Error::data(format!(
+                            "{at}: no reward function scored the row (every reward column, {}, is null), so its score is NaN: TRL gives such a row advantage 0, as --convention trl does, and this convention refuses a NaN score (pass --allow-nonfinite to let non-finite values through)",
+                            reward_names
+                                .iter()
+                                .map(|n| format!("`{n}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                    }
+                }
                 unscorable += usize::from(score.is_nan());
+                group.push(score);
+                if group.len() == group_size {
+                    if let Some(why) = group_overflow(&group) {
+                        let rows = format!(
+                            "{file} rows {}-{} (a group of {group_size})",
+                            row_in_file + 2 - group_size,
+                            row_in_file + 1
+                        );
+                        if !allow_nonfinite {
+                            return Err(Error::data(format!(
+                                "{rows}: {why}, so TRL's float32 advantages there are NaN, ±inf or 0 (pass --allow-nonfinite to let them through: advcalc then computes them exactly)"
+                            )));
+                        }
+                        overflowing += 1;
+                        first_overflow.get_or_insert(rows);
+                    }
+                    group.clear();
+                }
                 rows.push(DumpRow {
                     step,
                     group: format!("{step}:{}", row_in_file / group_size),
@@ -306,6 +403,11 @@ pub(crate) fn spool(
     }
     writer.close()?;
     input.rows = total;
+    if let Some(first) = first_overflow {
+        input.notes.push(format!(
+            "{overflowing} TRL group(s) have rewards whose group mean or std overflows float32 as TRL computes them (first: {first}): TRL's float32 advantages there were NaN, ±inf or 0; advcalc's are exact"
+        ));
+    }
     if unscorable > 0 {
         input.notes.push(format!(
             "{unscorable} TRL row(s) have no reward (every reward function returned None): their score is NaN, which TRL, and --convention trl, turn into advantage 0"
