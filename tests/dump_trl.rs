@@ -423,6 +423,62 @@ fn rewards_whose_float32_group_statistics_overflow_are_refused() {
     }
 }
 
+/// TRL refuses num_generations < 2 (GRPOConfig: "GRPO requires at least 2 generations per
+/// prompt to calculate the advantages"): a file that misses one row, whose prompt runs give
+/// a group size of 1, is an error with a hint, never groups of one whose advantages are all 0.
+#[test]
+fn a_group_size_of_one_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = completions("completions_00001.parquet");
+    let short = batch.slice(0, batch.num_rows() - 1);
+    let run = trl_dir(tmp.path(), &[("completions_00001.parquet", short)]);
+    let (code, err) = refused(&run, &["--set", WEIGHTS]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("group size of 1"), "{err}");
+    assert!(err.contains("TRL requires num_generations >= 2"), "{err}");
+    assert!(
+        err.contains("hint: pass --set algorithm.group_size=N"),
+        "{err}"
+    );
+    // given as 1: a usage error naming the key
+    let (code, err) = refused(
+        &fixture("run1"),
+        &["--set", WEIGHTS, "--set", "algorithm.group_size=1"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("algorithm.group_size is 1, but TRL requires num_generations >= 2"),
+        "{err}"
+    );
+}
+
+/// A reward weight that is NaN or inf (or beyond TRL's float32 tensor) would turn every score
+/// it touches into NaN: refused naming the key, exit 2.
+#[test]
+fn non_finite_reward_weights_are_refused() {
+    for (weights, said) in [
+        (
+            "[.nan,1]",
+            "algorithm.trl.reward_weights (from --set): expected a list of finite numbers, found `nan`",
+        ),
+        (
+            "[1,.inf]",
+            "algorithm.trl.reward_weights (from --set): expected a list of finite numbers, found `inf`",
+        ),
+        (
+            "[1e39,1]",
+            "algorithm.trl.reward_weights: 1e39 overflows float32",
+        ),
+    ] {
+        let (code, err) = refused(
+            &fixture("run1"),
+            &["--set", &format!("algorithm.trl.reward_weights={weights}")],
+        );
+        assert_eq!(code, Some(2), "{weights}: {err}");
+        assert!(err.contains(said), "{weights}: {err}");
+    }
+}
+
 /// Under a convention other than TRL's, a row no reward function scored (NaN) is refused
 /// naming its file and row, not the spool's column and row.
 #[test]

@@ -187,6 +187,17 @@ pub fn reward(rewards: &[f64], weights: &[f64]) -> f64 {
     if any { sum as f64 } else { f64::NAN }
 }
 
+/// TRL's `reward_weights` tensor is float32 (`torch.tensor(args.reward_weights,
+/// dtype=torch.float32)`): a weight beyond its range would be inf there.
+fn check_weights(weights: &[f64]) -> Result<()> {
+    match weights.iter().find(|w| !(**w as f32).is_finite()) {
+        Some(w) => Err(Error::usage(format!(
+            "algorithm.trl.reward_weights: {w:?} overflows float32 (TRL's reward_weights are a float32 tensor)"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A consecutive group whose float32 statistics overflow as TRL computes them: the sum of its
 /// scorable rewards (`torch.nanmean`), or of their squared deviations from the mean (TRL's
 /// `nanstd`). TRL's advantages there are NaN, ±inf or 0; advcalc's exact ones would differ
@@ -251,6 +262,15 @@ pub(crate) fn spool(
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<()> {
+    check_weights(&opts.reward_weights)?;
+    // TRL's GRPOConfig refuses num_generations < 2 ("GRPO requires at least 2 generations
+    // per prompt to calculate the advantages"): a group of one is no TRL run
+    if opts.group_size == Some(1) {
+        return Err(Error::usage(format!(
+            "{name}: algorithm.group_size is 1, but TRL requires num_generations >= 2 (GRPOConfig: \"GRPO requires at least 2 generations per prompt\")"
+        ))
+        .with_hint("pass --set algorithm.group_size=N, the run's num_generations"));
+    }
     // every file read once (a completions file holds one generation batch: small)
     let mut files = Vec::new();
     for path in &input.files {
@@ -281,6 +301,12 @@ pub(crate) fn spool(
                 }
             }
             let n = inferred_group_size(keys.into_iter());
+            if n < 2 {
+                return Err(Error::data(format!(
+                    "{name}: the runs of equal prompts give a group size of 1, but TRL requires num_generations >= 2: a file misses a row of a group, or its groups' prompts differ"
+                ))
+                .with_hint("pass --set algorithm.group_size=N, the run's num_generations (TRL groups consecutive blocks of N rows)"));
+            }
             input.notes.push(format!(
                 "TRL groups consecutive blocks of num_generations rows; the file does not record it: group size {n} inferred from the runs of equal prompts (set algorithm.group_size to give it)"
             ));
