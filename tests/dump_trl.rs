@@ -497,3 +497,49 @@ fn an_unscored_row_under_another_convention_names_its_file_and_row() {
     );
     assert!(first.contains("NaN"), "{first}");
 }
+
+/// Completions files of two runs: the message names the columns that differ.
+#[test]
+fn columns_that_differ_between_files_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let second = completions("completions_00002.parquet");
+    let schema = second.schema();
+    let fields: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            if f.name() == "keyword_reward" {
+                f.as_ref().clone().with_name("format_reward")
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    let renamed = arrow::array::RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        )),
+        second.columns().to_vec(),
+    )
+    .unwrap();
+    let run = trl_dir(
+        tmp.path(),
+        &[
+            (
+                "completions_00001.parquet",
+                completions("completions_00001.parquet"),
+            ),
+            ("completions_00002.parquet", renamed),
+        ],
+    );
+    let (code, err) = refused(&run, &["--set", WEIGHTS]);
+    assert_eq!(code, Some(1), "{err}");
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.contains("completions_00002.parquet: its columns differ from "),
+        "{first}"
+    );
+    assert!(first.contains("`format_reward` not in "), "{first}");
+    assert!(first.contains("no `keyword_reward`"), "{first}");
+}

@@ -187,6 +187,64 @@ pub fn reward(rewards: &[f64], weights: &[f64]) -> f64 {
     if any { sum as f64 } else { f64::NAN }
 }
 
+/// How the columns of `schema` differ from `first`'s (the first file's, named `first_file`):
+/// the columns only one has, those of another type, else another order, else another
+/// nullability or metadata.
+fn column_differences(schema: &SchemaRef, first: &SchemaRef, first_file: &str) -> String {
+    let quoted = |names: Vec<&str>| {
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    let here: Vec<&str> = schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .filter(|n| first.index_of(n).is_err())
+        .collect();
+    if !here.is_empty() {
+        parts.push(format!("{} not in {first_file}", quoted(here)));
+    }
+    let missing: Vec<&str> = first
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .filter(|n| schema.index_of(n).is_err())
+        .collect();
+    if !missing.is_empty() {
+        parts.push(format!("no {}", quoted(missing)));
+    }
+    for f in schema.fields() {
+        if let Ok(i) = first.index_of(f.name()) {
+            let t0 = first.field(i).data_type();
+            if f.data_type() != t0 {
+                parts.push(format!(
+                    "`{}` is {} here, {t0} there",
+                    f.name(),
+                    f.data_type()
+                ));
+            }
+        }
+    }
+    if parts.is_empty() {
+        let names = |s: &SchemaRef| -> Vec<String> {
+            s.fields().iter().map(|f| f.name().to_string()).collect()
+        };
+        parts.push(if names(schema) != names(first) {
+            format!(
+                "the same columns in another order ({})",
+                names(schema).join(", ")
+            )
+        } else {
+            "the same columns, with another nullability or metadata".to_string()
+        });
+    }
+    parts.join("; ")
+}
+
 /// TRL's `reward_weights` tensor is float32 (`torch.tensor(args.reward_weights,
 /// dtype=torch.float32)`): a weight beyond its range would be inf there.
 fn check_weights(weights: &[f64]) -> Result<()> {
@@ -280,10 +338,11 @@ pub(crate) fn spool(
     let layout0 = layout(schema, first_file, &opts.reward_weights)?;
     for (file, (s, _)) in &files[1..] {
         if s.fields() != schema.fields() {
-            return Err(
-                Error::data(format!("{file}: its columns differ from {first_file}'s"))
-                    .with_hint("give the completions files of one run"),
-            );
+            return Err(Error::data(format!(
+                "{file}: its columns differ from {first_file}'s: {}",
+                column_differences(s, schema, first_file)
+            ))
+            .with_hint("give the completions files of one run"));
         }
     }
     // the group size: given, or the gcd of the prompt runs over every file
