@@ -324,3 +324,63 @@ fn a_non_finite_reward_names_the_file_line_and_field() {
         assert!(o.status.success(), "{}", stderr(&o));
     }
 }
+
+/// NeMo-RL writes every row of a step's training batch into its file: a 0-byte
+/// `train_data_stepN.jsonl` is a write cut short, refused naming it (not a step left out).
+#[test]
+fn an_empty_step_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("run1");
+    copy_dir(&fixture(), &copy);
+    std::fs::write(copy.join("exp_001/train_data_step2.jsonl"), b"").unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = run(&copy, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("error: ")
+            && err
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("exp_001/train_data_step2.jsonl: empty file, no JSON lines"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// verl's JSONL files (`{global_steps}.jsonl`) beside NeMo-RL's step files: refused naming
+/// both, as two trainers' dumps are, never read as the NeMo-RL dump alone.
+#[test]
+fn verl_jsonl_beside_a_nemo_rl_dump_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("run1");
+    copy_dir(&fixture(), &copy);
+    std::fs::write(
+        copy.join("exp_001/7.jsonl"),
+        "{\"input\": \"q\", \"output\": \"a\", \"gts\": null, \"score\": 1.0, \"step\": 7}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = run(&copy, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    let first = err.lines().next().unwrap();
+    assert!(first.contains("holds both a NeMo-RL dump ("), "{first}");
+    assert!(
+        first.contains("train_data_step1.jsonl) and verl JSONL files ("),
+        "{first}"
+    );
+    assert!(first.contains("exp_001/7.jsonl)"), "{first}");
+    assert!(err.contains("--input-format nemo-rl"), "{err}");
+    assert!(!out.exists());
+    // --input-format reads the NeMo-RL files alone
+    let o = advcalc()
+        .args(["run", "-q", "--input-format", "nemo-rl"])
+        .arg(&copy)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    check_rows(&read_parquet(&out), &expected());
+}

@@ -241,6 +241,73 @@ fn refused(input: &Path) -> String {
     stderr(&o)
 }
 
+/// Two runs' output directories under one IN: their steps would be merged (step 1 of both
+/// in one batch, the groups kept apart only by their ids). Refused naming both, as NeMo-RL's
+/// and open-instruct's readers refuse two runs.
+#[test]
+fn two_runs_under_one_directory_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&root().join(RUN), &dir.path().join("runs/a"));
+    copy_dir(&root().join(RUN), &dir.path().join("runs/b"));
+    let err = refused(&dir.path().join("runs"));
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.contains("holds the rollouts of more than one prime-rl run (")
+            && first.contains("runs/a/rollouts and ")
+            && first.contains("runs/b/rollouts)"),
+        "{first}"
+    );
+    assert!(
+        err.contains("hint: give one run's output directory"),
+        "{err}"
+    );
+}
+
+/// A step in the older layout (`step_N/train_rollouts.jsonl`) among current-layout steps:
+/// refused naming it, never left out of the run without a word.
+#[test]
+fn an_older_layout_step_among_current_ones_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    copy_dir(&root().join(RUN), &run_dir);
+    std::fs::create_dir_all(run_dir.join("rollouts/step_3")).unwrap();
+    std::fs::copy(
+        root()
+            .join(OLD)
+            .join("rollouts/step_1/train_rollouts.jsonl"),
+        run_dir.join("rollouts/step_3/train_rollouts.jsonl"),
+    )
+    .unwrap();
+    let err = refused(&run_dir);
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.contains(
+            "rollouts/step_3/train_rollouts.jsonl: a step in prime-rl's older rollout layout"
+        ),
+        "{first}"
+    );
+    assert!(first.contains("so the step cannot be read"), "{first}");
+}
+
+/// prime-rl's file monitor appends a step's episodes to its `traces.jsonl` (an empty batch is
+/// never logged): a 0-byte one is a write cut short, refused naming it.
+#[test]
+fn an_empty_traces_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    copy_dir(&root().join(RUN), &run_dir);
+    let file = run_dir.join("rollouts/step_2/train/effective/traces.jsonl");
+    std::fs::write(&file, b"").unwrap();
+    let err = refused(&run_dir);
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: empty file, no JSON lines\n",
+            file.display()
+        )),
+        "{err}"
+    );
+}
+
 /// A reward score that is not a number advcalc can take: null (orjson's NaN), absent,
 /// `Infinity`, beyond float64 (as written), or a weighted sum beyond float32. Each names the
 /// file, the line and the field as the trace holds it.

@@ -802,6 +802,20 @@ fn hostile(dir: &Path, name: &str) {
     copy(&root.join(name), &dir.join(name));
 }
 
+/// verl writes one `{global_steps}.jsonl` per step: `01.jsonl` beside `1.jsonl` (a copy, or a
+/// file renamed by hand) would put both files' rows into step 1's groups, doubling them.
+#[test]
+fn two_files_of_one_step_are_refused_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    hostile(tmp.path(), "verl_same_step");
+    let (code, err) = fails(tmp.path(), "verl_same_step", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: verl_same_step: two files for step 1, verl_same_step/01.jsonl and verl_same_step/1.jsonl\nhint: verl writes one STEP.jsonl per step: keep one of them\n"
+    );
+}
+
 /// A score beyond float32 (verl's scores are float32 sums) is said as written, not as the
 /// `inf` it would become.
 #[test]

@@ -213,6 +213,20 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
         let key = |p: &Path| (file_step(p).map_or((1, 0), |s| (0, s)), p.to_path_buf());
         key(a).cmp(&key(b))
     });
+    // verl writes one `{global_steps}.jsonl` per step: two files of one step (`01.jsonl` and
+    // `1.jsonl`) would put both copies' rows in the step's groups
+    if let Some(pair) = jsonl
+        .windows(2)
+        .find(|w| file_step(&w[0]).is_some() && file_step(&w[0]) == file_step(&w[1]))
+    {
+        return Err(Error::data(format!(
+            "{name}: two files for step {}, {} and {}",
+            file_step(&pair[0]).unwrap_or_default(),
+            pair[0].display(),
+            pair[1].display()
+        ))
+        .with_hint("verl writes one STEP.jsonl per step: keep one of them"));
+    }
     Ok(jsonl)
 }
 

@@ -237,6 +237,8 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         return Ok(None);
     }
     let mut found: Vec<(Trainer, PathBuf)> = Vec::new();
+    // verl's own JSONL dump files (`{global_steps}.jsonl`), which no trainer's reader reads
+    let mut verl: Option<PathBuf> = None;
     scan(path, 0, &mut |file: &Path| {
         let f = file.file_name().map(|f| f.to_string_lossy().into_owned());
         let f = f.unwrap_or_default();
@@ -245,11 +247,28 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         {
             found.push((t, file.to_path_buf()));
         }
+        if verl.is_none() && is_verl_step_file(&f) {
+            verl = Some(file.to_path_buf());
+        }
     })
     .map_err(|e| Error::data(format!("{name}: cannot read the directory")).with_source(e))?;
     match found.as_slice() {
         [] => Ok(None),
-        [(t, _)] => Ok(Some(*t)),
+        // the trainer's reader would leave verl's files unread: refused as two trainers are
+        [(t, f)] => match verl {
+            None => Ok(Some(*t)),
+            Some(v) => Err(Error::data(format!(
+                "{name}: holds both a {} dump ({}) and verl JSONL files ({})",
+                t.title(),
+                f.display(),
+                v.display()
+            ))
+            .with_hint(format!(
+                "give the directory of one of them, or pass --input-format {} to read only the {} files",
+                t.name(),
+                t.title()
+            ))),
+        },
         [(a, fa), (b, fb), ..] => Err(Error::data(format!(
             "{name}: holds both a {} dump ({}) and a {} dump ({})",
             a.title(),
@@ -259,6 +278,13 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         ))
         .with_hint("give the directory of one run, or pass --input-format")),
     }
+}
+
+/// Whether `file` (a file name) is named as verl names its JSONL dump files,
+/// `{global_steps}.jsonl`.
+fn is_verl_step_file(file: &str) -> bool {
+    file.strip_suffix(".jsonl")
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The files a glob IN matches, in natural order (`step_2` before `step_10`); `None` when IN
@@ -631,7 +657,7 @@ struct RawLine {
 fn for_each_chunk(files: &[PathBuf], mut each: impl FnMut(&[RawLine]) -> Result<()>) -> Result<()> {
     let mut chunk: Vec<RawLine> = Vec::with_capacity(BATCH_ROWS);
     for (index, path) in files.iter().enumerate() {
-        json_line::read_lines(path, |at, text| {
+        let lines = json_line::read_lines(path, |at, text| {
             chunk.push(RawLine {
                 file: index,
                 at,
@@ -643,6 +669,15 @@ fn for_each_chunk(files: &[PathBuf], mut each: impl FnMut(&[RawLine]) -> Result<
             }
             Ok(())
         })?;
+        if lines == 0 {
+            // each trainer creates a file to write a step's rows into it: an empty one is a
+            // write cut short, not a step without rows
+            return Err(
+                Error::data(format!("{}: empty file, no JSON lines", path.display())).with_hint(
+                    "the trainer writes a file with the rows of a step: a 0-byte one was cut short (a crash, a full disk); remove it, or give the other files",
+                ),
+            );
+        }
     }
     if !chunk.is_empty() {
         each(&chunk)?;
@@ -1082,6 +1117,40 @@ mod tests {
             panic!("a bad nested value is refused")
         };
         assert_eq!((key.as_str(), e.column), ("b", 5));
+    }
+
+    #[test]
+    fn a_score_that_is_not_float32_is_said_as_written() {
+        assert_eq!(score_fault(1.5, Some("1.5")), None);
+        assert_eq!(score_fault(3e38, None), None);
+        assert_eq!(score_fault(f64::NAN, Some("NaN")).unwrap(), "NaN");
+        assert_eq!(score_fault(f64::NAN, None).unwrap(), "NaN");
+        let inf = f64::INFINITY;
+        assert_eq!(score_fault(inf, Some("Infinity")).unwrap(), "Infinity");
+        assert_eq!(score_fault(-inf, Some("-Infinity")).unwrap(), "-Infinity");
+        assert_eq!(score_fault(-inf, None).unwrap(), "-inf");
+        // a number as written, beyond float64 (read as inf) or float32
+        assert_eq!(
+            score_fault(inf, Some("1e400")).unwrap(),
+            "1e400, which overflows float64"
+        );
+        assert_eq!(
+            score_fault(-1e300, Some("-1E+300")).unwrap(),
+            "-1E+300, which overflows float32"
+        );
+        assert_eq!(
+            score_fault(1e39, None).unwrap(),
+            "1e39, which overflows float32"
+        );
+    }
+
+    #[test]
+    fn verl_dump_files_are_told_by_their_names() {
+        assert!(is_verl_step_file("12.jsonl"));
+        assert!(is_verl_step_file("012.jsonl"));
+        assert!(!is_verl_step_file(".jsonl"));
+        assert!(!is_verl_step_file("train_data_step1.jsonl"));
+        assert!(!is_verl_step_file("12.parquet"));
     }
 
     #[test]

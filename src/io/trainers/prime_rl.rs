@@ -91,7 +91,39 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
     }
     // per step: (effective, all)
     let mut steps: BTreeMap<i64, (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
-    for f in find_files(path, name, &|f| train_file(f).is_some())? {
+    let found = find_files(path, name, &|f| {
+        train_file(f).is_some() || f.file_name().is_some_and(|n| n == OLD_FILE)
+    })?;
+    let (current, old): (Vec<PathBuf>, Vec<PathBuf>) =
+        found.into_iter().partition(|f| train_file(f).is_some());
+    // a step of the older layout cannot be read: refused, never left out without a word
+    if let Some(f) = old.first() {
+        return Err(match current.first() {
+            None => old_layout(f),
+            Some(c) => Error::data(format!(
+                "{}: a step in prime-rl's older rollout layout (step_N/train_rollouts.jsonl, before prime-rl PR #2983), beside steps in the current one ({}): its records exclude the group ids, steps and advantages, so the step cannot be read",
+                f.display(),
+                c.display()
+            ))
+            .with_hint("give the current layout's steps: their step_N directories, or a quoted glob such as 'rollouts/step_*/train/effective/traces.jsonl'"),
+        });
+    }
+    // two runs' rollouts (the directories holding their step_N) would mix their steps
+    let run_of = |f: &Path| f.ancestors().nth(4).map(Path::to_path_buf);
+    if let Some(first) = current.first().and_then(|f| run_of(f))
+        && let Some(other) = current
+            .iter()
+            .filter_map(|f| run_of(f))
+            .find(|r| *r != first)
+    {
+        return Err(Error::data(format!(
+            "{name}: holds the rollouts of more than one prime-rl run ({} and {})",
+            first.display(),
+            other.display()
+        ))
+        .with_hint("give one run's output directory (or its rollouts/)"));
+    }
+    for f in current {
         if let Some((step, effective)) = train_file(&f) {
             let entry = steps.entry(step).or_default();
             if effective {
@@ -99,14 +131,6 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
             } else {
                 entry.1.push(f);
             }
-        }
-    }
-    if steps.is_empty() {
-        let old = find_files(path, name, &|f| {
-            f.file_name().is_some_and(|n| n == OLD_FILE)
-        })?;
-        if let Some(f) = old.first() {
-            return Err(old_layout(f));
         }
     }
     Ok(steps
