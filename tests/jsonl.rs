@@ -816,6 +816,36 @@ fn two_files_of_one_step_are_refused_naming_both() {
     );
 }
 
+/// A directory whose `.jsonl` files are one level down (verl writes them side by side in
+/// `rollout_data_dir`): the message says where they are, not that there are none.
+#[test]
+fn jsonl_files_below_in_directory_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    hostile(tmp.path(), "verl_nested");
+    for extra in [&[][..], &["--input-format", "jsonl"][..]] {
+        let (code, err) = fails(tmp.path(), "verl_nested", extra);
+        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(
+            err,
+            "error: verl_nested: holds no .jsonl file itself; its .jsonl files are below it, in verl_nested/rollout_data_dir\nhint: verl writes a dump's STEP.jsonl files side by side in one directory (rollout_data_dir): give that directory, verl_nested/rollout_data_dir\n",
+            "{extra:?}"
+        );
+    }
+    // the directory it names reads
+    let o = run(
+        tmp.path(),
+        &[
+            "run",
+            "-q",
+            "-e",
+            "grpo",
+            "verl_nested/rollout_data_dir",
+            "out.parquet",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 /// A score beyond float32 (verl's scores are float32 sums) is said as written, not as the
 /// `inf` it would become.
 #[test]

@@ -173,7 +173,7 @@ fn directory_files(dir: &Path, name: &str) -> Result<(Vec<PathBuf>, Vec<PathBuf>
 pub fn directory_is_jsonl(dir: &Path, name: &str) -> Result<bool> {
     let (jsonl, others) = directory_files(dir, name)?;
     if jsonl.is_empty() && others.is_empty() {
-        return Err(empty_directory(name));
+        return Err(empty_directory(dir, name));
     }
     Ok(!jsonl.is_empty())
 }
@@ -184,10 +184,42 @@ pub fn directory_has_jsonl(dir: &Path, name: &str) -> Result<bool> {
     Ok(!directory_files(dir, name)?.0.is_empty())
 }
 
-fn empty_directory(name: &str) -> Error {
-    Error::data(format!("{name}: is a directory with no .jsonl files in it")).with_hint(
-        "give a Parquet or Arrow file, or verl's rollout_data_dir (its STEP.jsonl files)",
-    )
+fn empty_directory(dir: &Path, name: &str) -> Error {
+    match nested_jsonl(dir, name) {
+        Ok(Some(e)) | Err(e) => e,
+        Ok(None) => Error::data(format!("{name}: is a directory with no .jsonl files in it"))
+            .with_hint(
+                "give a Parquet or Arrow file, or verl's rollout_data_dir (its STEP.jsonl files)",
+            ),
+    }
+}
+
+/// The error for a directory `dir` that holds no `.jsonl` file itself but some in the
+/// directories below it, naming where they are: verl writes its dump files side by side in
+/// one directory (`rollout_data_dir/{global_steps}.jsonl`), which is the one to give. `None`
+/// when there are none below either.
+pub fn nested_jsonl(dir: &Path, name: &str) -> Result<Option<Error>> {
+    let below = crate::io::trainers::find_files(dir, name, &|f| is_jsonl_name(f))?;
+    let Some(first) = below.first() else {
+        return Ok(None);
+    };
+    let holders: std::collections::BTreeSet<&Path> =
+        below.iter().filter_map(|f| f.parent()).collect();
+    let holder = first.parent().unwrap_or(dir);
+    let others = match holders.len() {
+        1 => String::new(),
+        n => format!(" (and {} other directories)", n - 1),
+    };
+    Ok(Some(
+        Error::data(format!(
+            "{name}: holds no .jsonl file itself; its .jsonl files are below it, in {}{others}",
+            holder.display()
+        ))
+        .with_hint(format!(
+            "verl writes a dump's STEP.jsonl files side by side in one directory (rollout_data_dir): give that directory, {}",
+            holder.display()
+        )),
+    ))
 }
 
 /// The files of IN: the file itself, or a directory's `.jsonl` files in the order of the
@@ -198,7 +230,7 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
     }
     let (mut jsonl, others) = directory_files(path, name)?;
     if jsonl.is_empty() {
-        return Err(empty_directory(name));
+        return Err(empty_directory(path, name));
     }
     if let Some(other) = others.first() {
         jsonl.sort();
