@@ -269,3 +269,118 @@ fn fields_whose_kind_changes_late_are_typed_by_every_line() {
     let rewards = batch.column_by_name("rewards").unwrap();
     assert_eq!(rewards.len(), n);
 }
+
+/// The fixture copied into `dir`, with line `line` (counted from 1) of `train_data_step2.jsonl`
+/// changed by `edit`; the copy's `exp_001`.
+fn edited_copy(dir: &Path, line: usize, edit: impl Fn(&str) -> String) -> PathBuf {
+    let copy = dir.join("run1");
+    copy_dir(&fixture(), &copy);
+    let file = copy.join("exp_001/train_data_step2.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let before = lines[line - 1].clone();
+    lines[line - 1] = edit(&before);
+    assert_ne!(lines[line - 1], before, "the edit changes the line");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    copy.join("exp_001")
+}
+
+/// A reward that is not a float32 number (NaN, as Python's json writes it; a number beyond
+/// float32 or float64) is refused naming the file, the line and the field as written, not
+/// the spool's column and row.
+#[test]
+fn a_non_finite_reward_names_the_file_line_and_field() {
+    for (value, said) in [
+        ("NaN", "`rewards` is NaN (pass --allow-nonfinite"),
+        ("Infinity", "`rewards` is Infinity (pass --allow-nonfinite"),
+        (
+            "1e300",
+            "`rewards` is 1e300, which overflows float32 (pass --allow-nonfinite",
+        ),
+        (
+            "-1e400",
+            "`rewards` is -1e400, which overflows float64 (pass --allow-nonfinite",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let exp = edited_copy(dir.path(), 3, |l| {
+            l.replace(r#""rewards": [1.0]"#, &format!(r#""rewards": [{value}]"#))
+                .replace(r#""rewards": [0.0]"#, &format!(r#""rewards": [{value}]"#))
+        });
+        let out = dir.path().join("out.parquet");
+        let o = run(&exp, &out);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let err = stderr(&o);
+        let first = err.lines().next().unwrap();
+        assert!(
+            first.starts_with("error: ")
+                && first.contains("exp_001/train_data_step2.jsonl line 3: "),
+            "{first}"
+        );
+        assert!(first.contains(said), "{value}: {first}");
+        assert!(!out.exists());
+        // inspect counts them instead
+        let o = advcalc().arg("inspect").arg(&exp).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+}
+
+/// NeMo-RL writes every row of a step's training batch into its file: a 0-byte
+/// `train_data_stepN.jsonl` is a write cut short, refused naming it (not a step left out).
+#[test]
+fn an_empty_step_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("run1");
+    copy_dir(&fixture(), &copy);
+    std::fs::write(copy.join("exp_001/train_data_step2.jsonl"), b"").unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = run(&copy, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("error: ")
+            && err
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("exp_001/train_data_step2.jsonl: empty file, no JSON lines"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// verl's JSONL files (`{global_steps}.jsonl`) beside NeMo-RL's step files: refused naming
+/// both, as two trainers' dumps are, never read as the NeMo-RL dump alone.
+#[test]
+fn verl_jsonl_beside_a_nemo_rl_dump_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("run1");
+    copy_dir(&fixture(), &copy);
+    std::fs::write(
+        copy.join("exp_001/7.jsonl"),
+        "{\"input\": \"q\", \"output\": \"a\", \"gts\": null, \"score\": 1.0, \"step\": 7}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = run(&copy, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    let first = err.lines().next().unwrap();
+    assert!(first.contains("holds both a NeMo-RL dump ("), "{first}");
+    assert!(
+        first.contains("train_data_step1.jsonl) and verl JSONL files ("),
+        "{first}"
+    );
+    assert!(first.contains("exp_001/7.jsonl)"), "{first}");
+    assert!(err.contains("--input-format nemo-rl"), "{err}");
+    assert!(!out.exists());
+    // --input-format reads the NeMo-RL files alone
+    let o = advcalc()
+        .args(["run", "-q", "--input-format", "nemo-rl"])
+        .arg(&copy)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    check_rows(&read_parquet(&out), &expected());
+}

@@ -159,3 +159,39 @@ fn interleaved_steps_are_refused_with_a_hint() {
         "{err}"
     );
 }
+
+/// A `reward` that is not a float32 number (Python's json writes NaN as the bare `NaN`;
+/// numbers beyond float32 or float64) is refused naming the file, the line and the field as
+/// written, not the spool's column and row.
+#[test]
+fn a_non_finite_reward_names_its_file_line_and_field() {
+    for (value, said) in [
+        ("NaN", "`reward` is NaN (pass --allow-nonfinite"),
+        ("-Infinity", "`reward` is -Infinity (pass --allow-nonfinite"),
+        ("1e300", "`reward` is 1e300, which overflows float32"),
+        ("1e400", "`reward` is 1e400, which overflows float64"),
+    ] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let src = fixture("run1").join("run1_rollouts_000000.jsonl");
+        let text = std::fs::read_to_string(src).expect("shard");
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let before = lines[4].clone();
+        lines[4] = lines[4].replacen(r#""reward": 1.0"#, &format!(r#""reward": {value}"#), 1);
+        lines[4] = lines[4].replacen(r#""reward": 0.0"#, &format!(r#""reward": {value}"#), 1);
+        assert_ne!(lines[4], before);
+        let shard = tmp.path().join("run1_rollouts_000000.jsonl");
+        std::fs::write(&shard, lines.join("\n") + "\n").expect("write");
+        let out = run_in(
+            tmp.path(),
+            &["run", "run1_rollouts_000000.jsonl", "out.parquet"],
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: run1_rollouts_000000.jsonl line 5: ") && first.contains(said),
+            "{value}: {first}"
+        );
+        assert!(!tmp.path().join("out.parquet").exists());
+    }
+}

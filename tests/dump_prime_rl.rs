@@ -217,3 +217,148 @@ fn a_malformed_line_names_its_file_and_line() {
         stderr(&o)
     );
 }
+
+/// Copy a directory tree.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// `advcalc run IN OUT` expected to fail with exit 1: its stderr's first line; nothing at OUT.
+fn refused(input: &Path) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.parquet");
+    let o = run(input, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!out.exists());
+    stderr(&o)
+}
+
+/// Two runs' output directories under one IN: their steps would be merged (step 1 of both
+/// in one batch, the groups kept apart only by their ids). Refused naming both, as NeMo-RL's
+/// and open-instruct's readers refuse two runs.
+#[test]
+fn two_runs_under_one_directory_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&root().join(RUN), &dir.path().join("runs/a"));
+    copy_dir(&root().join(RUN), &dir.path().join("runs/b"));
+    let err = refused(&dir.path().join("runs"));
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.contains("holds the rollouts of more than one prime-rl run (")
+            && first.contains("runs/a/rollouts and ")
+            && first.contains("runs/b/rollouts)"),
+        "{first}"
+    );
+    assert!(
+        err.contains("hint: give one run's output directory"),
+        "{err}"
+    );
+}
+
+/// A step in the older layout (`step_N/train_rollouts.jsonl`) among current-layout steps:
+/// refused naming it, never left out of the run without a word.
+#[test]
+fn an_older_layout_step_among_current_ones_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    copy_dir(&root().join(RUN), &run_dir);
+    std::fs::create_dir_all(run_dir.join("rollouts/step_3")).unwrap();
+    std::fs::copy(
+        root()
+            .join(OLD)
+            .join("rollouts/step_1/train_rollouts.jsonl"),
+        run_dir.join("rollouts/step_3/train_rollouts.jsonl"),
+    )
+    .unwrap();
+    let err = refused(&run_dir);
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.contains(
+            "rollouts/step_3/train_rollouts.jsonl: a step in prime-rl's older rollout layout"
+        ),
+        "{first}"
+    );
+    assert!(first.contains("so the step cannot be read"), "{first}");
+}
+
+/// prime-rl's file monitor appends a step's episodes to its `traces.jsonl` (an empty batch is
+/// never logged): a 0-byte one is a write cut short, refused naming it.
+#[test]
+fn an_empty_traces_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    copy_dir(&root().join(RUN), &run_dir);
+    let file = run_dir.join("rollouts/step_2/train/effective/traces.jsonl");
+    std::fs::write(&file, b"").unwrap();
+    let err = refused(&run_dir);
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: empty file, no JSON lines\n",
+            file.display()
+        )),
+        "{err}"
+    );
+}
+
+/// A reward score that is not a number advcalc can take: null (orjson's NaN), absent,
+/// `Infinity`, beyond float64 (as written), or a weighted sum beyond float32. Each names the
+/// file, the line and the field as the trace holds it.
+#[test]
+fn a_non_finite_reward_names_the_file_line_and_field() {
+    let rel = "rollouts/step_2/train/effective/traces.jsonl";
+    let field = "`traces[0].rewards.correct.score`";
+    for (from, to, said) in [
+        (
+            r#""correct":{"score":1.0"#,
+            r#""correct":{"score":null"#,
+            format!("{field} is null (orjson writes a NaN as null), so the reward is NaN"),
+        ),
+        (
+            r#""correct":{"score":1.0,"#,
+            r#""correct":{"#,
+            format!("{field} is absent (verifiers leaves out a None score), so the reward is NaN"),
+        ),
+        (
+            r#""correct":{"score":1.0"#,
+            r#""correct":{"score":Infinity"#,
+            format!("{field} is Infinity (pass --allow-nonfinite"),
+        ),
+        (
+            r#""correct":{"score":1.0"#,
+            r#""correct":{"score":1e400"#,
+            format!("{field} is 1e400, which overflows float64"),
+        ),
+        (
+            r#""correct":{"score":1.0"#,
+            r#""correct":{"score":1e300"#,
+            "the reward Σ score·weight over `traces[0].rewards` is 1e300, which overflows float32"
+                .to_string(),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        copy_dir(&root().join(RUN), &run_dir);
+        let file = run_dir.join(rel);
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        assert!(lines[1].contains(from), "{from}");
+        lines[1] = lines[1].replacen(from, to, 1);
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        let err = refused(&run_dir);
+        let first = err.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!("error: {} line 2: ", file.display())),
+            "{first}"
+        );
+        assert!(first.contains(&said), "{said}: {first}");
+        assert!(first.contains("--allow-nonfinite"), "{first}");
+    }
+}

@@ -259,3 +259,287 @@ fn bad_dumps_are_one_line_errors() {
         stderr(&done)
     );
 }
+
+/// run1's completions file `file` as one batch.
+fn completions(file: &str) -> arrow::array::RecordBatch {
+    read_parquet(&fixture("run1").join("completions").join(file))
+}
+
+/// `batch` with the float column `name`'s values replaced by `value(row, old)` (its type
+/// kept: the files of a run share their columns).
+fn with_values(
+    batch: &arrow::array::RecordBatch,
+    name: &str,
+    value: impl Fn(usize, Option<f64>) -> Option<f64>,
+) -> arrow::array::RecordBatch {
+    use arrow::array::{Array, Float64Array};
+    let i = batch.schema().index_of(name).unwrap();
+    let old = batch.column(i);
+    let as_f64 = arrow::compute::cast(old, &arrow::datatypes::DataType::Float64).unwrap();
+    let as_f64 = as_f64.as_primitive::<Float64Type>();
+    let new: Float64Array = (0..as_f64.len())
+        .map(|r| value(r, (!as_f64.is_null(r)).then(|| as_f64.value(r))))
+        .collect();
+    let new = arrow::compute::cast(&new, old.data_type()).unwrap();
+    let mut columns = batch.columns().to_vec();
+    columns[i] = new;
+    arrow::array::RecordBatch::try_new(batch.schema(), columns).unwrap()
+}
+
+/// A TRL output_dir in `dir` holding `files` as `completions/NAME`.
+fn trl_dir(dir: &Path, files: &[(&str, arrow::array::RecordBatch)]) -> PathBuf {
+    let out = dir.join("trl_run");
+    std::fs::create_dir_all(out.join("completions")).unwrap();
+    for (name, batch) in files {
+        common::write_parquet(&out.join("completions").join(name), batch, 1024);
+    }
+    out
+}
+
+/// `advcalc run IN OUT ARGS` expected to fail: its exit code and stderr, and that nothing was
+/// written at OUT.
+fn refused(input: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.parquet");
+    let done = advcalc()
+        .arg("run")
+        .arg(input)
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.exists(), "OUT written: {}", stderr(&done));
+    (done.status.code(), stderr(&done))
+}
+
+const WEIGHTS: &str = "algorithm.trl.reward_weights=[1.0,0.5]";
+
+/// TRL's rewards are a float32 tensor (`rewards_per_func`): an infinite reward, or one beyond
+/// float32, makes its whole group's advantages NaN (then 0 by `nan_to_num`) there. Refused
+/// naming the file, the row and the reward column, unless --allow-nonfinite.
+#[test]
+fn a_reward_that_is_not_a_float32_number_is_refused_naming_file_row_and_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (value, said) in [
+        (f64::INFINITY, "`length_reward` is inf"),
+        (f64::NEG_INFINITY, "`length_reward` is -inf"),
+        (1e308, "`length_reward` is 1e308, which overflows float32"),
+    ] {
+        let batch = with_values(
+            &completions("completions_00001.parquet"),
+            "length_reward",
+            |r, v| {
+                if r == 1 { Some(value) } else { v }
+            },
+        );
+        let run = trl_dir(tmp.path(), &[("completions_00001.parquet", batch)]);
+        let (code, err) = refused(&run, &["--set", WEIGHTS]);
+        assert_eq!(code, Some(1), "{err}");
+        let first = err.lines().next().unwrap();
+        assert!(
+            first.contains("completions/completions_00001.parquet row 2: ") && first.contains(said),
+            "{first}"
+        );
+        assert!(first.contains("--allow-nonfinite"), "{first}");
+        // with --allow-nonfinite it runs, as TRL would (NaN in the group)
+        let out = tmp.path().join("allowed.parquet");
+        let _ = std::fs::remove_file(&out);
+        let done = advcalc()
+            .arg("run")
+            .arg(&run)
+            .arg(&out)
+            .args(["--set", WEIGHTS, "--allow-nonfinite", "-q"])
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{}", stderr(&done));
+    }
+    // two finite rewards whose weighted sum overflows float32 as TRL sums them
+    let batch = with_values(
+        &completions("completions_00001.parquet"),
+        "length_reward",
+        |r, v| {
+            if r == 1 { Some(3e38) } else { v }
+        },
+    );
+    let batch = with_values(&batch, "keyword_reward", |r, v| {
+        if r == 1 { Some(3e38) } else { v }
+    });
+    let run = trl_dir(tmp.path(), &[("completions_00001.parquet", batch)]);
+    let (code, err) = refused(&run, &["--set", "algorithm.trl.reward_weights=[1.0,1.0]"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("completions_00001.parquet row 2: the reward Σ wᵢ·rᵢ (`length_reward` 3e38 × 1.0 + `keyword_reward` 3e38 × 1.0) overflows float32"),
+        "{err}"
+    );
+}
+
+/// TRL's group mean and std are float32 (`torch.nanmean`, trl's `nanstd`): rewards that fit
+/// float32 but whose group sum, or squared deviations, do not give NaN or 0 advantages in
+/// TRL, where advcalc's float64 would give others without a word.
+#[test]
+fn rewards_whose_float32_group_statistics_overflow_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (big, said) in [
+        (3e38, "its rewards sum to"),
+        (
+            1e20,
+            "its rewards' squared deviations from their mean sum to",
+        ),
+    ] {
+        // rows 5 and 6 (the second group of 4) are `big`
+        let batch = with_values(
+            &completions("completions_00001.parquet"),
+            "length_reward",
+            |r, v| {
+                if r == 4 || r == 5 { Some(big) } else { v }
+            },
+        );
+        let batch = with_values(&batch, "keyword_reward", |r, v| {
+            if r == 4 || r == 5 { None } else { v }
+        });
+        let run = trl_dir(tmp.path(), &[("completions_00001.parquet", batch)]);
+        let (code, err) = refused(&run, &["--set", WEIGHTS, "--set", "algorithm.group_size=4"]);
+        assert_eq!(code, Some(1), "{err}");
+        let first = err.lines().next().unwrap();
+        assert!(
+            first.contains("completions_00001.parquet rows 5-8 (a group of 4): ")
+                && first.contains(said)
+                && first.contains("overflows float32"),
+            "{first}"
+        );
+        // inspect reads it, and says so
+        let done = advcalc()
+            .arg("inspect")
+            .arg(&run)
+            .args(["--set", WEIGHTS, "--set", "algorithm.group_size=4"])
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{}", stderr(&done));
+        let text = String::from_utf8_lossy(&done.stdout).into_owned() + &stderr(&done);
+        assert!(
+            text.contains("1 TRL group(s) have rewards whose group mean or std overflows float32"),
+            "{text}"
+        );
+    }
+}
+
+/// TRL refuses num_generations < 2 (GRPOConfig: "GRPO requires at least 2 generations per
+/// prompt to calculate the advantages"): a file that misses one row, whose prompt runs give
+/// a group size of 1, is an error with a hint, never groups of one whose advantages are all 0.
+#[test]
+fn a_group_size_of_one_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = completions("completions_00001.parquet");
+    let short = batch.slice(0, batch.num_rows() - 1);
+    let run = trl_dir(tmp.path(), &[("completions_00001.parquet", short)]);
+    let (code, err) = refused(&run, &["--set", WEIGHTS]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("group size of 1"), "{err}");
+    assert!(err.contains("TRL requires num_generations >= 2"), "{err}");
+    assert!(
+        err.contains("hint: pass --set algorithm.group_size=N"),
+        "{err}"
+    );
+    // given as 1: a usage error naming the key
+    let (code, err) = refused(
+        &fixture("run1"),
+        &["--set", WEIGHTS, "--set", "algorithm.group_size=1"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("algorithm.group_size is 1, but TRL requires num_generations >= 2"),
+        "{err}"
+    );
+}
+
+/// A reward weight that is NaN or inf (or beyond TRL's float32 tensor) would turn every score
+/// it touches into NaN: refused naming the key, exit 2.
+#[test]
+fn non_finite_reward_weights_are_refused() {
+    for (weights, said) in [
+        (
+            "[.nan,1]",
+            "algorithm.trl.reward_weights (from --set): expected a list of finite numbers, found `nan`",
+        ),
+        (
+            "[1,.inf]",
+            "algorithm.trl.reward_weights (from --set): expected a list of finite numbers, found `inf`",
+        ),
+        (
+            "[1e39,1]",
+            "algorithm.trl.reward_weights: 1e39 overflows float32",
+        ),
+    ] {
+        let (code, err) = refused(
+            &fixture("run1"),
+            &["--set", &format!("algorithm.trl.reward_weights={weights}")],
+        );
+        assert_eq!(code, Some(2), "{weights}: {err}");
+        assert!(err.contains(said), "{weights}: {err}");
+    }
+}
+
+/// Under a convention other than TRL's, a row no reward function scored (NaN) is refused
+/// naming its file and row, not the spool's column and row.
+#[test]
+fn an_unscored_row_under_another_convention_names_its_file_and_row() {
+    let (code, err) = refused(
+        &fixture("run1"),
+        &["--set", WEIGHTS, "--convention", "verl"],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    let first = err.lines().next().unwrap();
+    assert!(first.contains("completions_0000"), "{first}");
+    assert!(first.contains(".parquet row "), "{first}");
+    assert!(
+        first.contains("no reward function scored the row"),
+        "{first}"
+    );
+    assert!(first.contains("NaN"), "{first}");
+}
+
+/// Completions files of two runs: the message names the columns that differ.
+#[test]
+fn columns_that_differ_between_files_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let second = completions("completions_00002.parquet");
+    let schema = second.schema();
+    let fields: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            if f.name() == "keyword_reward" {
+                f.as_ref().clone().with_name("format_reward")
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    let renamed = arrow::array::RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        )),
+        second.columns().to_vec(),
+    )
+    .unwrap();
+    let run = trl_dir(
+        tmp.path(),
+        &[
+            (
+                "completions_00001.parquet",
+                completions("completions_00001.parquet"),
+            ),
+            ("completions_00002.parquet", renamed),
+        ],
+    );
+    let (code, err) = refused(&run, &["--set", WEIGHTS]);
+    assert_eq!(code, Some(1), "{err}");
+    let first = err.lines().next().unwrap();
+    assert!(
+        first.contains("completions_00002.parquet: its columns differ from "),
+        "{first}"
+    );
+    assert!(first.contains("`format_reward` not in "), "{first}");
+    assert!(first.contains("no `keyword_reward`"), "{first}");
+}

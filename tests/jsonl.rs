@@ -783,3 +783,91 @@ fn a_uid_that_is_not_a_v1_key_is_refused() {
         assert_eq!(err.lines().next().unwrap(), message);
     }
 }
+
+/// A copy of `tests/hostile/readers/NAME` in `dir` (so that nothing is written beside the
+/// committed files), under its own name.
+fn hostile(dir: &Path, name: &str) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.path().is_dir() {
+                copy(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/readers");
+    copy(&root.join(name), &dir.join(name));
+}
+
+/// verl writes one `{global_steps}.jsonl` per step: `01.jsonl` beside `1.jsonl` (a copy, or a
+/// file renamed by hand) would put both files' rows into step 1's groups, doubling them.
+#[test]
+fn two_files_of_one_step_are_refused_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    hostile(tmp.path(), "verl_same_step");
+    let (code, err) = fails(tmp.path(), "verl_same_step", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: verl_same_step: two files for step 1, verl_same_step/01.jsonl and verl_same_step/1.jsonl\nhint: verl writes one STEP.jsonl per step: keep one of them\n"
+    );
+}
+
+/// A directory whose `.jsonl` files are one level down (verl writes them side by side in
+/// `rollout_data_dir`): the message says where they are, not that there are none.
+#[test]
+fn jsonl_files_below_in_directory_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    hostile(tmp.path(), "verl_nested");
+    for extra in [&[][..], &["--input-format", "jsonl"][..]] {
+        let (code, err) = fails(tmp.path(), "verl_nested", extra);
+        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(
+            err,
+            "error: verl_nested: holds no .jsonl file itself; its .jsonl files are below it, in verl_nested/rollout_data_dir\nhint: verl writes a dump's STEP.jsonl files side by side in one directory (rollout_data_dir): give that directory, verl_nested/rollout_data_dir\n",
+            "{extra:?}"
+        );
+    }
+    // the directory it names reads
+    let o = run(
+        tmp.path(),
+        &[
+            "run",
+            "-q",
+            "-e",
+            "grpo",
+            "verl_nested/rollout_data_dir",
+            "out.parquet",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A score beyond float32 (verl's scores are float32 sums) is said as written, not as the
+/// `inf` it would become.
+#[test]
+fn a_score_beyond_float32_is_named_as_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    hostile(tmp.path(), "verl_score_1e300");
+    let (code, err) = fails(tmp.path(), "verl_score_1e300", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: verl_score_1e300/1.jsonl line 3: `score` is 1e300, which overflows float32 (pass --allow-nonfinite to let non-finite values through, as verl would)\n"
+    );
+    // and 1e400, beyond float64, which Python's json reads as inf
+    let dir = tmp.path().join("verl_score_1e300");
+    let text = std::fs::read_to_string(dir.join("1.jsonl")).unwrap();
+    std::fs::write(dir.join("1.jsonl"), text.replace("1e300", "1e400")).unwrap();
+    let (code, err) = fails(tmp.path(), "verl_score_1e300", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with(
+            "error: verl_score_1e300/1.jsonl line 3: `score` is 1e400, which overflows float64 ("
+        ),
+        "{err}"
+    );
+}

@@ -238,6 +238,38 @@ fn a_trainer_dump_object_is_told_by_its_name() {
     assert!(want.contains("logged_advantages"), "{want}");
 }
 
+/// A single TRL completions file as an object (`completions_NNNNN.parquet`, Parquet by its
+/// extension) is TRL's dump, told by its key's file name as a local file is: read as the
+/// local file reads, not as a plain Parquet input without `uid`.
+#[test]
+fn a_trl_completions_object_is_read_as_trl() {
+    let Some(mut s3) = moto() else { return };
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/trainers/dumps/trl/run1/completions/completions_00002.parquet");
+    let key = "trl/completions/completions_00002.parquet";
+    s3.put(key, &std::fs::read(&file).unwrap());
+    let weights = "algorithm.trl.reward_weights=[1.0,0.5]";
+    let local = s3.advcalc(&[
+        "inspect",
+        "--json",
+        "--set",
+        weights,
+        file.to_str().unwrap(),
+    ]);
+    assert!(local.status.success(), "{}", stderr(&local));
+    let remote = s3.advcalc(&["inspect", "--json", "--set", weights, &url(key)]);
+    assert!(remote.status.success(), "{}", stderr(&remote));
+    let want = String::from_utf8_lossy(&local.stdout).replace(file.to_str().unwrap(), &url(key));
+    assert_eq!(String::from_utf8_lossy(&remote.stdout), want);
+    assert!(want.contains("logged_advantages"), "{want}");
+    // and run writes TRL's advantages under TRL's convention
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.parquet");
+    let done = s3.advcalc(&["run", "--set", weights, &url(key), out.to_str().unwrap()]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert!(stderr(&done).contains("TRL"), "{}", stderr(&done));
+}
+
 #[test]
 fn a_report_over_its_own_input_object_is_refused() {
     let Some(mut s3) = moto() else { return };

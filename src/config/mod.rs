@@ -102,6 +102,8 @@ impl Config {
         crate::io::trainers::DumpOptions {
             group_size: self.algorithm.ext.group_size,
             reward_weights: self.algorithm.ext.trl_reward_weights.clone(),
+            trl_unscored_rows: self.algorithm.ext.convention
+                == crate::estimators::conventions::Convention::Trl,
         }
     }
 
@@ -440,6 +442,17 @@ mod tests {
                 "adv_estimator: gae\n",
                 &["algorithm.gamma=.nan"][..],
                 "algorithm.gamma",
+            ),
+            // a TRL reward weight of NaN would zero every advantage of the dump
+            (
+                "adv_estimator: grpo\ntrl:\n  reward_weights: [1, .nan]\n",
+                &[][..],
+                "expected a list of finite numbers, found `nan` (item 1, counted from 0)",
+            ),
+            (
+                "adv_estimator: grpo\n",
+                &["algorithm.trl.reward_weights=[.inf,1]"][..],
+                "algorithm.trl.reward_weights (from --set): expected a list of finite numbers, found `inf` (item 0",
             ),
         ] {
             let e = load_yaml(yaml, sets).unwrap_err();

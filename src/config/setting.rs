@@ -76,9 +76,23 @@ impl SettingValue for (f64, f64) {
     }
 }
 
+/// A list of finite numbers (`.nan` or `.inf` in a weight would turn every score it touches
+/// into NaN).
 impl SettingValue for Vec<f64> {
     fn read(s: &mut Section<'_>, key: &'static str, default: Self) -> Result<Self> {
-        Ok(s.opt_float_list(key)?.unwrap_or(default))
+        let Some(list) = s.opt_float_list(key)? else {
+            return Ok(default);
+        };
+        if let Some((i, &x)) = list.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+            return Err(s.reject(Invalid::new(
+                key,
+                format!(
+                    "expected a list of finite numbers, found `{}` (item {i}, counted from 0)",
+                    super::value::py_float_repr(x)
+                ),
+            )));
+        }
+        Ok(list)
     }
     fn to_value(&self) -> Value {
         self.iter().copied().collect()

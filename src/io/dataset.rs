@@ -263,6 +263,12 @@ impl Dataset {
             (base, files)
         };
         if found.is_empty() {
+            // verl's JSONL files one directory down: said where they are
+            if path.is_dir()
+                && let Some(e) = crate::io::jsonl::nested_jsonl(path, &name)?
+            {
+                return Err(e);
+            }
             return Err(Error::data(if path.is_dir() {
                 format!("{name}: is a directory with no .jsonl, Parquet or Arrow files in it")
             } else {

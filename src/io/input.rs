@@ -92,7 +92,14 @@ impl Input {
             Some(f) if !f.is_empty() => f.to_string(),
             _ => "object".to_string(),
         };
-        if Format::of(Path::new(&file_name), format) == Format::Parquet {
+        // a trainer's dump file is told by its name (TRL's completions_NNNNN.parquet is
+        // Parquet, but not one the passes read as it is): fetched and read as a local one
+        let trainer_dump = match format {
+            Some(Format::Trainer(_)) => true,
+            Some(_) => false,
+            None => trainers::by_file_name(&file_name).is_some(),
+        };
+        if !trainer_dump && Format::of(Path::new(&file_name), format) == Format::Parquet {
             return Ok(Input {
                 parquet: ParquetInput::open_object(source)?,
                 jsonl: None,
@@ -132,7 +139,8 @@ impl Input {
             _ => None,
         };
         if let Some(t) = detected {
-            let (spool, trainer) = trainers::spool(t, path, &name, dump, &std::env::temp_dir())?;
+            let (spool, trainer) =
+                trainers::spool(t, path, &name, dump, allow_nonfinite, &std::env::temp_dir())?;
             let parquet = ParquetInput::open_named(spool.path(), &name)?;
             return Ok(Input {
                 parquet,

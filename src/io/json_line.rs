@@ -279,6 +279,79 @@ pub fn single_element(raw: &str) -> Option<(JsonValue, &str)> {
     (p.pos == raw.len()).then_some((value, inner))
 }
 
+/// One step of a path into a JSON value: an object's key, or an array's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<'k> {
+    Key(&'k str),
+    Index(usize),
+}
+
+/// The text of the value at `path` inside the JSON value `text`, exactly as written (for a
+/// key given twice, its last value, as [`Json::get`] finds it); `None` when the path is not
+/// there. For messages that show a nested value as the file wrote it (a tree holds `1e400`
+/// and `Infinity` alike as inf).
+pub fn raw_at<'a>(text: &'a str, path: &[Step<'_>]) -> Option<&'a str> {
+    let mut p = Parser {
+        text,
+        pos: 0,
+        shallow: false,
+    };
+    p.skip_ws();
+    for step in path {
+        match (*step, p.peek()?) {
+            (Step::Key(want), b'{') => {
+                p.pos += 1;
+                let mut found = None;
+                loop {
+                    p.skip_ws();
+                    if p.peek()? == b'}' {
+                        break;
+                    }
+                    let key = p.string().ok()?;
+                    p.skip_ws();
+                    if p.peek()? != b':' {
+                        return None;
+                    }
+                    p.pos += 1;
+                    p.skip_ws();
+                    let start = p.pos;
+                    p.skip_value(1).ok()?;
+                    if key == want {
+                        found = Some(start);
+                    }
+                    p.skip_ws();
+                    match p.peek()? {
+                        b',' => p.pos += 1,
+                        b'}' => break,
+                        _ => return None,
+                    }
+                }
+                p.pos = found?;
+            }
+            (Step::Index(want), b'[') => {
+                p.pos += 1;
+                for _ in 0..want {
+                    p.skip_ws();
+                    p.skip_value(1).ok()?;
+                    p.skip_ws();
+                    if p.peek()? != b',' {
+                        return None;
+                    }
+                    p.pos += 1;
+                }
+                p.skip_ws();
+                if p.peek()? == b']' {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    let start = p.pos;
+    p.skip_value(1).ok()?;
+    Some(&text[start..p.pos])
+}
+
 /// Check that `text` is one JSON value (surrounding whitespace allowed) without building
 /// it: the errors [`parse_json`] would give, at the same columns.
 pub fn check_json(text: &str) -> Result<(), SyntaxError> {
@@ -876,6 +949,32 @@ mod tests {
             .into_iter()
             .map(|f| f.value)
             .collect()
+    }
+
+    #[test]
+    fn a_nested_value_is_found_as_written() {
+        let text =
+            r#"[{"rewards": {"a": {"score": 1e400, "weight": 1}, "b": {"score": Infinity}}}, {}]"#;
+        let at = |path: &[Step<'_>]| raw_at(text, path);
+        let score = |name| {
+            [
+                Step::Index(0),
+                Step::Key("rewards"),
+                Step::Key(name),
+                Step::Key("score"),
+            ]
+        };
+        assert_eq!(at(&score("a")), Some("1e400"));
+        assert_eq!(at(&score("b")), Some("Infinity"));
+        assert_eq!(at(&score("c")), None);
+        assert_eq!(at(&[Step::Index(1)]), Some("{}"));
+        assert_eq!(at(&[Step::Index(2)]), None);
+        assert_eq!(at(&[Step::Key("x")]), None);
+        // a key given twice: its last value
+        assert_eq!(
+            raw_at(r#"{"k": 1, "k": [2]}"#, &[Step::Key("k")]),
+            Some("[2]")
+        );
     }
 
     #[test]

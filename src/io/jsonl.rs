@@ -173,7 +173,7 @@ fn directory_files(dir: &Path, name: &str) -> Result<(Vec<PathBuf>, Vec<PathBuf>
 pub fn directory_is_jsonl(dir: &Path, name: &str) -> Result<bool> {
     let (jsonl, others) = directory_files(dir, name)?;
     if jsonl.is_empty() && others.is_empty() {
-        return Err(empty_directory(name));
+        return Err(empty_directory(dir, name));
     }
     Ok(!jsonl.is_empty())
 }
@@ -184,10 +184,42 @@ pub fn directory_has_jsonl(dir: &Path, name: &str) -> Result<bool> {
     Ok(!directory_files(dir, name)?.0.is_empty())
 }
 
-fn empty_directory(name: &str) -> Error {
-    Error::data(format!("{name}: is a directory with no .jsonl files in it")).with_hint(
-        "give a Parquet or Arrow file, or verl's rollout_data_dir (its STEP.jsonl files)",
-    )
+fn empty_directory(dir: &Path, name: &str) -> Error {
+    match nested_jsonl(dir, name) {
+        Ok(Some(e)) | Err(e) => e,
+        Ok(None) => Error::data(format!("{name}: is a directory with no .jsonl files in it"))
+            .with_hint(
+                "give a Parquet or Arrow file, or verl's rollout_data_dir (its STEP.jsonl files)",
+            ),
+    }
+}
+
+/// The error for a directory `dir` that holds no `.jsonl` file itself but some in the
+/// directories below it, naming where they are: verl writes its dump files side by side in
+/// one directory (`rollout_data_dir/{global_steps}.jsonl`), which is the one to give. `None`
+/// when there are none below either.
+pub fn nested_jsonl(dir: &Path, name: &str) -> Result<Option<Error>> {
+    let below = crate::io::trainers::find_files(dir, name, &|f| is_jsonl_name(f))?;
+    let Some(first) = below.first() else {
+        return Ok(None);
+    };
+    let holders: std::collections::BTreeSet<&Path> =
+        below.iter().filter_map(|f| f.parent()).collect();
+    let holder = first.parent().unwrap_or(dir);
+    let others = match holders.len() {
+        1 => String::new(),
+        n => format!(" (and {} other directories)", n - 1),
+    };
+    Ok(Some(
+        Error::data(format!(
+            "{name}: holds no .jsonl file itself; its .jsonl files are below it, in {}{others}",
+            holder.display()
+        ))
+        .with_hint(format!(
+            "verl writes a dump's STEP.jsonl files side by side in one directory (rollout_data_dir): give that directory, {}",
+            holder.display()
+        )),
+    ))
 }
 
 /// The files of IN: the file itself, or a directory's `.jsonl` files in the order of the
@@ -198,7 +230,7 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
     }
     let (mut jsonl, others) = directory_files(path, name)?;
     if jsonl.is_empty() {
-        return Err(empty_directory(name));
+        return Err(empty_directory(path, name));
     }
     if let Some(other) = others.first() {
         jsonl.sort();
@@ -213,6 +245,20 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
         let key = |p: &Path| (file_step(p).map_or((1, 0), |s| (0, s)), p.to_path_buf());
         key(a).cmp(&key(b))
     });
+    // verl writes one `{global_steps}.jsonl` per step: two files of one step (`01.jsonl` and
+    // `1.jsonl`) would put both copies' rows in the step's groups
+    if let Some(pair) = jsonl
+        .windows(2)
+        .find(|w| file_step(&w[0]).is_some() && file_step(&w[0]) == file_step(&w[1]))
+    {
+        return Err(Error::data(format!(
+            "{name}: two files for step {}, {} and {}",
+            file_step(&pair[0]).unwrap_or_default(),
+            pair[0].display(),
+            pair[1].display()
+        ))
+        .with_hint("verl writes one STEP.jsonl per step: keep one of them"));
+    }
     Ok(jsonl)
 }
 
@@ -280,10 +326,12 @@ fn check_row<'a>(
             Error::data(format!("{at}: `score` is {}, not a number", shown(f.raw)))
         })?,
     };
-    if !score.is_finite() && !allow_nonfinite {
+    // NaN, ±inf, or beyond float32 (the passes' scores are float32, as verl's)
+    if !allow_nonfinite
+        && let Some(what) = crate::io::trainers::score_fault(score, find("score").map(|f| f.raw))
+    {
         return Err(Error::data(format!(
-            "{at}: `score` is {} (pass --allow-nonfinite to let non-finite values through, as verl would)",
-            find("score").map_or("", |f| f.raw)
+            "{at}: `score` is {what} (pass --allow-nonfinite to let non-finite values through, as verl would)"
         )));
     }
     let step = match find("step").map(|f| (&f.value, f.raw)) {

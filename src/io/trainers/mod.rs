@@ -149,6 +149,10 @@ pub struct DumpOptions {
     /// `algorithm.trl.reward_weights`: TRL's `reward_weights` (empty: 1.0 for every reward
     /// function, as TRL's default).
     pub reward_weights: Vec<f64>,
+    /// Whether a TRL row that no reward function scored (its score NaN) is taken as TRL takes
+    /// it, advantage 0: under `--convention trl`. Otherwise the reader refuses it, naming the
+    /// file and the row, unless non-finite values are let through.
+    pub trl_unscored_rows: bool,
 }
 
 /// One row of a dump as advcalc's columns hold it.
@@ -234,6 +238,8 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         return Ok(None);
     }
     let mut found: Vec<(Trainer, PathBuf)> = Vec::new();
+    // verl's own JSONL dump files (`{global_steps}.jsonl`), which no trainer's reader reads
+    let mut verl: Option<PathBuf> = None;
     scan(path, 0, &mut Visited::default(), &mut |file: &Path| {
         let f = file.file_name().map(|f| f.to_string_lossy().into_owned());
         let f = f.unwrap_or_default();
@@ -242,11 +248,28 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         {
             found.push((t, file.to_path_buf()));
         }
+        if verl.is_none() && is_verl_step_file(&f) {
+            verl = Some(file.to_path_buf());
+        }
     })
     .map_err(|e| Error::data(format!("{name}: cannot read the directory")).with_source(e))?;
     match found.as_slice() {
         [] => Ok(None),
-        [(t, _)] => Ok(Some(*t)),
+        // the trainer's reader would leave verl's files unread: refused as two trainers are
+        [(t, f)] => match verl {
+            None => Ok(Some(*t)),
+            Some(v) => Err(Error::data(format!(
+                "{name}: holds both a {} dump ({}) and verl JSONL files ({})",
+                t.title(),
+                f.display(),
+                v.display()
+            ))
+            .with_hint(format!(
+                "give the directory of one of them, or pass --input-format {} to read only the {} files",
+                t.name(),
+                t.title()
+            ))),
+        },
         [(a, fa), (b, fb), ..] => Err(Error::data(format!(
             "{name}: holds both a {} dump ({}) and a {} dump ({})",
             a.title(),
@@ -256,6 +279,13 @@ pub fn detect(path: &Path, explicit: Option<Trainer>) -> Result<Option<Trainer>>
         ))
         .with_hint("give the directory of one run, or pass --input-format")),
     }
+}
+
+/// Whether `file` (a file name) is named as verl names its JSONL dump files,
+/// `{global_steps}.jsonl`.
+fn is_verl_step_file(file: &str) -> bool {
+    file.strip_suffix(".jsonl")
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The files a glob IN matches, in natural order (`step_2` before `step_10`); `None` when IN
@@ -377,11 +407,16 @@ pub(crate) fn number_after(name: &str, prefix: &str, suffix: &str) -> Option<i64
 
 /// Read the dump at `path` (`name` in messages) and spool it into a temporary Parquet file in
 /// `dir`.
+///
+/// A score the passes could not take (NaN, ±inf, or beyond float32, the type of advcalc's
+/// scores) is refused naming the file, the line (or row) and the field as the dump wrote
+/// them, unless `allow_nonfinite` (`--allow-nonfinite`, and `inspect`, which counts them).
 pub fn spool(
     trainer: Trainer,
     path: &Path,
     name: &str,
     opts: &DumpOptions,
+    allow_nonfinite: bool,
     dir: &Path,
 ) -> Result<(NamedTempFile, TrainerInput)> {
     let files = match glob_files(path, name)? {
@@ -404,10 +439,14 @@ pub fn spool(
     };
     let sink = BufWriter::new(handle);
     match trainer {
-        Trainer::Trl => trl::spool(&mut input, opts, sink, name)?,
-        Trainer::NemoRl => spool_jsonl::<nemo_rl::Reader>(&mut input, sink, name)?,
-        Trainer::PrimeRl => spool_jsonl::<prime_rl::Reader>(&mut input, sink, name)?,
-        Trainer::OpenInstruct => spool_jsonl::<open_instruct::Reader>(&mut input, sink, name)?,
+        Trainer::Trl => trl::spool(&mut input, opts, allow_nonfinite, sink, name)?,
+        Trainer::NemoRl => spool_jsonl::<nemo_rl::Reader>(&mut input, allow_nonfinite, sink, name)?,
+        Trainer::PrimeRl => {
+            spool_jsonl::<prime_rl::Reader>(&mut input, allow_nonfinite, sink, name)?
+        }
+        Trainer::OpenInstruct => {
+            spool_jsonl::<open_instruct::Reader>(&mut input, allow_nonfinite, sink, name)?
+        }
     }
     Ok((spool, input))
 }
@@ -596,6 +635,40 @@ pub(crate) trait LineReader {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The error for a line whose score (`score`, as [`LineReader::row`] gave it) is not a
+    /// float32 number: NaN, ±inf or beyond float32's range. It names the line (`at`) and the
+    /// field the score came from, with its value as written ([`score_fault`]).
+    fn score_error(&self, fields: &Line<'_>, at: &str, score: f64) -> Error;
+}
+
+/// What is wrong with a score that is not a float32 number (advcalc's scores are float32, as
+/// verl's), said with its value as the dump wrote it (`raw`, its JSON text, when known: it
+/// tells `Infinity` from a number beyond float64, which both read as inf); `None` when the
+/// score is a float32 number.
+pub(crate) fn score_fault(value: f64, raw: Option<&str>) -> Option<String> {
+    if (value as f32).is_finite() {
+        return None;
+    }
+    let written = raw.map(str::trim).filter(|w| !w.is_empty());
+    // a number as written (not the words NaN, Infinity, -Infinity)
+    let number = written
+        .filter(|w| w.starts_with(|c: char| c == '-' || c.is_ascii_digit()) && *w != "-Infinity");
+    Some(match (number, written) {
+        (Some(w), _) if value.is_infinite() => format!("{w}, which overflows float64"),
+        (Some(w), _) if value.is_finite() => format!("{w}, which overflows float32"),
+        (None, _) if value.is_finite() => format!("{value:?}, which overflows float32"),
+        (_, Some(w)) => w.to_string(),
+        (_, None) if value.is_nan() => "NaN".to_string(),
+        (_, None) => (if value > 0.0 { "inf" } else { "-inf" }).to_string(),
+    })
+}
+
+/// The error for a score field that is not a float32 number: "`AT`: `FIELD` is WHAT".
+pub(crate) fn refused_score(at: &str, field: &str, what: &str) -> Error {
+    Error::data(format!(
+        "{at}: `{field}` is {what} (pass --allow-nonfinite to let non-finite values through)"
+    ))
 }
 
 /// One non-blank line of a dump file.
@@ -611,7 +684,7 @@ struct RawLine {
 fn for_each_chunk(files: &[PathBuf], mut each: impl FnMut(&[RawLine]) -> Result<()>) -> Result<()> {
     let mut chunk: Vec<RawLine> = Vec::with_capacity(BATCH_ROWS);
     for (index, path) in files.iter().enumerate() {
-        json_line::read_lines(path, |at, text| {
+        let lines = json_line::read_lines(path, |at, text| {
             chunk.push(RawLine {
                 file: index,
                 at,
@@ -623,6 +696,15 @@ fn for_each_chunk(files: &[PathBuf], mut each: impl FnMut(&[RawLine]) -> Result<
             }
             Ok(())
         })?;
+        if lines == 0 {
+            // each trainer creates a file to write a step's rows into it: an empty one is a
+            // write cut short, not a step without rows
+            return Err(
+                Error::data(format!("{}: empty file, no JSON lines", path.display())).with_hint(
+                    "the trainer writes a file with the rows of a step: a 0-byte one was cut short (a crash, a full disk); remove it, or give the other files",
+                ),
+            );
+        }
     }
     if !chunk.is_empty() {
         each(&chunk)?;
@@ -702,6 +784,7 @@ fn parse_line(raw: &RawLine, shallow: bool) -> Result<Vec<json_line::Field<'_>>>
 /// and the spool written again with them.
 fn spool_jsonl<R: LineReader + Default>(
     input: &mut TrainerInput,
+    allow_nonfinite: bool,
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<()> {
@@ -709,14 +792,18 @@ fn spool_jsonl<R: LineReader + Default>(
     let cannot = |e: std::io::Error| Error::data(format!("{name}: cannot spool")).with_source(e);
     let file = sink.into_inner().map_err(|e| cannot(e.into_error()))?;
     let first = BufWriter::new(file.try_clone().map_err(cannot)?);
-    if let Spooled::Misfit(_) = write_spool::<R>(input, None, first, name)? {
+    if let Spooled::Misfit(_) = write_spool::<R>(input, None, allow_nonfinite, first, name)? {
         let kinds = field_kinds::<R>(&input.files)?;
         let mut again = file.try_clone().map_err(cannot)?;
         again.set_len(0).map_err(cannot)?;
         again.rewind().map_err(cannot)?;
-        if let Spooled::Misfit(at) =
-            write_spool::<R>(input, Some(kinds), BufWriter::new(again), name)?
-        {
+        if let Spooled::Misfit(at) = write_spool::<R>(
+            input,
+            Some(kinds),
+            allow_nonfinite,
+            BufWriter::new(again),
+            name,
+        )? {
             // every line's kinds were read, and this line no longer fits them
             return Err(Error::data(format!(
                 "{at}: the file changed while advcalc read it"
@@ -769,10 +856,13 @@ fn merge_kinds(kinds: &mut Vec<(String, FieldKind)>, line: Vec<(String, FieldKin
 
 /// Convert every line with a fresh `R` into the spool `sink`, its passthrough columns of
 /// `kinds` (`None`: the first chunk's). [`Spooled::Misfit`]: a line's field does not fit the
-/// kinds, and the spool is incomplete; otherwise `input` gets its rows and notes.
+/// kinds, and the spool is incomplete; otherwise `input` gets its rows and notes. A row whose
+/// score is not a float32 number is refused ([`LineReader::score_error`]) unless
+/// `allow_nonfinite`.
 fn write_spool<R: LineReader + Default>(
     input: &mut TrainerInput,
     kinds: Option<Vec<(String, FieldKind)>>,
+    allow_nonfinite: bool,
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<Spooled> {
@@ -856,7 +946,11 @@ fn write_spool<R: LineReader + Default>(
                 let path = &input.files[raw.file];
                 reader.file(path, &path.display().to_string())?;
             }
-            rows.push(reader.row(&line, at)?);
+            let row = reader.row(&line, at)?;
+            if !allow_nonfinite && !(row.score as f32).is_finite() {
+                return Err(reader.score_error(&line, at, row.score));
+            }
+            rows.push(row);
             let mut slots: Vec<Option<&json_line::Field<'_>>> = vec![None; builders.len()];
             for f in &passthrough {
                 let Some(&i) = position.get(f.key.as_str()) else {
@@ -1050,6 +1144,40 @@ mod tests {
             panic!("a bad nested value is refused")
         };
         assert_eq!((key.as_str(), e.column), ("b", 5));
+    }
+
+    #[test]
+    fn a_score_that_is_not_float32_is_said_as_written() {
+        assert_eq!(score_fault(1.5, Some("1.5")), None);
+        assert_eq!(score_fault(3e38, None), None);
+        assert_eq!(score_fault(f64::NAN, Some("NaN")).unwrap(), "NaN");
+        assert_eq!(score_fault(f64::NAN, None).unwrap(), "NaN");
+        let inf = f64::INFINITY;
+        assert_eq!(score_fault(inf, Some("Infinity")).unwrap(), "Infinity");
+        assert_eq!(score_fault(-inf, Some("-Infinity")).unwrap(), "-Infinity");
+        assert_eq!(score_fault(-inf, None).unwrap(), "-inf");
+        // a number as written, beyond float64 (read as inf) or float32
+        assert_eq!(
+            score_fault(inf, Some("1e400")).unwrap(),
+            "1e400, which overflows float64"
+        );
+        assert_eq!(
+            score_fault(-1e300, Some("-1E+300")).unwrap(),
+            "-1E+300, which overflows float32"
+        );
+        assert_eq!(
+            score_fault(1e39, None).unwrap(),
+            "1e39, which overflows float32"
+        );
+    }
+
+    #[test]
+    fn verl_dump_files_are_told_by_their_names() {
+        assert!(is_verl_step_file("12.jsonl"));
+        assert!(is_verl_step_file("012.jsonl"));
+        assert!(!is_verl_step_file(".jsonl"));
+        assert!(!is_verl_step_file("train_data_step1.jsonl"));
+        assert!(!is_verl_step_file("12.parquet"));
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::io::json_line::Json;
 use crate::io::trainers::{
     DumpRow, Line, LineReader, LogProbColumns, Trainer, field_tree, find_files, float_list,
-    int_list, number_after, required,
+    int_list, number_after, refused_score, required, score_fault,
 };
 
 const PREFIX: &str = "train_data_step";
@@ -225,6 +225,17 @@ impl LineReader for Reader {
             old_log_probs: Some(f32s(&prev)),
             logged_advantage: logged,
         })
+    }
+
+    fn score_error(&self, fields: &Line<'_>, at: &str, score: f64) -> Error {
+        // the reward as written inside its batch of one (`"rewards": [NaN]`)
+        let raw = fields
+            .iter()
+            .find(|f| f.key == "rewards")
+            .and_then(|f| crate::io::json_line::single_element(f.raw))
+            .map(|(_, raw)| raw);
+        let what = score_fault(score, raw).unwrap_or_else(|| format!("{score:?}"));
+        refused_score(at, "rewards", &what)
     }
 
     fn notes(&self) -> Vec<String> {

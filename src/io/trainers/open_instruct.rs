@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::io::json_line;
 use crate::io::trainers::{
-    DumpRow, Line, LineReader, LogProbColumns, Trainer, find_files, float_list, int_list, required,
+    DumpRow, Line, LineReader, LogProbColumns, Trainer, find_files, float_list, int_list,
+    refused_score, required, score_fault,
 };
 
 /// The shards at `path` (one shard, or a directory holding a run's shards), in shard order.
@@ -244,6 +245,12 @@ impl LineReader for Reader {
             old_log_probs: None,
             logged_advantage: Some(advantage).filter(|a| !a.is_nan()),
         })
+    }
+
+    fn score_error(&self, fields: &Line<'_>, at: &str, score: f64) -> Error {
+        let raw = fields.iter().find(|f| f.key == "reward").map(|f| f.raw);
+        let what = score_fault(score, raw).unwrap_or_else(|| format!("{score:?}"));
+        refused_score(at, "reward", &what)
     }
 
     fn notes(&self) -> Vec<String> {

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::io::json_line::Json;
 use crate::io::trainers::{
     DumpRow, Line, LineReader, LogProbColumns, Trainer, field_tree, find_files, float_list,
-    int_list, number_after, required,
+    int_list, number_after, refused_score, required, score_fault,
 };
 
 /// The file name of the older layout (`rollouts/step_N/train_rollouts.jsonl`).
@@ -91,7 +91,39 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
     }
     // per step: (effective, all)
     let mut steps: BTreeMap<i64, (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
-    for f in find_files(path, name, &|f| train_file(f).is_some())? {
+    let found = find_files(path, name, &|f| {
+        train_file(f).is_some() || f.file_name().is_some_and(|n| n == OLD_FILE)
+    })?;
+    let (current, old): (Vec<PathBuf>, Vec<PathBuf>) =
+        found.into_iter().partition(|f| train_file(f).is_some());
+    // a step of the older layout cannot be read: refused, never left out without a word
+    if let Some(f) = old.first() {
+        return Err(match current.first() {
+            None => old_layout(f),
+            Some(c) => Error::data(format!(
+                "{}: a step in prime-rl's older rollout layout (step_N/train_rollouts.jsonl, before prime-rl PR #2983), beside steps in the current one ({}): its records exclude the group ids, steps and advantages, so the step cannot be read",
+                f.display(),
+                c.display()
+            ))
+            .with_hint("give the current layout's steps: their step_N directories, or a quoted glob such as 'rollouts/step_*/train/effective/traces.jsonl'"),
+        });
+    }
+    // two runs' rollouts (the directories holding their step_N) would mix their steps
+    let run_of = |f: &Path| f.ancestors().nth(4).map(Path::to_path_buf);
+    if let Some(first) = current.first().and_then(|f| run_of(f))
+        && let Some(other) = current
+            .iter()
+            .filter_map(|f| run_of(f))
+            .find(|r| *r != first)
+    {
+        return Err(Error::data(format!(
+            "{name}: holds the rollouts of more than one prime-rl run ({} and {})",
+            first.display(),
+            other.display()
+        ))
+        .with_hint("give one run's output directory (or its rollouts/)"));
+    }
+    for f in current {
         if let Some((step, effective)) = train_file(&f) {
             let entry = steps.entry(step).or_default();
             if effective {
@@ -99,14 +131,6 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
             } else {
                 entry.1.push(f);
             }
-        }
-    }
-    if steps.is_empty() {
-        let old = find_files(path, name, &|f| {
-            f.file_name().is_some_and(|n| n == OLD_FILE)
-        })?;
-        if let Some(f) = old.first() {
-            return Err(old_layout(f));
         }
     }
     Ok(steps
@@ -198,6 +222,66 @@ impl LineReader for Reader {
             old_log_probs: None,
             logged_advantage: tokens.advantage,
         })
+    }
+
+    fn score_error(&self, fields: &Line<'_>, at: &str, score: f64) -> Error {
+        use crate::io::json_line::{Step, raw_at};
+        let traces_raw = fields.iter().find(|f| f.key == "traces").map(|f| f.raw);
+        let traces = field_tree(fields, "traces", at).ok().flatten();
+        let trace = traces
+            .as_ref()
+            .and_then(Json::as_array)
+            .and_then(|t| t.first().cloned());
+        if let Some(Json::Object(entries)) = trace.as_ref().and_then(|t| t.get("rewards")) {
+            for (name, r) in entries {
+                let field = |f: &str| format!("traces[0].rewards.{name}.{f}");
+                match r.get("score") {
+                    None => {
+                        return refused_score(
+                            at,
+                            &field("score"),
+                            "absent (verifiers leaves out a None score), so the reward is NaN",
+                        );
+                    }
+                    Some(Json::Null) => {
+                        return refused_score(
+                            at,
+                            &field("score"),
+                            "null (orjson writes a NaN as null), so the reward is NaN",
+                        );
+                    }
+                    _ => {}
+                }
+                for f in ["score", "weight"] {
+                    let Some(v) = r.get(f).and_then(Json::as_f64) else {
+                        continue;
+                    };
+                    if !v.is_finite() {
+                        let path = [
+                            Step::Index(0),
+                            Step::Key("rewards"),
+                            Step::Key(name),
+                            Step::Key(f),
+                        ];
+                        let raw = traces_raw.and_then(|t| raw_at(t, &path));
+                        let what = score_fault(v, raw).unwrap_or_default();
+                        return refused_score(at, &field(f), &what);
+                    }
+                }
+            }
+        }
+        // finite scores and weights whose Σ score·weight is not
+        let total = "the reward Σ score·weight over `traces[0].rewards`";
+        let why = if score.is_finite() {
+            format!(
+                "is {score:?}, which overflows float32 (prime-rl's rewards tensor and advcalc's scores are float32)"
+            )
+        } else {
+            "overflows float64".to_string()
+        };
+        Error::data(format!(
+            "{at}: {total} {why} (pass --allow-nonfinite to let non-finite values through)"
+        ))
     }
 
     fn notes(&self) -> Vec<String> {

@@ -32,7 +32,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use crate::error::{Error, Result};
 use crate::io::trainers::{
     DumpOptions, DumpRow, LogProbColumns, SpoolWriter, Trainer, TrainerInput, find_files,
-    inferred_group_size, number_after, passthrough_name,
+    inferred_group_size, number_after, passthrough_name, refused_score, score_fault,
 };
 
 /// The completions files at `path` (a file, a run's `output_dir`, or its `completions/`), in
@@ -187,13 +187,148 @@ pub fn reward(rewards: &[f64], weights: &[f64]) -> f64 {
     if any { sum as f64 } else { f64::NAN }
 }
 
-/// Spool the dump's files into `sink`.
+/// How the columns of `schema` differ from `first`'s (the first file's, named `first_file`):
+/// the columns only one has, those of another type, else another order, else another
+/// nullability or metadata.
+fn column_differences(schema: &SchemaRef, first: &SchemaRef, first_file: &str) -> String {
+    let quoted = |names: Vec<&str>| {
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    let here: Vec<&str> = schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .filter(|n| first.index_of(n).is_err())
+        .collect();
+    if !here.is_empty() {
+        parts.push(format!("{} not in {first_file}", quoted(here)));
+    }
+    let missing: Vec<&str> = first
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .filter(|n| schema.index_of(n).is_err())
+        .collect();
+    if !missing.is_empty() {
+        parts.push(format!("no {}", quoted(missing)));
+    }
+    for f in schema.fields() {
+        if let Ok(i) = first.index_of(f.name()) {
+            let t0 = first.field(i).data_type();
+            if f.data_type() != t0 {
+                parts.push(format!(
+                    "`{}` is {} here, {t0} there",
+                    f.name(),
+                    f.data_type()
+                ));
+            }
+        }
+    }
+    if parts.is_empty() {
+        let names = |s: &SchemaRef| -> Vec<String> {
+            s.fields().iter().map(|f| f.name().to_string()).collect()
+        };
+        parts.push(if names(schema) != names(first) {
+            format!(
+                "the same columns in another order ({})",
+                names(schema).join(", ")
+            )
+        } else {
+            "the same columns, with another nullability or metadata".to_string()
+        });
+    }
+    parts.join("; ")
+}
+
+/// TRL's `reward_weights` tensor is float32 (`torch.tensor(args.reward_weights,
+/// dtype=torch.float32)`): a weight beyond its range would be inf there.
+fn check_weights(weights: &[f64]) -> Result<()> {
+    match weights.iter().find(|w| !(**w as f32).is_finite()) {
+        Some(w) => Err(Error::usage(format!(
+            "algorithm.trl.reward_weights: {w:?} overflows float32 (TRL's reward_weights are a float32 tensor)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A consecutive group whose float32 statistics overflow as TRL computes them: the sum of its
+/// scorable rewards (`torch.nanmean`), or of their squared deviations from the mean (TRL's
+/// `nanstd`). TRL's advantages there are NaN, ±inf or 0; advcalc's exact ones would differ
+/// without a word. `None` when both fit float32.
+fn group_overflow(scores: &[f64]) -> Option<String> {
+    let scored: Vec<f64> = scores.iter().copied().filter(|s| !s.is_nan()).collect();
+    if scored.is_empty() {
+        return None;
+    }
+    let sum: f64 = scored.iter().sum();
+    if !(sum as f32).is_finite() {
+        return Some(format!(
+            "its rewards sum to {sum:.3e}, which overflows float32 in TRL's group mean (torch.nanmean over float32)"
+        ));
+    }
+    let mean = sum / scored.len() as f64;
+    let squares: f64 = scored.iter().map(|s| (s - mean) * (s - mean)).sum();
+    if !(squares as f32).is_finite() {
+        return Some(format!(
+            "its rewards' squared deviations from their mean sum to {squares:.3e}, which overflows float32 in TRL's group std (trl's nanstd over float32)"
+        ));
+    }
+    None
+}
+
+/// Refuse a row's rewards that TRL's float32 `rewards_per_func` cannot hold (±inf, or beyond
+/// float32), and a weighted sum Σ wᵢ·rᵢ that overflows float32 as TRL sums it; `at` names the
+/// row. A null (NaN) reward is TRL's None, which its `nansum` skips.
+fn check_row(at: &str, rewards: &[f64], score: f64, names: &[&str], weights: &[f64]) -> Result<()> {
+    for (r, name) in rewards.iter().zip(names) {
+        if r.is_nan() {
+            continue;
+        }
+        if let Some(what) = score_fault(*r, None) {
+            return Err(refused_score(at, name, &what));
+        }
+    }
+    if score.is_infinite() {
+        let terms: Vec<String> = rewards
+            .iter()
+            .zip(names)
+            .enumerate()
+            .filter(|(_, (r, _))| !r.is_nan())
+            .map(|(i, (r, n))| {
+                format!("`{n}` {r:?} × {:?}", weights.get(i).copied().unwrap_or(1.0))
+            })
+            .collect();
+        return Err(Error::data(format!(
+            "{at}: the reward Σ wᵢ·rᵢ ({}) overflows float32 as TRL sums it (pass --allow-nonfinite to let non-finite values through)",
+            terms.join(" + ")
+        )));
+    }
+    Ok(())
+}
+
+/// Spool the dump's files into `sink`; rewards that are not float32 numbers (or whose group
+/// statistics overflow float32 in TRL) are refused unless `allow_nonfinite`.
 pub(crate) fn spool(
     input: &mut TrainerInput,
     opts: &DumpOptions,
+    allow_nonfinite: bool,
     sink: BufWriter<File>,
     name: &str,
 ) -> Result<()> {
+    check_weights(&opts.reward_weights)?;
+    // TRL's GRPOConfig refuses num_generations < 2 ("GRPO requires at least 2 generations
+    // per prompt to calculate the advantages"): a group of one is no TRL run
+    if opts.group_size == Some(1) {
+        return Err(Error::usage(format!(
+            "{name}: algorithm.group_size is 1, but TRL requires num_generations >= 2 (GRPOConfig: \"GRPO requires at least 2 generations per prompt\")"
+        ))
+        .with_hint("pass --set algorithm.group_size=N, the run's num_generations"));
+    }
     // every file read once (a completions file holds one generation batch: small)
     let mut files = Vec::new();
     for path in &input.files {
@@ -203,10 +338,11 @@ pub(crate) fn spool(
     let layout0 = layout(schema, first_file, &opts.reward_weights)?;
     for (file, (s, _)) in &files[1..] {
         if s.fields() != schema.fields() {
-            return Err(
-                Error::data(format!("{file}: its columns differ from {first_file}'s"))
-                    .with_hint("give the completions files of one run"),
-            );
+            return Err(Error::data(format!(
+                "{file}: its columns differ from {first_file}'s: {}",
+                column_differences(s, schema, first_file)
+            ))
+            .with_hint("give the completions files of one run"));
         }
     }
     // the group size: given, or the gcd of the prompt runs over every file
@@ -224,6 +360,12 @@ pub(crate) fn spool(
                 }
             }
             let n = inferred_group_size(keys.into_iter());
+            if n < 2 {
+                return Err(Error::data(format!(
+                    "{name}: the runs of equal prompts give a group size of 1, but TRL requires num_generations >= 2: a file misses a row of a group, or its groups' prompts differ"
+                ))
+                .with_hint("pass --set algorithm.group_size=N, the run's num_generations (TRL groups consecutive blocks of N rows)"));
+            }
             input.notes.push(format!(
                 "TRL groups consecutive blocks of num_generations rows; the file does not record it: group size {n} inferred from the runs of equal prompts (set algorithm.group_size to give it)"
             ));
@@ -253,6 +395,13 @@ pub(crate) fn spool(
         name,
     )?;
     let (mut total, mut unscorable) = (0usize, 0usize);
+    // under allow_nonfinite: the groups whose statistics overflow, and the first
+    let (mut overflowing, mut first_overflow) = (0usize, None::<String>);
+    let reward_names: Vec<&str> = layout0
+        .rewards
+        .iter()
+        .map(|&c| schema.field(c).name().as_str())
+        .collect();
     for (file, (_, batches)) in &files {
         let rows_in_file: usize = batches.iter().map(|b| b.num_rows()).sum();
         if !rows_in_file.is_multiple_of(group_size) {
@@ -265,6 +414,8 @@ pub(crate) fn spool(
         }
         let mut row_in_file = 0usize;
         let mut file_step: Option<i64> = None;
+        // the current group's scores, checked when it is complete
+        let mut group: Vec<f64> = Vec::with_capacity(group_size);
         for b in batches {
             let steps = ints(b.column(layout0.step));
             let rewards: Vec<Vec<f64>> = layout0
@@ -287,7 +438,38 @@ pub(crate) fn spool(
                 }
                 let r: Vec<f64> = rewards.iter().map(|c| c[i]).collect();
                 let score = reward(&r, &opts.reward_weights);
+                if !allow_nonfinite {
+                    check_row(&at, &r, score, &reward_names, &opts.reward_weights)?;
+                    if score.is_nan() && !opts.trl_unscored_rows {
+                        return Err(Error::data(format!(
+                            "{at}: no reward function scored the row (every reward column, {}, is null), so its score is NaN: TRL gives such a row advantage 0, as --convention trl does, and this convention refuses a NaN score (pass --allow-nonfinite to let non-finite values through)",
+                            reward_names
+                                .iter()
+                                .map(|n| format!("`{n}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                    }
+                }
                 unscorable += usize::from(score.is_nan());
+                group.push(score);
+                if group.len() == group_size {
+                    if let Some(why) = group_overflow(&group) {
+                        let rows = format!(
+                            "{file} rows {}-{} (a group of {group_size})",
+                            row_in_file + 2 - group_size,
+                            row_in_file + 1
+                        );
+                        if !allow_nonfinite {
+                            return Err(Error::data(format!(
+                                "{rows}: {why}, so TRL's float32 advantages there are NaN, ±inf or 0 (pass --allow-nonfinite to let them through: advcalc then computes them exactly)"
+                            )));
+                        }
+                        overflowing += 1;
+                        first_overflow.get_or_insert(rows);
+                    }
+                    group.clear();
+                }
                 rows.push(DumpRow {
                     step,
                     group: format!("{step}:{}", row_in_file / group_size),
@@ -306,6 +488,11 @@ pub(crate) fn spool(
     }
     writer.close()?;
     input.rows = total;
+    if let Some(first) = first_overflow {
+        input.notes.push(format!(
+            "{overflowing} TRL group(s) have rewards whose group mean or std overflows float32 as TRL computes them (first: {first}): TRL's float32 advantages there were NaN, ±inf or 0; advcalc's are exact"
+        ));
+    }
     if unscorable > 0 {
         input.notes.push(format!(
             "{unscorable} TRL row(s) have no reward (every reward function returned None): their score is NaN, which TRL, and --convention trl, turn into advantage 0"
