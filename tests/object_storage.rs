@@ -316,7 +316,15 @@ fn metrics_never_replaces_an_input_object() {
         (url("dumps/"), url("dumps/step=9.parquet"), "lies inside IN"),
         (file.clone(), url("m.json"), "already exists"),
     ] {
-        let out = s3.advcalc(&["run", "-e", "grpo", &input, &url("adv/"), "--metrics", &metrics]);
+        let out = s3.advcalc(&[
+            "run",
+            "-e",
+            "grpo",
+            &input,
+            &url("adv/"),
+            "--metrics",
+            &metrics,
+        ]);
         assert_eq!(out.status.code(), Some(2), "{metrics}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{metrics}: {}", stderr(&out));
     }
