@@ -263,6 +263,18 @@ fn a_dataset_in_that_links_into_out_is_refused() {
 }
 
 #[test]
+fn a_dataset_in_reached_through_a_link_inside_out_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    with_dataset(d);
+    std::fs::create_dir(d.join("adv")).unwrap();
+    symlink("../base", d.join("adv/dumps")).unwrap();
+    let out = grpo(d, &["adv/dumps", "adv"]);
+    usage_error(&out, "IN's directory is inside OUT");
+    assert_eq!(std::fs::read_dir(d.join("adv")).unwrap().count(), 1);
+}
+
+#[test]
 fn resume_refuses_an_output_whose_input_is_gone() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();

@@ -640,7 +640,9 @@ fn check_overlap(dataset: &Dataset, out: &Path) -> Result<()> {
     if outp.starts_with(&inp) {
         return say("OUT is inside IN's directory");
     }
-    if inp.starts_with(&outp) {
+    // also as spelled: IN reached through a link inside OUT (`adv/dumps -> ../dumps`) is
+    // inside OUT for anyone who walks OUT
+    if inp.starts_with(&outp) || lexical(base).starts_with(lexical(out)) {
         return say("IN's directory is inside OUT");
     }
     // IN's walk follows symlinks: a link in IN to OUT, or to a directory inside it, would
@@ -742,6 +744,22 @@ fn refuse_orphans(root: &OutRoot, dests: &[Dest]) -> Result<()> {
         "remove them from OUT (or put their inputs back), then resume; --resume never keeps \
          an output whose input is gone",
     ))
+}
+
+/// `p` made absolute without resolving links: `.` dropped, `..` taken off the path.
+fn lexical(p: &Path) -> PathBuf {
+    let abs = std::env::current_dir().map_or_else(|_| p.to_path_buf(), |d| d.join(p));
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Decide what to do with one output before any pass: refuse what must not be touched.

@@ -18,7 +18,7 @@ use crate::io::dataset::Dataset;
 /// stop request waits for every one of them).
 pub const THREADS_PER_CORE: usize = 4;
 
-/// The worker count for `threads` (`None`: one per core): at most [`THREADS_PER_CORE`] per
+/// The worker count for `threads` (`None`: one per core): at most 4 (`THREADS_PER_CORE`) per
 /// core, with a note when a larger request was capped.
 pub fn thread_count(threads: Option<usize>) -> (usize, Option<String>) {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
