@@ -41,6 +41,9 @@ pub struct Error {
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     hint: Option<String>,
     reason: Reason,
+    /// The input row at fault (counted from 0), where one is: lets a reader that spooled
+    /// IN name the user's file and line instead (`TrainerInput::locate`).
+    row: Option<usize>,
 }
 
 /// The library's result type: [`Error`] unless another error type is named.
@@ -55,6 +58,7 @@ impl Error {
             source: None,
             hint: None,
             reason: Reason::Other,
+            row: None,
         }
     }
 
@@ -66,6 +70,7 @@ impl Error {
             source: None,
             hint: None,
             reason: Reason::Other,
+            row: None,
         }
     }
 
@@ -77,6 +82,7 @@ impl Error {
             source: None,
             hint: None,
             reason: Reason::Other,
+            row: None,
         }
     }
 
@@ -124,6 +130,17 @@ impl Error {
     /// What a caller may branch on: [`Reason::Other`] unless [`Error::with_reason`] said.
     pub(crate) fn reason(&self) -> Reason {
         self.reason
+    }
+
+    /// Say which input row (counted from 0) the error is about.
+    pub(crate) fn with_row(mut self, row: usize) -> Self {
+        self.row = Some(row);
+        self
+    }
+
+    /// The input row the error is about, when [`Error::with_row`] said.
+    pub(crate) fn row(&self) -> Option<usize> {
+        self.row
     }
 
     /// Say where the error happened: `prefix: message`, same kind, cause, hint and reason.

@@ -384,3 +384,32 @@ fn verl_jsonl_beside_a_nemo_rl_dump_is_refused_naming_both() {
     assert!(o.status.success(), "{}", stderr(&o));
     check_rows(&read_parquet(&out), &expected());
 }
+
+/// A non-finite log-prob, refused by the passes (rollout correction reads it), names the
+/// user's file and line as well as the spool's column and row.
+#[test]
+fn a_non_finite_log_prob_names_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = edited_copy(dir.path(), 3, |l| {
+        l.replacen("-8.593721389770508", "NaN", 1)
+    });
+    let out = dir.path().join("out.parquet");
+    let o = advcalc()
+        .args(["run", "-e", "grpo", "--set"])
+        .arg("algorithm.rollout_correction.rollout_is=token")
+        .arg(&exp)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let first = stderr(&o).lines().next().unwrap().to_string();
+    assert!(
+        first.starts_with("error: ") && first.contains("exp_001/train_data_step2.jsonl line 3: "),
+        "{first}"
+    );
+    assert!(
+        first.contains("`rollout_log_probs`") && first.contains("NaN"),
+        "{first}"
+    );
+    assert!(!out.exists());
+}

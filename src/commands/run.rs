@@ -257,7 +257,12 @@ fn run_file(config: &Config, opts: &RunOptions, dataset: &DatasetOptions) -> Res
             provenance: provenance.clone(),
         }
         .run()
-    })?;
+    });
+    // an error on a row of a trainer's dump names the user's file and line too
+    let summary = match &opened.trainer {
+        Some(dump) => summary.map_err(|e| dump.locate_error(e))?,
+        None => summary?,
+    };
     let mut summary = summary;
     if let Some(dump) = &opened.trainer {
         // what the dump's reader assumed comes first

@@ -192,9 +192,30 @@ pub struct TrainerInput {
     pub notes: Vec<String>,
     /// The size of consecutive groups the reader cut (TRL), given or inferred.
     pub group_size: Option<usize>,
+    /// Each spooled row's file (index into `files`) and line, for a JSONL dump: where an
+    /// error the passes raise on a row is in the user's files.
+    lines: Vec<(u32, u32)>,
 }
 
 impl TrainerInput {
+    /// Where spooled row `row` came from, `FILE line N`, when the reader kept it.
+    pub fn locate(&self, row: usize) -> Option<String> {
+        let &(file, line) = self.lines.get(row)?;
+        Some(format!(
+            "{} line {line}",
+            self.files.get(file as usize)?.display()
+        ))
+    }
+
+    /// `e` with the user's file and line in front, when it is about a spooled row the
+    /// reader kept the origin of (the passes name the spool's columns and rows).
+    pub fn locate_error(&self, e: crate::error::Error) -> crate::error::Error {
+        match e.row().and_then(|row| self.locate(row)) {
+            Some(at) => e.context(at),
+            None => e,
+        }
+    }
+
     /// Whether the dump's NaN scores are the trainer's own, handled by its convention: a
     /// TRL row whose reward functions all returned None, which TRL gives advantage 0 (as
     /// `--convention trl` does). Then `run` needs no `--allow-nonfinite` for them.
@@ -436,6 +457,7 @@ pub fn spool(
         rows: 0,
         notes: walk_notes(path),
         group_size: None,
+        lines: Vec::new(),
     };
     let sink = BufWriter::new(handle);
     match trainer {
@@ -867,6 +889,8 @@ fn write_spool<R: LineReader + Default>(
     name: &str,
 ) -> Result<Spooled> {
     use rayon::prelude::*;
+    // a second write (the kinds did not fit) starts the rows again
+    input.lines.clear();
     let mut reader = R::default();
     let mut kinds = kinds;
     let mut sink = Some(sink);
@@ -947,6 +971,11 @@ fn write_spool<R: LineReader + Default>(
                 reader.file(path, &path.display().to_string())?;
             }
             let row = reader.row(&line, at)?;
+            // `at` is "FILE line N" (json_line::read_lines)
+            let number = at.rsplit_once(" line ").and_then(|(_, n)| n.parse().ok());
+            input
+                .lines
+                .push((raw.file as u32, number.unwrap_or(u32::MAX)));
             if !allow_nonfinite && !(row.score as f32).is_finite() {
                 return Err(reader.score_error(&line, at, row.score));
             }
