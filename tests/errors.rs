@@ -759,3 +759,37 @@ fn an_input_without_rows_is_named_before_rollout_correction() {
         "{err}"
     );
 }
+
+#[test]
+fn an_input_without_rows_says_so_and_nothing_of_a_correction_not_configured() {
+    // with rollout_log_probs in the input but no IS or RS configured, an empty input is
+    // written as an empty output with a warning; an estimator that refuses an empty batch
+    // says the input has no rows first
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = batch(base()).slice(0, 0);
+    assert!(empty.schema().field_with_name("rollout_log_probs").is_ok());
+    write_parquet(&tmp.path().join("in.parquet"), &empty, 2);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "grpo", "in.parquet", "out.parquet"],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: in.parquet: the input has no rows: OUT has none"),
+        "{err}"
+    );
+    assert!(!err.contains("rollout correction"), "{err}");
+    assert_eq!(read_parquet(&tmp.path().join("out.parquet")).num_rows(), 0);
+    let out = run_in(
+        tmp.path(),
+        &["run", "-e", "gae", "in.parquet", "gae.parquet"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("error: in.parquet: the input has no rows: "),
+        "{err}"
+    );
+    assert!(!tmp.path().join("gae.parquet").exists());
+}

@@ -297,12 +297,26 @@ impl<'a> Job<'a> {
             ));
         }
         let training_batches = training_batches(stats.step.as_deref(), rows);
-        if self.pipeline.correction_runs(self.has_rollout()).is_some() {
+        if rows == 0 {
+            warnings.push(format!(
+                "{}: the input has no rows: OUT has none",
+                self.file
+            ));
+        }
+        let correction = self.pipeline.correction_runs(self.has_rollout());
+        // with no rows and only the mismatch metrics (no IS or RS configured), there is
+        // nothing to correct: the run writes its empty output
+        if let Some(correction) = correction.filter(|c| rows > 0 || c.is_some_active()) {
             if rows == 0 {
                 // say what is wrong with the input before what verl would raise on it
                 return Err(Error::data(format!(
-                    "{}: the input has no rows, and rollout correction needs at least one valid token in the batch",
-                    self.file
+                    "{}: the input has no rows, and rollout correction ({}) needs at least one valid token in the batch",
+                    self.file,
+                    if correction.is.is_some() {
+                        "rollout_is"
+                    } else {
+                        "rollout_rs"
+                    }
                 )));
             }
             for (step, batch) in &training_batches {
@@ -337,7 +351,14 @@ impl<'a> Job<'a> {
         };
         let mut stats = stats;
         // the estimator's own statistics move into the plan (pass 2 reads OTB's column sums)
-        let plan = plan::plan(self.pipeline, &mut stats, self.file)?;
+        let plan = plan::plan(self.pipeline, &mut stats, self.file).map_err(|e| {
+            // an estimator's refusal of an empty batch: the empty input is the cause
+            if rows == 0 {
+                e.context(format!("{}: the input has no rows", self.file))
+            } else {
+                e
+            }
+        })?;
         warnings.extend(plan.warnings().iter().cloned());
         if plan.nan_rows() > 0 {
             warnings.push(format!(
