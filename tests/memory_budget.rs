@@ -116,3 +116,149 @@ fn a_bad_budget_is_a_usage_error() {
         assert!(!tmp.path().join("out.parquet").exists());
     }
 }
+
+/// A dump of `row_groups` row groups of 500 rows of 200 tokens (groups of 8 responses, every
+/// column the full chain and the loss read), written one row group at a time: this process
+/// stays small, since a child's peak RSS counts the pages of the process it was forked from.
+#[cfg(target_os = "linux")]
+fn token_dump(path: &Path, row_groups: usize) {
+    use common::{f32_lists, i8_lists, strings};
+    let (rows, len) = (500, 200);
+    let mut writer: Option<parquet::arrow::ArrowWriter<std::fs::File>> = None;
+    for g in 0..row_groups {
+        let row = |i: usize| g * rows + i;
+        let uids: Vec<String> = (0..rows)
+            .map(|i| format!("prompt-{:06}", row(i) / 8))
+            .collect();
+        let uid_refs: Vec<&str> = uids.iter().map(String::as_str).collect();
+        let masks: Vec<Vec<i8>> = (0..rows)
+            .map(|i| (0..len).map(|t| i8::from(t < len - row(i) % 7)).collect())
+            .collect();
+        let scores: Vec<Vec<f32>> = (0..rows)
+            .map(|i| {
+                let mut r = vec![0.0; len];
+                r[len - 1 - row(i) % 7] = f32::from(u8::from(row(i) % 3 == 0));
+                r
+            })
+            .collect();
+        let lp = |shift: f32| -> Vec<Vec<f32>> {
+            (0..rows)
+                .map(|i| {
+                    (0..len)
+                        .map(|t| -0.05 - ((row(i) * 31 + t * 7) % 97) as f32 / 100.0 + shift)
+                        .collect()
+                })
+                .collect()
+        };
+        let batch = arrow::array::RecordBatch::try_from_iter(vec![
+            ("uid", strings(&uid_refs)),
+            ("response_mask", i8_lists(&masks)),
+            ("rm_scores", f32_lists(&scores)),
+            ("old_log_probs", f32_lists(&lp(0.0))),
+            ("ref_log_prob", f32_lists(&lp(-0.01))),
+            ("rollout_log_probs", f32_lists(&lp(0.02))),
+            ("values", f32_lists(&lp(0.5))),
+        ])
+        .unwrap();
+        let w = writer.get_or_insert_with(|| {
+            parquet::arrow::ArrowWriter::try_new(
+                std::fs::File::create(path).unwrap(),
+                batch.schema(),
+                None,
+            )
+            .unwrap()
+        });
+        w.write(&batch).unwrap();
+        w.flush().unwrap();
+    }
+    writer.unwrap().close().unwrap();
+}
+
+/// The peak resident set of the real binary running `args` in `dir`, in KiB (the least of
+/// two runs: the machine is shared).
+#[cfg(target_os = "linux")]
+fn peak_rss(dir: &Path, args: &[&str]) -> i64 {
+    (0..2)
+        .map(|_| {
+            let child = common::advcalc()
+                .current_dir(dir)
+                // freed pages returned at once: RSS then follows what advcalc holds, not how
+                // long the allocator waits before purging (timing on a shared machine)
+                .env("MIMALLOC_PURGE_DELAY", "0")
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut status = 0;
+            // SAFETY: an all-zero rusage is a valid value; wait4 fills it for our own child.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: wait4 on our child's pid writes the status and usage we pass.
+            let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+            assert_eq!(pid, child.id() as i32);
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "{args:?} failed"
+            );
+            usage.ru_maxrss
+        })
+        .min()
+        .unwrap()
+}
+
+/// At a fixed `--memory`, peak memory does not grow with the row count once the budget is
+/// full: every command on 4× the row groups (each row group the same) peaks within 1.2× of
+/// the smaller dump, which already fills the budget. What legitimately grows with rows (a
+/// few scalars and the group key per row) is a small part of either. A regression that
+/// holds every row group (or anything per row group) in memory fails here.
+#[cfg(target_os = "linux")]
+#[test]
+fn peak_memory_is_flat_in_the_row_count_at_a_fixed_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    token_dump(&d.join("small.parquet"), 6);
+    token_dump(&d.join("large.parquet"), 24);
+    std::fs::write(d.join("full.yaml"), FULL_CHAIN).unwrap();
+    std::fs::write(
+        d.join("loss.yaml"),
+        "algorithm:\n  adv_estimator: grpo\nactor_rollout_ref:\n  rollout:\n    n: 8\n    response_length: 200\n  actor:\n    ppo_mini_batch_size: 25\n    ppo_micro_batch_size_per_gpu: 25\n",
+    )
+    .unwrap();
+    // 1 MiB holds about two decoded row groups of GRPO's projection, under one of the
+    // full chain's: both dumps fill it
+    let budget = ["--threads", "2", "--memory", "1M"];
+    let commands: [&[&str]; 6] = [
+        &["run", "-q", "-f", "-e", "grpo"],
+        &["run", "-q", "-f", "-c", "full.yaml"],
+        &["loss", "-q", "-f", "-c", "loss.yaml"],
+        &["inspect", "-e", "grpo", "--threads", "2"],
+        &["compare", "-q", "-e", "grpo,rloo", "--threads", "2"],
+        &["report", "-q", "-f", "-e", "grpo,rloo", "--threads", "2"],
+    ];
+    for command in commands {
+        let rss: Vec<i64> = ["small.parquet", "large.parquet"]
+            .iter()
+            .map(|input| {
+                let mut args = command.to_vec();
+                let writes = matches!(command[0], "run" | "loss");
+                if writes {
+                    args.extend(budget);
+                }
+                args.push(input);
+                args.extend(match command[0] {
+                    "run" | "loss" => vec!["out.parquet"],
+                    "report" => vec!["-o", "r.html"],
+                    _ => vec![],
+                });
+                peak_rss(d, &args)
+            })
+            .collect();
+        eprintln!("{command:?}: peak RSS {rss:?} KiB");
+        assert!(
+            rss[1] as f64 <= 1.2 * rss[0] as f64,
+            "{command:?}: peak RSS {} KiB on 4× the rows against {} KiB",
+            rss[1],
+            rss[0]
+        );
+    }
+}
