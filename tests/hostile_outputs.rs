@@ -136,6 +136,10 @@ fn metrics_inside_a_dataset_in_is_refused() {
     let out = grpo(d, &["base/*.parquet", "adv", "--metrics", "base/m.json"]);
     usage_error(&out, "lies inside IN");
     assert!(!d.join("base/m.json").exists());
+    // the report's page alike
+    let out = run_in(d, &["report", "-e", "grpo", "base", "-o", "base/r.html"]);
+    usage_error(&out, "lies inside IN");
+    assert!(!d.join("base/r.html").exists());
 }
 
 #[test]

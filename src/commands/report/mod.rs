@@ -61,6 +61,14 @@ pub fn report(variants: &[Variant], opts: &ReportOptions) -> Result<ReportSummar
             opts.output.display()
         )));
     }
+    if crate::io::location::within(&opts.output, &opts.read.input) {
+        return Err(Error::usage(format!(
+            "{}: lies inside IN ({}), where it would become an input of the next run",
+            opts.output.display(),
+            opts.read.input.display()
+        ))
+        .with_hint("write the page outside IN"));
+    }
     let facts = gather::gather(variants, opts)?;
     let html = page::render(&facts)?;
     whole_file::write(&opts.output, html.as_bytes(), opts.force, "the report")?;
