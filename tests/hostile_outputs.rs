@@ -3,7 +3,7 @@
 //! device or a FIFO, never reads a file twice through a symlink loop, and never leaves a
 //! stale output behind `--resume`. Each case runs the real binary and checks the exit code,
 //! the message and that the files around it are as they were.
-#![cfg(unix)]
+#![cfg(target_os = "linux")]
 
 mod common;
 
