@@ -363,6 +363,10 @@ def test_ray_run_from_a_prefix_to_a_prefix_writes_what_it_writes_locally(
         # into a local directory, per step; and the two passes, still there when refused
         here = bounded(300, lambda: advcalc.ray.run(src, tmp_path / "here", estimator="grpo"))
         assert here["per_step"] is True
+        # a glob: the objects under its prefix, per step too
+        globbed = bounded(300, lambda: advcalc.ray.run(src + "step=*.parquet", url("ray-glob/adv/"),
+                                                       estimator="grpo"))
+        assert globbed["per_step"] is True
         two = bounded(300, lambda: advcalc.ray.run(src, url("ray-two/adv/"), estimator="grpo",
                                                    per_step=False))
         assert two["per_step"] is False
@@ -370,6 +374,7 @@ def test_ray_run_from_a_prefix_to_a_prefix_writes_what_it_writes_locally(
             want = pq.read_table(tmp_path / "cli" / rel)
             same_columns(pq.read_table(tmp_path / "here" / rel), want)
             same_columns(read_object(f"ray-two/adv/{rel}"), want)
+            same_columns(read_object(f"ray-glob/adv/{rel}"), want)
 
 
 def test_the_per_step_path_takes_objects(tmp_path: Path) -> None:
