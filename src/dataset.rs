@@ -73,6 +73,34 @@ pub fn run_files(
     crate::commands::dataset::run_opened(config, opts, dopts, dataset)
 }
 
+/// [`run_files`] on a share of a dataset in object storage: the objects `rels` under the
+/// prefix `opts.input` (`s3://bucket/dumps/`), in that order, read as one dataset named
+/// `name` by ranged GETs (no listing of IN), each output written under `opts.output` (a
+/// prefix, or a local directory) as `run` writes a dataset's: an object put once complete,
+/// create-only unless `opts.force`, with the same provenance (the input's ETag). OUT is
+/// checked and listed as `run` checks it (apart from IN's prefix).
+#[cfg(feature = "cloud")]
+pub fn run_objects(
+    config: &Config,
+    opts: &RunOptions,
+    dopts: &DatasetOptions,
+    name: String,
+    rels: Vec<String>,
+) -> Result<RunSummary> {
+    use crate::io::object::list::dataset_url_of;
+    let base = match dataset_url_of(&opts.input)? {
+        Some(url) if url.pattern.is_none() => url,
+        _ => {
+            return Err(Error::usage(format!(
+                "{}: not a prefix in object storage (s3://bucket/dumps/)",
+                opts.input.display()
+            )));
+        }
+    };
+    let dataset = Dataset::from_objects(name, &base, rels, opts.input_format)?;
+    crate::commands::dataset::run_objects_opened(config, opts, dopts, &base, dataset)
+}
+
 /// Remove the temporary outputs in `dir` that killed processes of this host left (as `run`
 /// does before it writes there): a runner's tasks killed mid-write. Best effort: errors are
 /// ignored.
@@ -85,4 +113,101 @@ pub fn remove_stale_temporaries(dir: &Path) {
 /// `advcalc._atomic`) must name theirs as, for `remove_stale_temporaries` to know them.
 pub fn temp_prefix_for(pid: u32) -> String {
     crate::io::atomic::temp_prefix_for(pid)
+}
+
+#[cfg(all(test, feature = "cloud"))]
+mod tests {
+    use super::*;
+    use crate::io::object::runtime::block_on;
+    use crate::io::object::testing::{Counting, put};
+    use object_store::ObjectStoreExt;
+    use std::sync::Arc;
+
+    fn opts(input: &str, output: &str, force: bool) -> RunOptions {
+        RunOptions {
+            input: PathBuf::from(input),
+            output: PathBuf::from(output),
+            force,
+            threads: Some(1),
+            progress: false,
+            layout: crate::Layout::Ragged,
+            allow_nonfinite: false,
+            input_format: None,
+            output_format: None,
+            metrics: None,
+            memory: None,
+        }
+    }
+
+    /// A share of a dataset in object storage (one step's object): read without listing IN,
+    /// its output put under OUT with the input's ETag in its provenance, and put create-only:
+    /// a second run refuses the existing output unless forced.
+    #[test]
+    fn a_share_of_objects_runs_as_a_dataset() {
+        let store = Arc::new(Counting::default());
+        crate::io::object::store::register("s3://run-object-share", store.clone());
+        let demo = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/demo.parquet"
+        ))
+        .unwrap();
+        for key in ["in/step=1.parquet", "in/step=2.parquet"] {
+            put(&store, key, &demo);
+        }
+        let config = Config::load(&crate::ConfigSources {
+            estimator: Some("grpo"),
+            ..Default::default()
+        })
+        .unwrap();
+        let run = |force: bool| {
+            run_objects(
+                &config,
+                &opts(
+                    "s3://run-object-share/in/",
+                    "s3://run-object-share/out/",
+                    force,
+                ),
+                &DatasetOptions::default(),
+                "s3://run-object-share/in/".into(),
+                vec!["step=2.parquet".into()],
+            )
+        };
+        let before = store.counts();
+        let summary = run(false).unwrap();
+        assert_eq!((summary.rows, summary.files), (256, 1));
+        // one listing: OUT's (what exists there), none of IN
+        assert_eq!(store.counts().lists - before.lists, 1);
+        let key = object_store::path::Path::from("out/step=2.parquet");
+        let got = block_on(async { store.get(&key).await.unwrap().bytes().await }).unwrap();
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(got).unwrap();
+        assert_eq!(reader.metadata().file_metadata().num_rows(), 256);
+        let kv = reader
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .unwrap();
+        assert!(kv.iter().any(|kv| kv.key == "advcalc.input_etag"));
+        assert!(
+            block_on(store.head(&object_store::path::Path::from("out/step=1.parquet"))).is_err()
+        );
+
+        let e = run(false).unwrap_err();
+        assert!(e.to_string().contains("already exists"), "{e}");
+        run(true).unwrap();
+        // a glob is not a prefix
+        let e = run_objects(
+            &config,
+            &opts(
+                "s3://run-object-share/in/*.parquet",
+                "s3://run-object-share/o2/",
+                false,
+            ),
+            &DatasetOptions::default(),
+            "x".into(),
+            vec!["step=1.parquet".into()],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not a prefix"), "{e}");
+    }
 }

@@ -10,7 +10,11 @@ paths.
 carries nothing across steps (no adaptive KL controller): one ``map_batches`` over tasks of
 whole consecutive steps, each running the CLI's own dataset run on its steps' files (pass 1,
 the steps' plan, pass 2 through the CLI's writer, each output renamed into place). One Ray
-Data execution; the driver sees a few numbers per task.
+Data execution; the driver sees a few numbers per task. A dataset in object storage runs
+the same way, straight from the store: each task reads its steps' objects by ranged GETs
+through the CLI's IO layer (nothing is copied locally) and puts each output under DST as
+``advcalc run s3://… s3://…`` does (once complete, create-only unless ``force``, the same
+provenance).
 
 **Two passes over the units** otherwise:
 
@@ -105,9 +109,10 @@ def run(
         per_step: run each step's files in one task (the CLI's own dataset run on them),
             ``True`` or ``False`` to insist on or refuse it; by default, whenever it is
             possible: the files' steps are in their paths (``step=N``), the configuration
-            carries nothing across steps (no adaptive KL controller), and SRC and DST are
-            local (the per-step tasks run the CLI's dataset run on local files). Otherwise
-            the passes run over all units, with the plan on the driver (docs/ray.md).
+            carries nothing across steps (no adaptive KL controller), and SRC is local with
+            a local DST, or SRC is in object storage (DST a prefix or a local directory).
+            Otherwise the passes run over all units, with the plan on the driver
+            (docs/ray.md).
         tasks: how many Ray tasks each Ray Data execution runs (default: as many as the
             cluster has CPUs, at most one per step or unit). The per-step path shares the
             steps among them (consecutive whole steps per task, one dataset run of their
@@ -142,8 +147,9 @@ def run(
         _check_object_destination(src, units, out_dir, targets, force)
     else:
         _check_destination(src, units, out_dir, force)
-    # objects are read through pyarrow and written through the native sink by the two passes
-    remote = isinstance(out_dir, str) or any(_remote.is_url(u.path) for u in units)
+    # the per-step tasks read local files into a local DST, or objects (into a prefix or a
+    # local directory); local files into a prefix take the two passes
+    apart = _per_step_storage(units, out_dir)
     name = str(src) if isinstance(src, (str, os.PathLike)) else "<dataset>"
     engine = _native.Engine(cfg, schema, name, read)
     starts, row = [], 0
@@ -153,19 +159,18 @@ def run(
     if tasks is not None and tasks < 1:
         raise UsageError(f"tasks={tasks}: expected at least 1")
     n_tasks = tasks or _cluster_cpus()
-    groups = None if per_step is False or remote else _step_groups(units, engine)
+    groups = None if per_step is False or not apart else _step_groups(units, engine)
     if per_step and groups is None:
         raise UsageError(
             "per_step=True: the steps cannot be run apart (files without `step=N` in their "
             "paths, a ray.data.Dataset, an adaptive KL controller, which carries its "
-            "coefficient from step to step, or object storage: the per-step tasks run the "
-            "CLI's dataset run on local files)",
+            "coefficient from step to step, or local files into an object prefix: the "
+            "per-step tasks read local files into a local directory, or objects)",
             "leave per_step unset",
         )
     outputs = [str(t) for t in targets]
     if groups is not None:
-        assert isinstance(out_dir, Path)
-        warnings = _run_per_step(units, _cut(groups, n_tasks), name, out_dir, cfg, read)
+        warnings = _run_per_step(units, _cut(groups, n_tasks), name, out_dir, cfg, read, force)
         warnings = _say(warnings, [])
         return {
             "rows": row,
@@ -299,8 +304,22 @@ def _cut(groups: List[List[int]], n: int) -> List[List[int]]:
     return cut
 
 
+def _per_step_storage(units: List[_Unit], out_dir: Union[str, Path]) -> bool:
+    """Whether the per-step tasks can read the units and write DST: local files into a local
+    directory (``_native.run_parts``), or objects into a prefix or a local directory
+    (``_native.run_object_parts``)."""
+    urls = [u.path is not None and _remote.is_url(u.path) for u in units]
+    if all(urls):
+        return True
+    return not any(urls) and not isinstance(out_dir, str)
+
+
 def _base(unit: _Unit) -> str:
-    """The dataset's directory: the unit's path without its relative path."""
+    """The dataset's directory: the unit's path without its relative path (an object's: its
+    prefix, ending in ``/``)."""
+    if _remote.is_url(unit.path):
+        assert unit.path.endswith("/" + unit.out), (unit.path, unit.out)
+        return unit.path[: len(unit.path) - len(unit.out)]
     path, depth = Path(unit.path), len(Path(unit.out).parts)
     return str(path.parents[depth - 1])
 
@@ -309,30 +328,36 @@ def _run_per_step(
     units: List[_Unit],
     tasks: List[List[int]],
     name: str,
-    out_dir: Path,
+    out_dir: Union[str, Path],
     cfg: Dict[str, Any],
     read: Dict[str, Any],
+    force: bool,
 ) -> List[str]:
     """One task per group of whole steps: the CLI's dataset run on the steps' files (pass 1,
     the steps' plan by the same Rust code, pass 2 through the CLI's writer, each output
-    renamed into place), all in one Ray Data execution. Returns the tasks' warnings, in step
-    order."""
+    renamed into place), all in one Ray Data execution. Objects are read where they are, by
+    the CLI's IO layer, and each output is put as the CLI puts it (once complete,
+    create-only unless `force`: a retried task whose earlier attempt put an output is
+    refused, naming it). Returns the tasks' warnings, in step order."""
     import ray
+
+    objects = _remote.is_url(units[0].path)
 
     def udf(batch: pa.Table) -> pa.Table:
         g = batch.column("unit")[0].as_py()
         members = [units[i] for i in tasks[g]]
         # as many engine threads as the task has CPUs
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+        args = (cfg, {**read, "threads": max(1, int(cpus))})
         try:
-            rows, warnings = _native.run_parts(
-                name,
-                _base(members[0]),
-                [u.out for u in members],
-                str(out_dir),
-                cfg,
-                {**read, "threads": max(1, int(cpus))},
-            )
+            base, rels, out = _base(members[0]), [u.out for u in members], str(out_dir)
+            if objects:
+                # into a local directory, outputs are renamed into place, as run_parts does
+                # (the driver checked them; a retried task redoes its files)
+                put_force = force or isinstance(out_dir, Path)
+                rows, warnings = _native.run_object_parts(name, base, rels, out, *args, put_force)
+            else:
+                rows, warnings = _native.run_parts(name, base, rels, out, *args)
         except Error as e:
             return _failed(g, e)
         return pa.table({
@@ -345,9 +370,10 @@ def _run_per_step(
         done = _take_all(_items(len(tasks)).map_batches(udf, batch_size=1, batch_format="pyarrow"))
     finally:
         # temporaries of tasks that Ray killed mid-write (their retries wrote the outputs)
-        for parent in {(out_dir / u.out).parent for u in units}:
-            if parent.is_dir():
-                remove_stale_temporaries(parent)
+        if isinstance(out_dir, Path):
+            for parent in {(out_dir / u.out).parent for u in units}:
+                if parent.is_dir():
+                    remove_stale_temporaries(parent)
     return [str(w) for r in sorted(done, key=lambda r: r["unit"]) for w in r["warnings"]]
 
 

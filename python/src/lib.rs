@@ -653,6 +653,44 @@ fn run_parts(
     })
 }
 
+/// [`run_parts`] on a share of a dataset in object storage: the objects `rels` under the
+/// prefix `base` (`s3://bucket/dumps/`), read as one dataset named `name` by the CLI's IO
+/// layer (ranged GETs, no listing of IN), each output written under `dst` (a prefix, or a
+/// local directory) as `advcalc run s3://… s3://…` writes it: put once complete,
+/// create-only unless `force`, with the same provenance. Returns (rows, warnings).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn run_object_parts(
+    py: Python<'_>,
+    name: String,
+    base: String,
+    rels: Vec<String>,
+    dst: String,
+    config: ConfigArgs,
+    read: ReadArgs,
+    force: bool,
+) -> PyResult<(usize, Vec<String>)> {
+    run_engine(py, move || {
+        let config = config.load()?;
+        let opts = RunOptions {
+            input: PathBuf::from(base),
+            output: PathBuf::from(dst),
+            force,
+            threads: read.threads,
+            progress: false,
+            layout: read.layout()?,
+            allow_nonfinite: read.allow_nonfinite,
+            input_format: read.format()?,
+            output_format: None,
+            metrics: None,
+            memory: None,
+        };
+        let summary =
+            advcalc::dataset::run_objects(&config, &opts, &DatasetOptions::default(), name, rels)?;
+        Ok((summary.rows, summary.warnings))
+    })
+}
+
 /// Remove the temporary outputs in `dir` that killed processes of this host left (as the
 /// CLI does before writing there): a runner's tasks that Ray killed mid-write.
 #[pyfunction]
@@ -771,6 +809,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge_stats, m)?)?;
     m.add_function(wrap_pyfunction!(dataset_parts, m)?)?;
     m.add_function(wrap_pyfunction!(run_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(run_object_parts, m)?)?;
     m.add_function(wrap_pyfunction!(remove_stale_temporaries, m)?)?;
     m.add_function(wrap_pyfunction!(temp_prefix_for, m)?)?;
     m.add_function(wrap_pyfunction!(put_object, m)?)?;

@@ -1,7 +1,8 @@
 """Object URLs from Python and on Ray, against moto's S3 server on 127.0.0.1 (started and
 stopped by this module): the calls on `s3://` IN and OUT give what they give on local files,
 an existing OUT is refused without `force`, a missing object is an error naming its URL, and
-`advcalc.ray.run` from an `s3://` prefix to an `s3://` prefix writes what it writes locally.
+`advcalc.ray.run` from an `s3://` prefix to an `s3://` prefix writes what it writes locally
+(whole steps per task, each reading its objects through the native IO layer, as the CLI).
 
 The expected values are the same calls on local copies of the same files (and the CLI's own
 run for `run`), never the code under test."""
@@ -23,7 +24,7 @@ import pytest
 import advcalc
 import advcalc.ray
 from advcalc import _remote
-from conftest import CASES, DEMO, cli_run, same_columns
+from conftest import CASES, DEMO, cli, cli_run, same_columns
 
 BUCKET = "advcalc-py"  # moto refuses bucket names under 3 characters
 # what the tests set, and what they clear so that nothing of the machine's leaks in
@@ -79,6 +80,15 @@ def fs() -> pafs.FileSystem:
 def put_file(local: Path, key: str) -> str:
     pafs.copy_files(str(local), f"{BUCKET}/{key}", destination_filesystem=fs())
     return url(key)
+
+
+def etag(key: str) -> str:
+    import boto3
+
+    head = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).head_object(
+        Bucket=BUCKET, Key=key
+    )
+    return head["ETag"].strip('"')
 
 
 def get_bytes(key: str) -> bytes:
@@ -319,9 +329,19 @@ def test_ray_run_from_a_prefix_to_a_prefix_writes_what_it_writes_locally(
     rels = [Path(p).relative_to(tmp_path / "adv").as_posix() for p in local["outputs"]]
     assert got["outputs"] == [dst + rel for rel in rels]
     assert (got["rows"], got["units"], got["steps"]) == (local["rows"], local["units"], local["steps"])
-    assert got["per_step"] is False  # objects take the two passes
+    # whole steps per task, straight from the objects
+    assert got["per_step"] is True
+    # the CLI's own dataset run on the local copy: the same columns, bit for bit
+    cli("run", "-q", "-e", "grpo", dumps, tmp_path / "cli")
     for rel, path in zip(rels, local["outputs"]):
-        same_columns(read_object(f"ray-{layout}/adv/{rel}"), pq.read_table(path))
+        out = read_object(f"ray-{layout}/adv/{rel}")
+        same_columns(out, pq.read_table(path))
+        same_columns(out, pq.read_table(tmp_path / "cli" / rel))
+        # written by the CLI's writer from the object itself (the two passes' pyarrow
+        # outputs carry no provenance): the input's ETag, as `advcalc run s3://…` records it
+        meta = {k.decode(): v.decode() for k, v in (out.schema.metadata or {}).items()}
+        assert meta.get("advcalc.dataset") == src
+        assert meta.get("advcalc.input_etag", "").strip('"') == etag(f"ray-{layout}/dumps/{rel}")
     listed = fs().get_file_info(pafs.FileSelector(f"{BUCKET}/ray-{layout}/adv", recursive=True))
     assert sorted(i.path for i in listed if i.type == pafs.FileType.File) == sorted(
         f"{BUCKET}/ray-{layout}/adv/{rel}" for rel in rels
@@ -337,16 +357,50 @@ def test_ray_run_from_a_prefix_to_a_prefix_writes_what_it_writes_locally(
     for rel, path in zip(rels, local_rloo["outputs"]):
         same_columns(read_object(f"ray-{layout}/adv/{rel}"), pq.read_table(path))
     assert forced["rows"] == local_rloo["rows"]
+    assert forced["per_step"] is True
+
+    if layout == "step_files":
+        # into a local directory, per step; and the two passes, still there when refused
+        here = bounded(300, lambda: advcalc.ray.run(src, tmp_path / "here", estimator="grpo"))
+        assert here["per_step"] is True
+        # a glob: the objects under its prefix, per step too
+        globbed = bounded(300, lambda: advcalc.ray.run(src + "step=*.parquet", url("ray-glob/adv/"),
+                                                       estimator="grpo"))
+        assert globbed["per_step"] is True
+        two = bounded(300, lambda: advcalc.ray.run(src, url("ray-two/adv/"), estimator="grpo",
+                                                   per_step=False))
+        assert two["per_step"] is False
+        for rel in rels:
+            want = pq.read_table(tmp_path / "cli" / rel)
+            same_columns(pq.read_table(tmp_path / "here" / rel), want)
+            same_columns(read_object(f"ray-two/adv/{rel}"), want)
+            same_columns(read_object(f"ray-glob/adv/{rel}"), want)
 
 
-def test_ray_refusals_on_prefixes(local_ray: Any) -> None:
+def test_the_per_step_path_takes_objects(tmp_path: Path) -> None:
+    # which storage the per-step tasks take: local into local, objects into either; local
+    # files into a prefix take the two passes
+    obj = advcalc.ray._Unit("a", "step=1.parquet", 1, path=url("d/step=1.parquet"), step=1)
+    loc = advcalc.ray._Unit("b", "step=1.parquet", 1, path=str(tmp_path / "step=1.parquet"), step=1)
+    assert advcalc.ray._per_step_storage([obj], url("out/"))
+    assert advcalc.ray._per_step_storage([obj], tmp_path / "out")
+    assert advcalc.ray._per_step_storage([loc], tmp_path / "out")
+    assert not advcalc.ray._per_step_storage([loc], url("out/"))
+    assert not advcalc.ray._per_step_storage([obj, loc], tmp_path / "out")
+    assert advcalc.ray._base(obj) == url("d/")
+    hive_unit = advcalc.ray._Unit("c", "step=2/part-0.parquet", 1, path=url("d/step=2/part-0.parquet"), step=2)
+    assert advcalc.ray._base(hive_unit) == url("d/")
+
+
+def test_ray_refusals_on_prefixes(local_ray: Any, tmp_path: Path) -> None:
     src = put_file(DEMO, "ray-refusals/in/step=1.parquet")
     with pytest.raises(advcalc.UsageError, match="overlaps the input"):
         advcalc.ray.run(url("ray-refusals/in/"), url("ray-refusals/in/out/"), estimator="grpo")
     with pytest.raises(advcalc.UsageError, match="names an object, not a prefix"):
         advcalc.ray.run(url("ray-refusals/in/"), src, estimator="grpo")
-    with pytest.raises(advcalc.UsageError, match="object storage"):
-        advcalc.ray.run(url("ray-refusals/in/"), url("ray-refusals/out/"), estimator="grpo", per_step=True)
+    step_files(pq.read_table(DEMO), tmp_path / "in", 2)
+    with pytest.raises(advcalc.UsageError, match="local files into an object prefix"):
+        advcalc.ray.run(tmp_path / "in", url("ray-refusals/out/"), estimator="grpo", per_step=True)
     with pytest.raises(advcalc.DataError, match="ray-refusals/none/: no Parquet or Arrow files"):
         advcalc.ray.run(url("ray-refusals/none/"), url("ray-refusals/out/"), estimator="grpo")
 

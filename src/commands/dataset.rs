@@ -241,13 +241,7 @@ pub fn run_objects(
     url: &crate::io::object::list::DatasetUrl,
 ) -> Result<RunSummary> {
     check_options(opts, dopts)?;
-    let root = match object_out_root(opts, Some(url))? {
-        Some(root) => root,
-        None => {
-            check_local_out(opts)?;
-            OutRoot::Local(opts.output.clone())
-        }
-    };
+    let root = objects_out_root(opts, url)?;
     run_into(
         config,
         opts,
@@ -255,6 +249,39 @@ pub fn run_objects(
         Dataset::open_objects(url, opts.input_format)?,
         &root,
     )
+}
+
+/// [`run_objects`] on a dataset of objects already opened (`Dataset::from_objects`: the
+/// Python package's per-step tasks run their steps' objects with it) under the prefix `url`:
+/// OUT checked and listed as `run_objects` does, each output put as it puts them
+/// (create-only unless `--force`).
+#[cfg(feature = "cloud")]
+pub fn run_objects_opened(
+    config: &Config,
+    opts: &RunOptions,
+    dopts: &DatasetOptions,
+    url: &crate::io::object::list::DatasetUrl,
+    dataset: Dataset,
+) -> Result<RunSummary> {
+    check_options(opts, dopts)?;
+    let root = objects_out_root(opts, url)?;
+    run_into(config, opts, dopts, dataset, &root)
+}
+
+/// OUT of a dataset in object storage under `url`: a prefix apart from it, or a local
+/// directory.
+#[cfg(feature = "cloud")]
+fn objects_out_root(
+    opts: &RunOptions,
+    url: &crate::io::object::list::DatasetUrl,
+) -> Result<OutRoot> {
+    Ok(match object_out_root(opts, Some(url))? {
+        Some(root) => root,
+        None => {
+            check_local_out(opts)?;
+            OutRoot::Local(opts.output.clone())
+        }
+    })
 }
 
 /// OUT of a dataset as a prefix in object storage (`s3://bucket/adv/`, the trailing `/`

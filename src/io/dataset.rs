@@ -299,24 +299,9 @@ impl Dataset {
         url: &crate::io::object::list::DatasetUrl,
         format: Option<Format>,
     ) -> Result<Dataset> {
-        use crate::io::input::Input;
-        use crate::io::object::{list, source::ObjectSource, store::store_for};
-        use rayon::prelude::*;
+        use crate::io::object::{list, store::store_for};
         let name = url.url.clone();
-        match format {
-            Some(Format::Jsonl) => {
-                return Err(Error::usage(format!(
-                    "{name}: --input-format jsonl reads a directory of .jsonl files, not a dataset"
-                )));
-            }
-            Some(Format::Trainer(t)) => {
-                return Err(Error::usage(format!(
-                    "{name}: --input-format {} reads one run's dump, not a dataset",
-                    t.name()
-                )));
-            }
-            _ => {}
-        }
+        refuse_object_format(&name, format)?;
         let store = store_for(&url.base)?;
         let listed = list::list(&store, url, format.is_some())?;
         if listed.is_empty() {
@@ -328,17 +313,94 @@ impl Dataset {
                 "give a prefix ending in / or a quoted glob of .parquet/.arrow objects, one object per step",
             ));
         }
-        let mut keyed = Vec::new();
+        let mut keyed = Self::object_steps(url, listed)?;
+        // as a local dataset's: relative paths compared by component
+        keyed.sort_by(|(sa, a), (sb, b)| {
+            step_order(sa, sb).then_with(|| Path::new(&a.rel).cmp(Path::new(&b.rel)))
+        });
+        Self::open_listed(name, &store, url, keyed, format)
+    }
+
+    /// The dataset of the objects `rels` under the prefix `base` (a [`DatasetUrl`] without
+    /// a glob), in the order given, opened as [`Dataset::open_objects`] opens a listed
+    /// dataset's, with its checks, but with no listing: a runner's share of a dataset in
+    /// object storage (one step's objects: `advcalc.ray`). `name` names the dataset. Each
+    /// part records the ETag (and version) its first request saw.
+    ///
+    /// [`DatasetUrl`]: crate::io::object::list::DatasetUrl
+    #[cfg(feature = "cloud")]
+    pub fn from_objects(
+        name: String,
+        base: &crate::io::object::list::DatasetUrl,
+        rels: Vec<String>,
+        format: Option<Format>,
+    ) -> Result<Dataset> {
+        use crate::io::object::{list::Listed, store::store_for};
+        if base.pattern.is_some() {
+            return Err(Error::usage(format!(
+                "{}: the base of a dataset's objects is a prefix, not a glob",
+                base.url
+            )));
+        }
+        refuse_object_format(&name, format)?;
+        if rels.is_empty() {
+            return Err(Error::usage(format!("{name}: no objects given")));
+        }
+        let store = store_for(&base.base)?;
+        let prefix = match base.base.key.as_ref() {
+            "" => String::new(),
+            k => format!("{k}/"),
+        };
+        let listed = rels
+            .into_iter()
+            .map(|rel| {
+                let key =
+                    object_store::path::Path::parse(format!("{prefix}{rel}")).map_err(|e| {
+                        Error::usage(format!("{}{rel}: not an object key", base.base_url))
+                            .with_source(e)
+                    })?;
+                Ok(Listed {
+                    key,
+                    rel,
+                    size: 0,
+                    e_tag: None,
+                    version: None,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let keyed = Self::object_steps(base, listed)?;
+        Self::open_listed(name, &store, base, keyed, format)
+    }
+
+    /// Each object with the step of its relative key (`step=N`).
+    #[cfg(feature = "cloud")]
+    fn object_steps(
+        url: &crate::io::object::list::DatasetUrl,
+        listed: Vec<crate::io::object::list::Listed>,
+    ) -> Result<Vec<(Option<i64>, crate::io::object::list::Listed)>> {
+        let mut keyed = Vec::with_capacity(listed.len());
         for l in listed {
             let rel = PathBuf::from(&l.rel);
             let step = path_step(&rel)
                 .map_err(|e| Error::data(format!("{}{}: {e}", url.base_url, l.rel)))?;
             keyed.push((step, l));
         }
-        // as a local dataset's: relative paths compared by component
-        keyed.sort_by(|(sa, a), (sb, b)| {
-            step_order(sa, sb).then_with(|| Path::new(&a.rel).cmp(Path::new(&b.rel)))
-        });
+        Ok(keyed)
+    }
+
+    /// The objects `keyed` under `url`'s prefix, in that order, each opened as IN of one
+    /// object is (`Input::open_source`), with [`Dataset::open`]'s checks.
+    #[cfg(feature = "cloud")]
+    fn open_listed(
+        name: String,
+        store: &crate::io::object::store::Store,
+        url: &crate::io::object::list::DatasetUrl,
+        keyed: Vec<(Option<i64>, crate::io::object::list::Listed)>,
+        format: Option<Format>,
+    ) -> Result<Dataset> {
+        use crate::io::input::Input;
+        use crate::io::object::source::ObjectSource;
+        use rayon::prelude::*;
         // fetched in parallel: each is a round trip or more to the store
         let parts = keyed
             .into_par_iter()
@@ -530,6 +592,26 @@ fn step_order(a: &Option<i64>, b: &Option<i64>) -> std::cmp::Ordering {
 
 fn sort_by_step(keyed: &mut [(Option<i64>, PathBuf)]) {
     keyed.sort_by(|(sa, ra), (sb, rb)| step_order(sa, sb).then_with(|| ra.cmp(rb)));
+}
+
+/// `--input-format` values that read something other than a dataset of objects.
+#[cfg(feature = "cloud")]
+fn refuse_object_format(name: &str, format: Option<Format>) -> Result<()> {
+    match format {
+        Some(Format::Jsonl) => {
+            return Err(Error::usage(format!(
+                "{name}: --input-format jsonl reads a directory of .jsonl files, not a dataset"
+            )));
+        }
+        Some(Format::Trainer(t)) => {
+            return Err(Error::usage(format!(
+                "{name}: --input-format {} reads one run's dump, not a dataset",
+                t.name()
+            )));
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The part of a glob before its first component with a glob character, and the rest.
