@@ -180,6 +180,8 @@ fn token_dump(path: &Path, row_groups: usize) {
 fn peak_rss(dir: &Path, args: &[&str]) -> i64 {
     (0..2)
         .map(|_| {
+            // reaped by wait4 below, which also gives its rusage
+            #[allow(clippy::zombie_processes)]
             let child = common::advcalc()
                 .current_dir(dir)
                 // freed pages returned at once: RSS then follows what advcalc holds, not how
