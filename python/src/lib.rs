@@ -634,19 +634,7 @@ fn run_parts(
 ) -> PyResult<(usize, Vec<String>)> {
     run_engine(py, move || {
         let config = config.load()?;
-        let opts = RunOptions {
-            input: base,
-            output: dst,
-            force: true,
-            threads: read.threads,
-            progress: false,
-            layout: read.layout()?,
-            allow_nonfinite: read.allow_nonfinite,
-            input_format: read.format()?,
-            output_format: None,
-            metrics: None,
-            memory: None,
-        };
+        let opts = share_options(base, dst, true, &read)?;
         let summary =
             advcalc::dataset::run_files(&config, &opts, &DatasetOptions::default(), name, rels)?;
         Ok((summary.rows, summary.warnings))
@@ -672,22 +660,33 @@ fn run_object_parts(
 ) -> PyResult<(usize, Vec<String>)> {
     run_engine(py, move || {
         let config = config.load()?;
-        let opts = RunOptions {
-            input: PathBuf::from(base),
-            output: PathBuf::from(dst),
-            force,
-            threads: read.threads,
-            progress: false,
-            layout: read.layout()?,
-            allow_nonfinite: read.allow_nonfinite,
-            input_format: read.format()?,
-            output_format: None,
-            metrics: None,
-            memory: None,
-        };
+        let opts = share_options(PathBuf::from(base), PathBuf::from(dst), force, &read)?;
         let summary =
             advcalc::dataset::run_objects(&config, &opts, &DatasetOptions::default(), name, rels)?;
         Ok((summary.rows, summary.warnings))
+    })
+}
+
+/// The run options of one share of a dataset (`run_parts`, `run_object_parts`): IN's base
+/// directory or prefix, OUT's, no progress bar, no metrics.
+fn share_options(
+    base: PathBuf,
+    dst: PathBuf,
+    force: bool,
+    read: &ReadArgs,
+) -> advcalc::Result<RunOptions> {
+    Ok(RunOptions {
+        input: base,
+        output: dst,
+        force,
+        threads: read.threads,
+        progress: false,
+        layout: read.layout()?,
+        allow_nonfinite: read.allow_nonfinite,
+        input_format: read.format()?,
+        output_format: None,
+        metrics: None,
+        memory: None,
     })
 }
 
