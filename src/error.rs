@@ -41,9 +41,9 @@ pub struct Error {
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     hint: Option<String>,
     reason: Reason,
-    /// The input row at fault (counted from 0), where one is: lets a reader that spooled
-    /// IN name the user's file and line instead (`TrainerInput::locate`).
-    row: Option<usize>,
+    /// The input column and row at fault (rows counted from 0), where there are: lets a
+    /// reader that spooled IN name the user's file, line and field (`TrainerInput::locate`).
+    cell: Option<(String, usize)>,
 }
 
 /// The library's result type: [`Error`] unless another error type is named.
@@ -58,7 +58,7 @@ impl Error {
             source: None,
             hint: None,
             reason: Reason::Other,
-            row: None,
+            cell: None,
         }
     }
 
@@ -70,7 +70,7 @@ impl Error {
             source: None,
             hint: None,
             reason: Reason::Other,
-            row: None,
+            cell: None,
         }
     }
 
@@ -82,7 +82,7 @@ impl Error {
             source: None,
             hint: None,
             reason: Reason::Other,
-            row: None,
+            cell: None,
         }
     }
 
@@ -132,15 +132,15 @@ impl Error {
         self.reason
     }
 
-    /// Say which input row (counted from 0) the error is about.
-    pub(crate) fn with_row(mut self, row: usize) -> Self {
-        self.row = Some(row);
+    /// Say which input column and row (counted from 0) the error is about.
+    pub(crate) fn with_cell(mut self, column: &str, row: usize) -> Self {
+        self.cell = Some((column.to_string(), row));
         self
     }
 
-    /// The input row the error is about, when [`Error::with_row`] said.
-    pub(crate) fn row(&self) -> Option<usize> {
-        self.row
+    /// The input column and row the error is about, when [`Error::with_cell`] said.
+    pub(crate) fn cell(&self) -> Option<(&str, usize)> {
+        self.cell.as_ref().map(|(c, r)| (c.as_str(), *r))
     }
 
     /// Say where the error happened: `prefix: message`, same kind, cause, hint and reason.

@@ -386,7 +386,7 @@ fn verl_jsonl_beside_a_nemo_rl_dump_is_refused_naming_both() {
 }
 
 /// A non-finite log-prob, refused by the passes (rollout correction reads it), names the
-/// user's file and line as well as the spool's column and row.
+/// user's file, line and field as well as the spool's column and row.
 #[test]
 fn a_non_finite_log_prob_names_the_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -404,7 +404,8 @@ fn a_non_finite_log_prob_names_the_file_and_line() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let first = stderr(&o).lines().next().unwrap().to_string();
     assert!(
-        first.starts_with("error: ") && first.contains("exp_001/train_data_step2.jsonl line 3: "),
+        first.starts_with("error: ")
+            && first.contains("exp_001/train_data_step2.jsonl line 3: `generation_logprobs`: "),
         "{first}"
     );
     assert!(
@@ -412,4 +413,23 @@ fn a_non_finite_log_prob_names_the_file_and_line() {
         "{first}"
     );
     assert!(!out.exists());
+    // compare and report read the same rows
+    let set = "algorithm.rollout_correction.rollout_is=token";
+    for args in [
+        vec!["compare", "-e", "grpo,rloo", "--set", set],
+        vec!["report", "-e", "grpo", "--set", set, "-o"],
+    ] {
+        let mut cmd = advcalc();
+        cmd.args(&args);
+        if args[0] == "report" {
+            cmd.arg(dir.path().join("r.html"));
+        }
+        let o = cmd.arg(&exp).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let first = stderr(&o).lines().next().unwrap().to_string();
+        assert!(
+            first.contains("exp_001/train_data_step2.jsonl line 3: `generation_logprobs`: "),
+            "{args:?}: {first}"
+        );
+    }
 }

@@ -25,7 +25,7 @@ impl ColumnRef<'_> {
             self.column,
             self.first_row + row
         ))
-        .with_row(self.first_row + row)
+        .with_cell(self.column, self.first_row + row)
     }
 
     pub fn type_error(&self, found: &DataType, expected: &str) -> Error {

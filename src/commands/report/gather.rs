@@ -144,29 +144,37 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let units = input.units();
     let progress = Progress::new(rows as u64, opts.read.progress);
     let pool = thread_pool(opts.read.threads)?;
-    let (prepared, parts) = pool.install(|| {
-        let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
-        progress.pass("report");
-        let parts = (0..units.len())
-            .into_par_iter()
-            .map(|u| {
-                let batch = input.read_unit(u, Some(&all_columns))?;
-                let tallies = inspection.scan_unit(input, u, &batch)?;
-                let outputs = outputs_of(&jobs, &prepared, input, u, &batch)?;
-                progress.inc(batch.num_rows());
-                Ok(UnitPart {
-                    tallies,
-                    sums: Sums::of_row_group(&outputs),
-                    advantages: outputs.iter().map(valid_advantages).collect(),
-                    is_weights: outputs.iter().map(valid_is_weights).collect(),
-                    shapes: (0..batch.num_rows())
-                        .map(|i| RowFeatures::of(&outputs, i))
-                        .collect(),
+    let (prepared, parts) = pool
+        .install(|| {
+            let prepared = prepare_jobs(input, &jobs, &projection, &progress)?;
+            progress.pass("report");
+            let parts = (0..units.len())
+                .into_par_iter()
+                .map(|u| {
+                    let batch = input.read_unit(u, Some(&all_columns))?;
+                    let tallies = inspection.scan_unit(input, u, &batch)?;
+                    let outputs = outputs_of(&jobs, &prepared, input, u, &batch)?;
+                    progress.inc(batch.num_rows());
+                    Ok(UnitPart {
+                        tallies,
+                        sums: Sums::of_row_group(&outputs),
+                        advantages: outputs.iter().map(valid_advantages).collect(),
+                        is_weights: outputs.iter().map(valid_is_weights).collect(),
+                        shapes: (0..batch.num_rows())
+                            .map(|i| RowFeatures::of(&outputs, i))
+                            .collect(),
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok::<_, Error>((prepared, parts))
-    })?;
+                .collect::<Result<Vec<_>>>()?;
+            Ok::<_, Error>((prepared, parts))
+        })
+        .map_err(|e| {
+            // an error on a row of a trainer's dump names the user's file and line too
+            match opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
+                Some(dump) => dump.locate_error(e),
+                None => e,
+            }
+        })?;
     progress.finish();
 
     let n = variants.len();

@@ -195,6 +195,8 @@ pub struct TrainerInput {
     /// Each spooled row's file (index into `files`) and line, for a JSONL dump: where an
     /// error the passes raise on a row is in the user's files.
     lines: Vec<(u32, u32)>,
+    /// The dump's field each spooled token column comes from (`LineReader::FIELDS`).
+    fields: &'static [(&'static str, &'static str)],
 }
 
 impl TrainerInput {
@@ -207,12 +209,18 @@ impl TrainerInput {
         ))
     }
 
-    /// `e` with the user's file and line in front, when it is about a spooled row the
+    /// `e` with the user's file, line and field in front, when it is about a spooled row the
     /// reader kept the origin of (the passes name the spool's columns and rows).
     pub fn locate_error(&self, e: crate::error::Error) -> crate::error::Error {
-        match e.row().and_then(|row| self.locate(row)) {
-            Some(at) => e.context(at),
-            None => e,
+        let Some((column, row)) = e.cell() else {
+            return e;
+        };
+        let Some(at) = self.locate(row) else {
+            return e;
+        };
+        match self.fields.iter().find(|(c, _)| *c == column) {
+            Some((_, field)) => e.context(format!("{at}: {field}")),
+            None => e.context(at),
         }
     }
 
@@ -458,6 +466,7 @@ pub fn spool(
         notes: walk_notes(path),
         group_size: None,
         lines: Vec::new(),
+        fields: &[],
     };
     let sink = BufWriter::new(handle);
     match trainer {
@@ -637,6 +646,10 @@ impl SpoolWriter {
 pub(crate) trait LineReader {
     /// The log-prob columns its rows carry.
     const LOG_PROBS: LogProbColumns;
+
+    /// The dump's field each spooled token column comes from (spool column, field as the
+    /// user reads it), for errors the passes raise on a spooled row.
+    const FIELDS: &[(&str, &str)] = &[];
 
     /// Whether the writer wraps every value in a batch of one (NeMo-RL): the passthrough
     /// columns then hold the one element (`rewards: [1.0]` → `rewards` 1.0).
@@ -891,6 +904,7 @@ fn write_spool<R: LineReader + Default>(
     use rayon::prelude::*;
     // a second write (the kinds did not fit) starts the rows again
     input.lines.clear();
+    input.fields = R::FIELDS;
     let mut reader = R::default();
     let mut kinds = kinds;
     let mut sink = Some(sink);

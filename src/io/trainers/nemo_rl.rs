@@ -109,6 +109,11 @@ fn number(v: &Json, key: &str, at: &str) -> Result<f64> {
 }
 
 impl LineReader for Reader {
+    const FIELDS: &[(&str, &str)] = &[
+        ("rollout_log_probs", "`generation_logprobs`"),
+        ("old_log_probs", "`prev_logprobs`"),
+        ("response_mask", "`token_loss_mask`"),
+    ];
     // every value is wrapped in a batch of one (`make_microbatch_iterator(1)`)
     const BATCHED: bool = true;
     const TREES: &[&str] = &[

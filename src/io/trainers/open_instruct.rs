@@ -195,6 +195,7 @@ fn number(fields: &Line<'_>, key: &str, at: &str) -> Result<f64> {
 }
 
 impl LineReader for Reader {
+    const FIELDS: &[(&str, &str)] = &[("rollout_log_probs", "`logprobs`")];
     const TREES: &[&str] = &["response_tokens", "logprobs"];
     const LOG_PROBS: LogProbColumns = LogProbColumns {
         rollout: true,

@@ -151,6 +151,7 @@ pub struct Reader {
 }
 
 impl LineReader for Reader {
+    const FIELDS: &[(&str, &str)] = &[("rollout_log_probs", "the nodes' `logprobs`")];
     const TREES: &[&str] = &["traces", "group", "run"];
     const LOG_PROBS: LogProbColumns = LogProbColumns {
         rollout: true,
