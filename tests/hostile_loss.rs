@@ -103,6 +103,20 @@ fn names_key(text: &str, key: &str) -> bool {
     text.contains(&format!("{key} (")) || text.contains(&format!("{key}:"))
 }
 
+/// A refusal's text names the seed's key and holds each text the seed's header asks for.
+fn says_what_the_seed_wants(name: &str, seed: &Seed, text: &str, failures: &mut Vec<String>) {
+    if let Some(key) = &seed.names
+        && !names_key(text, key)
+    {
+        failures.push(format!("{name}: does not name {key}: {text}"));
+    }
+    for s in &seed.says {
+        if !text.contains(s.as_str()) {
+            failures.push(format!("{name}: `{s}` not in: {text}"));
+        }
+    }
+}
+
 // The corpus covers what the issue lists and its kin: at least this many seeds of each kind.
 #[test]
 fn the_corpus_holds_the_issues_cases() {
@@ -155,16 +169,7 @@ fn seeds_are_refused_naming_the_key_or_replayed_finite() {
                 if e.kind() != advcalc::ErrorKind::Usage {
                     failures.push(format!("{name}: not a usage error: {text}"));
                 }
-                if let Some(key) = &seed.names
-                    && !names_key(&text, key)
-                {
-                    failures.push(format!("{name}: does not name {key}: {text}"));
-                }
-                for s in &seed.says {
-                    if !text.contains(s.as_str()) {
-                        failures.push(format!("{name}: `{s}` not in: {text}"));
-                    }
-                }
+                says_what_the_seed_wants(&name, &seed, &text, &mut failures);
             }
             (Expect::Refused, Ok(r)) => failures.push(format!("{name}: accepted ({r:?})")),
             (Expect::Runs | Expect::Loads, Err(e)) => {
@@ -234,16 +239,7 @@ fn the_binary_refuses_the_seeds_without_a_panic_or_an_output() {
         if !err.starts_with("error: ") {
             failures.push(format!("{name}: {err}"));
         }
-        if let Some(key) = &seed.names
-            && !names_key(&err, key)
-        {
-            failures.push(format!("{name}: does not name {key}: {err}"));
-        }
-        for s in &seed.says {
-            if !err.contains(s.as_str()) {
-                failures.push(format!("{name}: `{s}` not in: {err}"));
-            }
-        }
+        says_what_the_seed_wants(&name, &seed, &err, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
