@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type};
-use common::{advcalc, check_close, lists_f32, read_parquet, stderr};
+use common::{advcalc, check_close, copy_dir, lists_f32, read_parquet, stderr};
 use serde_json::Value;
 
 /// float32 tolerance: NeMo-RL computes in float32, advcalc in float64 rounded to float32.
@@ -51,19 +51,6 @@ fn run(input: &Path, out: &Path) -> std::process::Output {
         .arg(out)
         .output()
         .expect("advcalc runs")
-}
-
-/// Copy a directory tree (the fixture, to write next to it).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 /// Every row of `out` against expected.json's rows `rows`.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float64Type, Int64Type};
-use common::{advcalc, lists_f32, read_parquet, stderr};
+use common::{advcalc, copy_dir, lists_f32, read_parquet, stderr};
 
 const RUN: &str = "fixtures/trainers/dumps/prime-rl/run1";
 const OLD: &str = "fixtures/trainers/dumps/prime-rl/run-old";
@@ -216,19 +216,6 @@ fn a_malformed_line_names_its_file_and_line() {
         "{}",
         stderr(&o)
     );
-}
-
-/// Copy a directory tree.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 /// `advcalc run IN OUT` expected to fail with exit 1: its stderr's first line; nothing at OUT.

@@ -37,6 +37,17 @@ struct Seed {
     input: String,
 }
 
+impl Seed {
+    /// The seed's file name, for failure messages.
+    fn name(&self) -> String {
+        self.path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
 fn seeds() -> Vec<Seed> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/loss_config");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -148,12 +159,7 @@ fn the_corpus_holds_the_issues_cases() {
 fn seeds_are_refused_naming_the_key_or_replayed_finite() {
     let mut failures = Vec::new();
     for seed in seeds() {
-        let name = seed
-            .path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+        let name = seed.name();
         let text = seed.text.clone();
         let outcome = std::panic::catch_unwind(move || entry::check(&text));
         let outcome = match outcome {
@@ -195,12 +201,7 @@ fn the_binary_refuses_the_seeds_without_a_panic_or_an_output() {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/loss/cases");
     let mut failures = Vec::new();
     for seed in seeds() {
-        let name = seed
-            .path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+        let name = seed.name();
         let tmp = tempfile::tempdir().unwrap();
         let out_path = tmp.path().join("out.parquet");
         let input = cases.join(&seed.input).join("input.parquet");

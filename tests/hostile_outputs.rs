@@ -312,18 +312,6 @@ fn threads_are_capped_with_a_note() {
     );
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// The `advcalc: N rows ...` summary line of a run.
 fn summary(out: &Output) -> String {
     stderr(out)
@@ -347,7 +335,7 @@ fn a_symlink_loop_in_a_trainers_dump_is_read_once() {
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        copy_tree(&dumps.join(run), &d.join("dump"));
+        copy_dir(&dumps.join(run), &d.join("dump"));
         let _ = std::fs::remove_file(d.join("dump/expected.json"));
         let clean = run_in(d, &["run", "dump", "clean.parquet"]);
         assert!(clean.status.success(), "{run}: {}", stderr(&clean));

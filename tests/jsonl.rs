@@ -787,19 +787,8 @@ fn a_uid_that_is_not_a_v1_key_is_refused() {
 /// A copy of `tests/hostile/readers/NAME` in `dir` (so that nothing is written beside the
 /// committed files), under its own name.
 fn hostile(dir: &Path, name: &str) {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            if e.path().is_dir() {
-                copy(&e.path(), &to.join(e.file_name()));
-            } else {
-                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            }
-        }
-    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/readers");
-    copy(&root.join(name), &dir.join(name));
+    common::copy_dir(&root.join(name), &dir.join(name));
 }
 
 /// verl writes one `{global_steps}.jsonl` per step: `01.jsonl` beside `1.jsonl` (a copy, or a

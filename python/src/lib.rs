@@ -291,7 +291,7 @@ fn compute_path(
         let config = config.load_for(advcalc::input::dump_trainer(&src, format))?;
         let input = InputFile::open(&src, format, read.allow_nonfinite, &config.dump_options())?;
         let allow_nonfinite = read.allow_nonfinite || input.own_nan_scores(&config);
-        let batches = pool(read.threads)?.install(|| {
+        let batches = advcalc::thread_pool(read.threads)?.install(|| {
             (0..input.num_row_groups())
                 .into_par_iter()
                 .map(|rg| input.read_row_group(rg))
@@ -329,7 +329,7 @@ fn compute_in_memory(
         .with_layout(read.layout()?)
         .allow_nonfinite(allow_nonfinite)
         .with_metrics(metrics);
-    let computed = pool(read.threads)?.install(|| engine.compute(batches))?;
+    let computed = advcalc::thread_pool(read.threads)?.install(|| engine.compute(batches))?;
     Ok((engine.output_schema(), computed, config.notes))
 }
 
@@ -343,11 +343,6 @@ fn into_python(py: Python<'_>, (schema, result, mut notes): InMemory) -> PyResul
         )
     })?;
     Ok((PyArrowType(table), metrics, result.warnings, notes))
-}
-
-fn pool(threads: Option<usize>) -> advcalc::Result<rayon::ThreadPool> {
-    // at most advcalc's cap per core, as the CLI (`threads=100000` would start them all)
-    advcalc::thread_pool(threads)
 }
 
 /// What `run` returns to the Python layer: rows, row groups, batches, warnings, notes.

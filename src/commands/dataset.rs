@@ -731,13 +731,7 @@ fn refuse_orphans(root: &OutRoot, dests: &[Dest]) -> Result<()> {
             let mut keys: Vec<&String> = existing.keys().filter(|k| !wanted.contains(*k)).collect();
             keys.sort();
             for key in keys {
-                let is_data = Path::new(key.as_str())
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| {
-                        crate::io::dataset::DATA_EXTENSIONS
-                            .contains(&e.to_ascii_lowercase().as_str())
-                    });
+                let is_data = crate::io::dataset::has_data_extension(key);
                 let rel = key
                     .strip_prefix(prefix.as_ref())
                     .unwrap_or(key)

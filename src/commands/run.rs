@@ -247,23 +247,20 @@ fn run_file(config: &Config, opts: &RunOptions, dataset: &DatasetOptions) -> Res
         ),
     };
     let provenance = provenance(config, opts, input);
-    let summary = pool.install(|| {
-        Passes {
-            opts,
-            job: engine.job(),
-            input,
-            output: result.as_ref().map_or(opts.output.as_path(), |r| r.path()),
-            force: opts.force || result.is_some(),
-            provenance: provenance.clone(),
-        }
-        .run()
-    });
-    // an error on a row of a trainer's dump names the user's file and line too
-    let summary = match &opened.trainer {
-        Some(dump) => summary.map_err(|e| dump.locate_error(e))?,
-        None => summary?,
-    };
-    let mut summary = summary;
+    let mut summary = pool
+        .install(|| {
+            Passes {
+                opts,
+                job: engine.job(),
+                input,
+                output: result.as_ref().map_or(opts.output.as_path(), |r| r.path()),
+                force: opts.force || result.is_some(),
+                provenance: provenance.clone(),
+            }
+            .run()
+        })
+        // an error on a row of a trainer's dump names the user's file and line too
+        .map_err(|e| opened.locate_error(e))?;
     if let Some(dump) = &opened.trainer {
         // what the dump's reader assumed comes first
         summary.notes.splice(0..0, dump.notes.iter().cloned());

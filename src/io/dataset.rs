@@ -22,6 +22,15 @@ use crate::io::walk::Visited;
 /// Extensions of the files a directory or glob contributes (without `--input-format`).
 pub(crate) const DATA_EXTENSIONS: &[&str] = &["parquet", "arrow", "feather", "ipc", "arrows"];
 
+/// Whether a file (or object key) named `name` has one of the [`DATA_EXTENSIONS`], in any
+/// case.
+pub(crate) fn has_data_extension(name: &str) -> bool {
+    name.rsplit('/')
+        .next()
+        .and_then(|f| f.rsplit_once('.'))
+        .is_some_and(|(_, e)| DATA_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
 /// One file of a dataset.
 pub struct Part {
     /// Its path relative to the dataset's base directory: where its output goes under OUT.
@@ -679,12 +688,7 @@ fn walk(
                     dirs.push(child);
                 }
             } else if full.is_file() {
-                let ext = full
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .map(str::to_ascii_lowercase);
-                let data = format.is_some()
-                    || ext.as_deref().is_some_and(|e| DATA_EXTENSIONS.contains(&e));
+                let data = format.is_some() || has_data_extension(&s);
                 if data && keep(&child) && visited.first(&full) {
                     out.push(child);
                 }

@@ -209,6 +209,15 @@ impl Input {
             .as_ref()
             .is_some_and(|t| t.own_nan_scores(config.algorithm.ext.convention))
     }
+
+    /// `e`, with the user's file, line and field in front when it is about a row of a
+    /// trainer's dump (`TrainerInput::locate_error`): the passes name the spool's rows.
+    pub fn locate_error(&self, e: crate::error::Error) -> crate::error::Error {
+        match &self.trainer {
+            Some(dump) => dump.locate_error(e),
+            None => e,
+        }
+    }
 }
 
 impl Opened {
@@ -220,6 +229,14 @@ impl Opened {
         self.file
             .as_ref()
             .is_some_and(|f| configs.all(|c| f.own_nan_scores(c)))
+    }
+
+    /// [`Input::locate_error`] for a file IN; a dataset's errors name their files already.
+    pub fn locate_error(&self, e: crate::error::Error) -> crate::error::Error {
+        match &self.file {
+            Some(f) => f.locate_error(e),
+            None => e,
+        }
     }
 }
 

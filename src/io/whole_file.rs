@@ -68,30 +68,17 @@ pub fn write(path: &Path, bytes: &[u8], force: bool, what: &str) -> Result<()> {
     persist(tmp, path, force, &name)
 }
 
-/// Where a side output (`--metrics`' JSON) goes, as [`check_side_output`] judged it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SideOutput {
-    /// `-`: standard output.
-    Stdout,
-    /// A character device or a FIFO (`/dev/stderr`, `/dev/null`, a named pipe): written
-    /// into as a stream, never replaced.
-    Stream,
-    /// A file or object, written whole: a temporary file renamed into place (or one PUT),
-    /// create-only unless forced.
-    Whole,
-}
-
 /// Refuse, before any work starts, a side output (`what`: `--metrics`) at `path` that would
 /// lose data: one that is IN or lies inside a dataset IN (`inputs`), one that is another
 /// output of the run (`outputs`: OUT), a block device or socket, `-` when OUT already writes to
-/// stdout, or an existing file or object without `force`. Says how it is to be written.
+/// stdout, or an existing file or object without `force`. [`write_side_output`] writes it.
 pub fn check_side_output(
     path: &Path,
     force: bool,
     what: &str,
     inputs: &[&Path],
     outputs: &[&Path],
-) -> Result<SideOutput> {
+) -> Result<()> {
     use crate::io::format::is_stdio;
     let name = path.display().to_string();
     if is_stdio(path) {
@@ -101,7 +88,7 @@ pub fn check_side_output(
                     .with_hint(format!("give {what} a file name")),
             );
         }
-        return Ok(SideOutput::Stdout);
+        return Ok(());
     }
     for input in inputs.iter().filter(|p| !is_stdio(p)) {
         let how = if crate::io::location::same_location(path, input) {
@@ -124,21 +111,25 @@ pub fn check_side_output(
             );
         }
     }
-    if let Some(kind) = special_file(path) {
-        return match kind {
-            Special::Stream(_) => Ok(SideOutput::Stream),
-            Special::Other(kind) => Err(Error::usage(format!(
-                "{what} {name}: is a {kind}, which advcalc neither writes into nor replaces"
-            ))
-            .with_hint(format!("give {what} a file name"))),
-        };
+    match special_file(path) {
+        Some(Special::Stream(_)) => return Ok(()),
+        Some(Special::Other(kind)) => return Err(neither_written_nor_replaced(what, path, kind)),
+        None => {}
     }
     if !force && crate::io::location::object_scheme(&name).is_none() && path.exists() {
         return Err(Error::usage(format!("{what} {name}: already exists"))
             .with_hint("pass --force to overwrite it"));
     }
-    check_destination(path, force)?;
-    Ok(SideOutput::Whole)
+    check_destination(path, force)
+}
+
+/// A side output at a block device or socket: refused.
+fn neither_written_nor_replaced(what: &str, path: &Path, kind: &str) -> Error {
+    Error::usage(format!(
+        "{what} {}: is a {kind}, which advcalc neither writes into nor replaces",
+        path.display()
+    ))
+    .with_hint(format!("give {what} a file name"))
 }
 
 /// Write a side output that [`check_side_output`] accepted: `-` to stdout, a character
@@ -157,10 +148,7 @@ pub fn write_side_output(path: &Path, bytes: &[u8], force: bool, what: &str) -> 
             .open(path)
             .and_then(|mut f| f.write_all(bytes))
             .map_err(io),
-        Some(Special::Other(kind)) => Err(Error::usage(format!(
-            "{what} {}: is a {kind}, which advcalc neither writes into nor replaces",
-            path.display()
-        ))),
+        Some(Special::Other(kind)) => Err(neither_written_nor_replaced(what, path, kind)),
         None => write(path, bytes, force, what),
     }
 }

@@ -88,13 +88,8 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
         allow_nonfinite: opts.allow_nonfinite || own,
         ..opts.clone()
     };
-    let collected = collect(variants, input, opts).map_err(|e| {
-        // an error on a row of a trainer's dump names the user's file and line too
-        match opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
-            Some(dump) => dump.locate_error(e),
-            None => e,
-        }
-    })?;
+    // an error on a row of a trainer's dump names the user's file and line too
+    let collected = collect(variants, input, opts).map_err(|e| opened.locate_error(e))?;
     let mut comparison = summarise(variants, collected, &input.name, opts.correct_above);
     if let (Some(trainer), Some(first)) = (
         opened.file.as_ref().and_then(|f| f.trainer.as_ref()),

@@ -168,13 +168,8 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
                 .collect::<Result<Vec<_>>>()?;
             Ok::<_, Error>((prepared, parts))
         })
-        .map_err(|e| {
-            // an error on a row of a trainer's dump names the user's file and line too
-            match opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
-                Some(dump) => dump.locate_error(e),
-                None => e,
-            }
-        })?;
+        // an error on a row of a trainer's dump names the user's file and line too
+        .map_err(|e| opened.locate_error(e))?;
     progress.finish();
 
     let n = variants.len();

@@ -12,7 +12,7 @@ use object_store::ObjectMeta;
 use object_store::path::Path as ObjectPath;
 
 use crate::error::{Error, Result};
-use crate::io::dataset::{DATA_EXTENSIONS, glob_matches, is_glob};
+use crate::io::dataset::{glob_matches, has_data_extension, is_glob};
 use crate::io::object::runtime::block_on;
 use crate::io::object::store::Store;
 use crate::io::object::store_error;
@@ -146,12 +146,7 @@ pub fn list(store: &Store, url: &DatasetUrl, any_extension: bool) -> Result<Vec<
         {
             continue;
         }
-        let ext = rel
-            .rsplit('/')
-            .next()
-            .and_then(|f| f.rsplit_once('.'))
-            .map(|(_, e)| e.to_ascii_lowercase());
-        if !any_extension && !ext.as_deref().is_some_and(|e| DATA_EXTENSIONS.contains(&e)) {
+        if !any_extension && !has_data_extension(rel) {
             continue;
         }
         if let Some(p) = &pattern
