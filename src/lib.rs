@@ -52,6 +52,8 @@ pub mod io;
 #[doc(hidden)]
 pub mod loss;
 #[doc(hidden)]
+pub mod settings;
+#[doc(hidden)]
 pub mod shaping;
 #[cfg(test)]
 mod test_support;

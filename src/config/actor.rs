@@ -7,10 +7,11 @@
 //! cannot replay are refused (`clip_cov`'s random choice, dynamic batch sizes, shuffled
 //! mini-batches) or noted (`entropy_coeff`, `ppo_epochs`).
 
-use super::section::{Invalid, Section};
+use super::section::Section;
 use super::value::Value;
 use crate::error::Result;
 use crate::loss::{AggMode, Bypass, BypassLoss, KlLoss, LossMode, LossSpec, PolicyParams};
+use crate::settings::{Invalid, Keys};
 
 /// The keys of verl 0.9.1's actor section that the replay reads.
 const READ: [&str; 20] = [

@@ -3,8 +3,9 @@
 //! the controller only with KL in the reward, so only then are their names and the adaptive
 //! horizon checked; otherwise the keys are only type-checked, as verl's dataclass does.
 
-use super::section::{Invalid, Section};
+use super::section::Section;
 use crate::error::Result;
+use crate::settings::{Invalid, Keys};
 use crate::shaping::kl::{KlController, KlEstimator};
 
 /// KL in the reward: how each token's KL is estimated and how β is controlled.

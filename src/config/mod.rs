@@ -4,7 +4,8 @@
 //! a setting's string. Every error names the key and the source of its value. The result is
 //! never changed afterwards; [`Config::to_yaml`] writes it back out.
 //!
-//! - `value.rs`: the tree's values, as OmegaConf holds them (Python's types and `str()`)
+//! - `crate::settings::value`: the tree's values, as OmegaConf holds them (Python's types and
+//!   `str()`)
 //! - `yaml11.rs`: YAML text → values as `OmegaConf.load` reads it (YAML 1.1 scalars)
 //! - `interpolation.rs`: OmegaConf's `${...}` interpolations and resolvers
 //! - `hydra.rs`: Hydra's files and keys recognised as such (`defaults:`, `_target_`)
@@ -13,8 +14,9 @@
 //! - `resolved.rs`: the resolved tree with verl's defaults and each value's origin (`advcalc config`)
 //! - `kl.rs`: `use_kl_in_reward`, `kl_penalty`, `kl_ctrl`
 //! - `rollout_correction.rs`: `rollout_correction` with verl's threshold parsing
-//! - `extensions.rs`: advcalc's own keys (`convention`, `group_size`, ...), each declared once
-//! - `setting.rs`: how a declared setting's type is read and written back
+//! - `extensions.rs`: advcalc's own keys (`convention`, `group_size`, ...; declared with the
+//!   estimators) read, and the combinations that cannot work
+//! - `key_walk.rs`: the walk over a `settings!` list's keys (`crate::settings`) over the sections
 //! - `to_yaml.rs`: the resolved configuration as verl YAML
 
 pub(crate) mod actor;
@@ -22,23 +24,24 @@ pub(crate) mod extensions;
 mod hydra;
 #[doc(hidden)] // public for the fuzz targets and tests, not API
 pub mod interpolation;
+mod key_walk;
 pub mod kl;
 pub mod resolved;
 pub mod rollout_correction;
 mod section;
-pub(crate) mod setting;
 mod sources;
 pub(crate) mod to_yaml;
 #[doc(hidden)]
-pub mod value;
+pub use crate::settings::value;
 #[doc(hidden)]
 pub mod yaml11;
 
 use crate::error::{Error, Reason, Result};
 use crate::estimators::Estimator;
-use section::{Invalid, Section};
+use crate::settings::{Invalid, Keys};
+use section::Section;
 
-pub use extensions::Extensions;
+pub use crate::estimators::Extensions;
 pub use kl::KlInReward;
 pub use resolved::Resolved;
 pub use rollout_correction::RolloutCorrection;
@@ -257,7 +260,7 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>, loss: bool) -> R
     let rollout_correction = rollout_correction::read(s, loss);
     let gdpo_reward_keys = s.opt_string_list("gdpo_reward_keys")?;
     let gdpo_reward_weights = s.opt_float_list("gdpo_reward_weights")?;
-    let ext = Extensions::read(s);
+    let ext = extensions::read(s);
     s.finish()?;
     let (kl_in_reward, rollout_correction, ext) = (kl_in_reward?, rollout_correction?, ext?);
 

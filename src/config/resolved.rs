@@ -10,7 +10,7 @@ use serde_json::json;
 use super::Config;
 use super::sources::{self, ConfigSources, Origin};
 use super::to_yaml;
-use super::value::{Map, Value};
+use super::value::{Map, Value, yaml_float};
 use crate::error::Result;
 
 /// Where one value came from.
@@ -151,7 +151,7 @@ impl Resolved {
     /// "flag", "file": NAME, "flag": "-e", "interpolation": TEXT}` (the last three when they
     /// apply).
     pub fn to_json(&self, origins: bool) -> serde_json::Value {
-        let mut out = self.tree.to_json();
+        let mut out = value_json(&self.tree);
         if origins && let serde_json::Value::Object(top) = &mut out {
             let mut o = serde_json::Map::new();
             for leaf in &self.leaves {
@@ -214,5 +214,21 @@ fn collect(v: &Value, path: &str, out: &mut Vec<Leaf>) {
             source: Source::Default,
             interpolation: None,
         }),
+    }
+}
+
+/// A value as JSON: non-finite floats, which JSON lacks, as the strings `.inf`, `-.inf` and
+/// `.nan` (their YAML spelling).
+fn value_json(v: &Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(n) => J::from(*n),
+        Value::Float(x) if x.is_finite() => J::from(*x),
+        Value::Float(x) => J::String(yaml_float(*x)),
+        Value::Str(s) => J::String(s.clone()),
+        Value::Seq(items) => J::Array(items.iter().map(value_json).collect()),
+        Value::Map(m) => J::Object(m.iter().map(|(k, v)| (k.clone(), value_json(v))).collect()),
     }
 }

@@ -6,8 +6,9 @@
 
 use super::value::Value;
 
-use super::section::{Invalid, Section};
+use super::section::Section;
 use crate::error::Result;
+use crate::settings::{Invalid, Keys};
 use crate::shaping::correction::{Correction, IsLevel, IsSpec, RsAggregate, RsOption, RsStatistic};
 
 /// What rollout correction does in a run.

@@ -2,36 +2,11 @@
 //! absent. A wrong type, an invalid value or a key nobody reads is a usage error that names
 //! the key and the source its value came from (`in FILE`, `from --set`, `from -e`).
 
-use super::value::{Map, Value};
-
 use super::sources::Origins;
+use super::value::{Map, Value};
 use crate::error::{Error, Reason, Result};
 use crate::nearest::nearest;
-
-/// A value its key does not accept: what is wrong and, maybe, what to do. [`Section::reject`]
-/// adds the key and where its value came from.
-#[derive(Debug)]
-pub(crate) struct Invalid {
-    /// The key, relative to the section being read.
-    pub key: &'static str,
-    pub message: String,
-    pub hint: Option<String>,
-}
-
-impl Invalid {
-    pub(crate) fn new(key: &'static str, message: impl Into<String>) -> Self {
-        Invalid {
-            key,
-            message: message.into(),
-            hint: None,
-        }
-    }
-
-    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-}
+use crate::settings::{Invalid, Keys};
 
 /// One mapping being read; `prefix` is its dotted path below `algorithm`.
 pub(crate) struct Section<'o> {
@@ -104,142 +79,6 @@ impl<'o> Section<'o> {
         matches!(self.map.get(key), Some(Value::Null))
     }
 
-    /// The error for a value its key refuses: `algorithm.KEY (in FILE): message`, with the hint.
-    pub(crate) fn reject(&self, invalid: Invalid) -> Error {
-        let error = Error::usage(format!(
-            "{}.{}{}: {}",
-            self.root,
-            self.path(invalid.key),
-            self.note(invalid.key),
-            invalid.message
-        ));
-        match invalid.hint {
-            Some(hint) => error.with_hint(hint),
-            None => error,
-        }
-    }
-
-    fn take(&mut self, key: &str) -> Option<Value> {
-        self.asked.push(key.to_string());
-        self.map.remove(key)
-    }
-
-    pub(crate) fn type_error(&self, key: &str, want: &str, got: &Value) -> Error {
-        let path = self.path(key);
-        Error::usage(format!(
-            "{}.{path}: expected {want}, found {}{}",
-            self.root,
-            describe(got),
-            self.origins.note(&path)
-        ))
-    }
-
-    pub(crate) fn float(&mut self, key: &str, default: f64) -> Result<f64> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Int(n)) => Ok(n as f64),
-            Some(Value::Float(x)) => Ok(x),
-            Some(other) => Err(self.type_error(key, "a number", &other)),
-        }
-    }
-
-    /// A number the maths uses: inf or NaN would turn every advantage into NaN without a word.
-    pub(crate) fn finite(&mut self, key: &str, default: f64) -> Result<f64> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Int(n)) => Ok(n as f64),
-            Some(Value::Float(x)) if x.is_finite() => Ok(x),
-            Some(other) => Err(self.type_error(key, "a finite number", &other)),
-        }
-    }
-
-    pub(crate) fn int(&mut self, key: &str, default: i64) -> Result<i64> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Int(n)) => Ok(n),
-            Some(other) => Err(self.type_error(key, "an integer", &other)),
-        }
-    }
-
-    pub(crate) fn bool(&mut self, key: &str, default: bool) -> Result<bool> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Bool(b)) => Ok(b),
-            Some(other) => Err(self.type_error(key, "true or false", &other)),
-        }
-    }
-
-    pub(crate) fn string(&mut self, key: &str, default: &str) -> Result<String> {
-        match self.take(key) {
-            None => Ok(default.to_string()),
-            Some(Value::Str(s)) => Ok(s),
-            Some(other) => Err(self.type_error(key, "a string", &other)),
-        }
-    }
-
-    pub(crate) fn opt_string(&mut self, key: &str) -> Result<Option<String>> {
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Str(s)) => Ok(Some(s)),
-            Some(other) => Err(self.type_error(key, "a string or null", &other)),
-        }
-    }
-
-    /// A positive integer or null.
-    pub(crate) fn opt_count(&mut self, key: &str) -> Result<Option<usize>> {
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Int(n)) if n > 0 => Ok(usize::try_from(n).ok()),
-            Some(other) => Err(self.type_error(key, "a positive integer or null", &other)),
-        }
-    }
-
-    /// A number or string kept as written (verl's threshold specs), or null.
-    pub(crate) fn opt_scalar(
-        &mut self,
-        key: &str,
-        default: Option<Value>,
-    ) -> Result<Option<Value>> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(Value::Null) => Ok(None),
-            Some(v @ (Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_))) => {
-                Ok(Some(v))
-            }
-            Some(other) => Err(self.type_error(key, "a number, a string or null", &other)),
-        }
-    }
-
-    pub(crate) fn opt_string_list(&mut self, key: &str) -> Result<Option<Vec<String>>> {
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Seq(items)) => items
-                .into_iter()
-                .map(|v| match v {
-                    Value::Str(s) => Ok(s),
-                    other => Err(self.type_error(key, "a list of strings", &other)),
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(other) => Err(self.type_error(key, "a list of strings", &other)),
-        }
-    }
-
-    pub(crate) fn opt_float_list(&mut self, key: &str) -> Result<Option<Vec<f64>>> {
-        match self.take(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Seq(items)) => items
-                .into_iter()
-                .map(|v| {
-                    v.as_f64()
-                        .ok_or_else(|| self.type_error(key, "a list of numbers", &v))
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(other) => Err(self.type_error(key, "a list of numbers", &other)),
-        }
-    }
-
     /// A nested section; `None` when absent or null.
     pub(crate) fn subsection(&mut self, key: &str) -> Result<Option<Section<'o>>> {
         let path = self.path(key);
@@ -282,6 +121,39 @@ impl<'o> Section<'o> {
             )),
             None => error,
         })
+    }
+}
+
+/// Typed keys ([`Keys`]'s readers) out of this mapping; errors name the key's path and origin.
+impl Keys for Section<'_> {
+    /// `algorithm.KEY (in FILE): message`, with the hint.
+    fn reject(&self, invalid: Invalid) -> Error {
+        let error = Error::usage(format!(
+            "{}.{}{}: {}",
+            self.root,
+            self.path(invalid.key),
+            self.note(invalid.key),
+            invalid.message
+        ));
+        match invalid.hint {
+            Some(hint) => error.with_hint(hint),
+            None => error,
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<Value> {
+        self.asked.push(key.to_string());
+        self.map.remove(key)
+    }
+
+    fn type_error(&self, key: &str, want: &str, got: &Value) -> Error {
+        let path = self.path(key);
+        Error::usage(format!(
+            "{}.{path}: expected {want}, found {}{}",
+            self.root,
+            describe(got),
+            self.origins.note(&path)
+        ))
     }
 }
 

@@ -4,9 +4,9 @@
 
 use std::ops::Range;
 
-use crate::config::Extensions;
 use crate::data::{GroupKey, PositiveLogProbs, RowGroup, TokenRole};
 use crate::error::{Error, Result};
+use crate::estimators::Extensions;
 use crate::estimators::conventions;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, RowMoments, WhitenError, Whitening};

@@ -35,12 +35,13 @@
 //! [`Info::family`]: super::Info::family
 //! [`Family::Convention`]: super::Family::Convention
 
-use crate::config::Extensions;
 use crate::data::GroupKey;
 use crate::error::Error;
+use crate::estimators::Extensions;
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{EstimatorPlan, Rows, Tokens, TrainingBatch, broadcast_scalars};
+use crate::settings::{Invalid, Keys, SettingValue, Value};
 
 use super::Estimator;
 use super::grpo_batch_std::{BatchStdRule, grpo_batch_std};
@@ -120,6 +121,26 @@ impl Convention {
             | Convention::OpenInstruct
             | Convention::PrimeRl => &[],
         }
+    }
+}
+
+/// `convention` (and `--convention`) reads one of the names, with its own message: the
+/// conventions are many, so the hint lists them.
+impl SettingValue for Convention {
+    fn read(s: &mut dyn Keys, key: &'static str, default: Self) -> crate::error::Result<Self> {
+        let Some(name) = s.opt_string(key)? else {
+            return Ok(default);
+        };
+        Convention::from_name(&name).ok_or_else(|| {
+            let known: Vec<&str> = Convention::ALL.iter().map(|c| c.name()).collect();
+            s.reject(
+                Invalid::new(key, format!("unknown convention `{name}`"))
+                    .hint(format!("known conventions: {}", known.join(", "))),
+            )
+        })
+    }
+    fn to_value(&self) -> Value {
+        self.name().into()
     }
 }
 

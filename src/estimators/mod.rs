@@ -9,6 +9,7 @@
 
 pub mod context;
 pub mod conventions;
+pub mod extensions;
 pub mod groups;
 pub mod moments;
 pub mod openrlhf;
@@ -18,10 +19,11 @@ pub mod state;
 
 use std::hash::Hasher;
 
-use crate::config::setting::SettingList;
 use crate::error::{Error, Result};
+use crate::settings::SettingList;
 
 pub use context::{EstimatorPlan, RowStats, Rows, Settings, Stamp, Tokens, TrainingBatch};
+pub use extensions::Extensions;
 pub use state::{OwnPlan, OwnStats};
 
 /// Where an estimator comes from (verl 0.9.1's own names first).
@@ -219,10 +221,10 @@ macro_rules! registry {
                 $(keys.extend(<<$module::$ty as Estimate>::Options as SettingList>::keys());)*
                 keys
             }
-            fn read(r: &mut crate::config::setting::Reader<'_, '_>) -> Result<Self> {
+            fn read(r: &mut dyn crate::settings::Walk) -> Result<Self> {
                 Ok(EstimatorSettings { $($module: SettingList::read(r)?,)* })
             }
-            fn to_map(&self, m: &mut crate::config::value::Map) {
+            fn to_map(&self, m: &mut crate::settings::Map) {
                 $(self.$module.to_map(m);)*
             }
             fn changed(&self) -> Vec<&'static str> {

@@ -55,6 +55,14 @@ impl MaskMode {
     }
 }
 
+/// `mask_mode` reads one of these names.
+impl crate::settings::Named for MaskMode {
+    const ALL: &'static [Self] = &[MaskMode::Carry, MaskMode::Reset];
+    fn name(self) -> &'static str {
+        MaskMode::name(self)
+    }
+}
+
 /// The returns of one row under `mode`.
 pub fn returns_row(mode: MaskMode, rewards: &[f32], mask: &[f32], gamma: f64, ret: &mut [f32]) {
     match mode {

@@ -79,6 +79,14 @@ impl NemoGroupBy {
     }
 }
 
+/// `nemo.group_by` reads one of these names.
+impl crate::settings::Named for NemoGroupBy {
+    const ALL: &'static [Self] = &[NemoGroupBy::Uid, NemoGroupBy::PromptIds];
+    fn name(self) -> &'static str {
+        NemoGroupBy::name(self)
+    }
+}
+
 /// torch's `nan_to_num(x, nan=0.0)`.
 fn nan_to_num(x: f32) -> f32 {
     if x.is_nan() {

@@ -56,6 +56,14 @@ impl ApproxKl {
     }
 }
 
+/// `openrlhf.kl_estimator` reads one of these names.
+impl crate::settings::Named for ApproxKl {
+    const ALL: &'static [Self] = &ApproxKl::ALL;
+    fn name(self) -> &'static str {
+        ApproxKl::name(self)
+    }
+}
+
 /// OpenRLHF's KL in the reward: the coefficient (0: off) and the estimator.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct OpenrlhfKl {

@@ -234,22 +234,6 @@ impl Value {
             other => other.py_str(),
         }
     }
-
-    /// The value as JSON: non-finite floats, which JSON lacks, as the strings `.inf`,
-    /// `-.inf` and `.nan` (their YAML spelling).
-    pub fn to_json(&self) -> serde_json::Value {
-        use serde_json::Value as J;
-        match self {
-            Value::Null => J::Null,
-            Value::Bool(b) => J::Bool(*b),
-            Value::Int(n) => J::from(*n),
-            Value::Float(x) if x.is_finite() => J::from(*x),
-            Value::Float(x) => J::String(yaml_float(*x)),
-            Value::Str(s) => J::String(s.clone()),
-            Value::Seq(items) => J::Array(items.iter().map(Value::to_json).collect()),
-            Value::Map(m) => J::Object(m.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()),
-        }
-    }
 }
 
 /// Python's `repr(float)`: the shortest round-trip digits, positional for exponents in
