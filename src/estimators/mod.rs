@@ -9,6 +9,7 @@
 
 pub mod context;
 pub mod conventions;
+pub mod fingerprint;
 pub mod groups;
 pub mod moments;
 pub mod openrlhf;
@@ -296,7 +297,7 @@ macro_rules! registry {
             }
 
             /// This estimator's own statistics from the exchange bytes.
-            pub(crate) fn read_stats(self, input: &state::Reading<'_>) -> Result<AnyEstimatorStats> {
+            pub(crate) fn read_stats(self, input: &state::Reading) -> Result<AnyEstimatorStats> {
                 match self {
                     $(Estimator::$variant => Ok(AnyEstimatorStats::$variant(OwnStats::read(input)?)),)*
                 }
@@ -307,7 +308,7 @@ macro_rules! registry {
             pub(crate) fn read_plan(
                 self,
                 common: EstimatorPlan,
-                input: &state::Reading<'_>,
+                input: &state::Reading,
             ) -> Result<AnyEstimatorPlan> {
                 match self {
                     $(Estimator::$variant => Ok(AnyEstimatorPlan::$variant(common.with_own(OwnPlan::read(input)?))),)*
