@@ -5,12 +5,13 @@
 //! statistics and plan part write their own columns and values (`estimators::state`), under
 //! the estimator's name.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, Float32Array, Float64Array, Int64Array, PrimitiveArray,
-    RecordBatch, StringArray, UInt64Array,
+    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Float32Array, Float64Array, Int64Array,
+    PrimitiveArray, RecordBatch, StringArray, UInt64Array,
 };
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
@@ -21,7 +22,9 @@ use crate::data::{GroupKey, PositiveLogProbs, TokenRole};
 use crate::engine::pipeline::{Constants, StepConstants};
 use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
-use crate::estimators::state::{Reading, Written};
+use crate::estimators::state::{
+    Column, Reading, Value as OwnValue, Written, key_from_text, key_text, malformed,
+};
 use crate::estimators::{Estimator, EstimatorPlan, RowStats, Stamp};
 
 const KEY: &str = "advcalc.exchange";
@@ -66,7 +69,7 @@ impl RowStats {
             "rows": rows,
             "components": self.components.len(),
             "estimator": self.own.as_ref().map(|s| s.estimator().name()),
-            "own": own.meta,
+            "own": own_meta(&own),
             "dropped_scores": self.dropped_scores,
             "stamp": self.stamp.map(|s| json!({
                 "config": s.config, "constants": s.constants,
@@ -76,7 +79,7 @@ impl RowStats {
                 "count": p.count, "column": p.column, "row": p.row, "token": p.token
             })),
         });
-        write(columns, own.columns, meta)
+        write(columns, own_columns(own), meta)
     }
 
     /// Statistics from [`RowStats::to_bytes`]'s bytes.
@@ -89,10 +92,7 @@ impl RowStats {
             .collect::<Result<Vec<_>>>()?;
         let own = match &meta["estimator"] {
             Value::Null => None,
-            name => Some(estimator(name)?.read_stats(&Reading {
-                batch: &batch,
-                meta: &meta["own"],
-            })?),
+            name => Some(estimator(name)?.read_stats(&own_reading(&batch, &meta["own"]))?),
         };
         let session = match batch.column_by_name("session_id") {
             None => None,
@@ -172,10 +172,10 @@ pub fn shard_to_bytes(shard: &PlanShard) -> Result<Vec<u8>> {
                 .map(|(s, c)| json!([s, step_constants(c)])).collect::<Vec<_>>(),
         },
         "estimator": plan.estimator().name(),
-        "own": own.meta,
+        "own": own_meta(&own),
         "warnings": plan.warnings(),
     });
-    write(columns, own.columns, meta)
+    write(columns, own_columns(own), meta)
 }
 
 /// [`PlanShard::from_bytes`].
@@ -213,10 +213,7 @@ pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
             .map(|w| w.as_str().unwrap_or_default().to_string())
             .collect(),
     };
-    let own = Reading {
-        batch: &batch,
-        meta: &meta["own"],
-    };
+    let own = own_reading(&batch, &meta["own"]);
     let plan = estimator(&meta["estimator"])?.read_plan(common, &own)?;
     Ok(PlanShard {
         config: uint(&meta, "config")?,
@@ -288,11 +285,6 @@ fn read(bytes: &[u8], kind: &str) -> Result<(RecordBatch, Value)> {
     Ok((batches.remove(0), meta))
 }
 
-/// The error for bytes that do not hold what their kind says.
-pub(crate) fn malformed(what: &str) -> Error {
-    Error::data(format!("malformed advcalc exchange bytes: {what}"))
-}
-
 fn column<T>(v: &[T], f: impl Fn(&T) -> f64) -> Vec<f64> {
     v.iter().map(f).collect()
 }
@@ -304,26 +296,6 @@ fn f64s(v: &[f64]) -> ArrayRef {
 /// Group labels as tagged strings: `i` + an integer, `s` + a string.
 fn keys(v: &[GroupKey]) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(v.iter().map(key_text)))
-}
-
-/// A group label as text: `i` + an integer, `s` + a string.
-pub(crate) fn key_text(k: &GroupKey) -> String {
-    match k {
-        GroupKey::Int(i) => format!("i{i}"),
-        GroupKey::Str(s) => format!("s{s}"),
-    }
-}
-
-/// [`key_text`]'s label back.
-pub(crate) fn key_from_text(t: &str) -> Result<GroupKey> {
-    match t.split_at_checked(1) {
-        Some(("i", i)) => i
-            .parse()
-            .map(GroupKey::Int)
-            .map_err(|_| malformed("group label")),
-        Some(("s", s)) => Ok(GroupKey::Str(s.into())),
-        _ => Err(malformed("group label")),
-    }
 }
 
 /// The values of a primitive column, or a malformed-bytes error naming it.
@@ -344,20 +316,17 @@ fn key_column(batch: &RecordBatch, name: &str) -> Result<Vec<GroupKey>> {
 }
 
 /// A JSON array, or a malformed-bytes error.
-pub(crate) fn array(v: &Value) -> Result<&Vec<Value>> {
+fn array(v: &Value) -> Result<&Vec<Value>> {
     v.as_array().ok_or_else(|| malformed("expected an array"))
 }
 
-/// A step as JSON (`null` for no step) back.
-pub(crate) fn step_from_json(v: &Value) -> Result<Option<i64>> {
-    match v {
-        Value::Null => Ok(None),
-        v => v.as_i64().map(Some).ok_or_else(|| malformed("step")),
-    }
+/// A step as JSON (`null` for no step) back: read as an own state reads one.
+fn step_from_json(v: &Value) -> Result<Option<i64>> {
+    from_json(v).step()
 }
 
 /// An unsigned integer field, or a malformed-bytes error naming it.
-pub(crate) fn uint(v: &Value, key: &str) -> Result<u64> {
+fn uint(v: &Value, key: &str) -> Result<u64> {
     v[key].as_u64().ok_or_else(|| malformed(key))
 }
 
@@ -367,4 +336,151 @@ fn log_prob_column(name: &str) -> Result<&'static str> {
         .map(|r| r.column())
         .find(|c| *c == name)
         .ok_or_else(|| malformed("positive_log_probs.column"))
+}
+
+/// The own state's columns as Arrow columns, named `own.` + their name.
+fn own_columns(own: Written) -> Vec<(String, ArrayRef)> {
+    own.columns
+        .into_iter()
+        .map(|(name, column)| {
+            let array: ArrayRef = match column {
+                Column::F64s(v) => Arc::new(Float64Array::from(v)),
+                Column::Bools(v) => Arc::new(BooleanArray::from(v)),
+                Column::OptU64s(v) => Arc::new(v.into_iter().collect::<UInt64Array>()),
+            };
+            (format!("own.{name}"), array)
+        })
+        .collect()
+}
+
+/// The own state's values as a JSON object (keys in order, as `serde_json`'s map keeps them).
+fn own_meta(own: &Written) -> Value {
+    Value::Object(
+        own.meta
+            .iter()
+            .map(|(name, v)| (name.clone(), to_json(v)))
+            .collect(),
+    )
+}
+
+/// The own state's columns (those named `own.` + a name) and values, as written.
+fn own_reading(batch: &RecordBatch, meta: &Value) -> Reading {
+    let schema = batch.schema();
+    let columns = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter_map(|(field, array)| {
+            let name = field.name().strip_prefix("own.")?;
+            Some((name.to_string(), own_column(array)))
+        })
+        .collect();
+    // anything but an object holds no values (each reads as not written)
+    let meta = match meta {
+        Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), from_json(v))).collect(),
+        _ => BTreeMap::new(),
+    };
+    Reading { columns, meta }
+}
+
+/// An own column back (`None`: of a type no own state writes). Nulls read as `false` in a
+/// boolean column; a float column's values are read as stored.
+fn own_column(array: &ArrayRef) -> Option<Column> {
+    let any = array.as_any();
+    if let Some(a) = any.downcast_ref::<Float64Array>() {
+        Some(Column::F64s(a.values().to_vec()))
+    } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
+        Some(Column::Bools(
+            a.iter().map(|b| b.unwrap_or(false)).collect(),
+        ))
+    } else {
+        let a = any.downcast_ref::<UInt64Array>()?;
+        Some(Column::OptU64s(a.iter().collect()))
+    }
+}
+
+/// An own value as JSON: integers as integers, whichever variant wrote them.
+fn to_json(v: &OwnValue) -> Value {
+    match v {
+        OwnValue::Null | OwnValue::Other => Value::Null,
+        OwnValue::U64(u) => Value::from(*u),
+        OwnValue::I64(i) => Value::from(*i),
+        OwnValue::Str(s) => Value::from(s.as_str()),
+        OwnValue::List(items) => items.iter().map(to_json).collect(),
+    }
+}
+
+/// JSON as an own value: what no own state writes (a boolean, a fraction, an object) as
+/// [`OwnValue::Other`].
+fn from_json(v: &Value) -> OwnValue {
+    match v {
+        Value::Null => OwnValue::Null,
+        Value::Number(n) => n
+            .as_u64()
+            .map(OwnValue::U64)
+            .or_else(|| n.as_i64().map(OwnValue::I64))
+            .unwrap_or(OwnValue::Other),
+        Value::String(s) => OwnValue::Str(s.clone()),
+        Value::Array(items) => OwnValue::List(items.iter().map(from_json).collect()),
+        Value::Bool(_) | Value::Object(_) => OwnValue::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Own values come back as written; JSON that no own state writes reads as `Other`, so each
+    // reader refuses it with its own malformed-bytes error.
+    #[test]
+    fn own_values_through_json() {
+        let v = OwnValue::List(vec![
+            OwnValue::Null,
+            OwnValue::I64(-3),
+            OwnValue::U64(u64::MAX),
+            OwnValue::from("s7".to_string()),
+            OwnValue::List(vec![]),
+        ]);
+        let json = to_json(&v);
+        assert_eq!(
+            json.to_string(),
+            r#"[null,-3,18446744073709551615,"s7",[]]"#
+        );
+        assert_eq!(from_json(&json), v);
+        let other: Value = serde_json::from_str(r#"[true, 0.5, {"a": 1}]"#).unwrap();
+        assert_eq!(from_json(&other), OwnValue::List(vec![OwnValue::Other; 3]));
+        assert_eq!(step_from_json(&json!(7)).unwrap(), Some(7));
+        assert_eq!(step_from_json(&Value::Null).unwrap(), None);
+        assert!(step_from_json(&json!(0.5)).is_err());
+    }
+
+    #[test]
+    fn own_columns_and_values_round_trip() {
+        let mut own = Written::default();
+        own.f64s("x", &[1.0, -0.0, f64::NAN]);
+        own.bools("b", &[true, false, true]);
+        own.opt_u64s("u", [Some(1), None, Some(3)]);
+        own.value("v", 5usize.into());
+        let meta = own_meta(&own);
+        assert_eq!(meta.to_string(), r#"{"v":5}"#);
+        let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = own_columns(own)
+            .into_iter()
+            .map(|(name, a)| (Field::new(name, a.data_type().clone(), true), a))
+            .unzip();
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap();
+        assert!(batch.column_by_name("own.x").is_some());
+        let back = own_reading(&batch, &meta);
+        let bits = |v: Vec<f64>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(back.f64s("x").unwrap()),
+            bits(vec![1.0, -0.0, f64::NAN])
+        );
+        assert_eq!(back.bools("b").unwrap(), [true, false, true]);
+        assert_eq!(back.opt_u64s("u").unwrap(), [Some(1), None, Some(3)]);
+        assert_eq!(back.value("v").as_u64(), Some(5));
+        assert_eq!(back.value("w"), &OwnValue::Null);
+        // a column read as another type is malformed, a missing one too
+        assert!(back.has("b") && back.f64s("b").is_err());
+        assert!(!back.has("y") && back.f64s("y").is_err());
+    }
 }

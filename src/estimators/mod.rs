@@ -10,6 +10,7 @@
 pub mod context;
 pub mod conventions;
 pub mod extensions;
+pub mod fingerprint;
 pub mod groups;
 pub mod moments;
 pub mod openrlhf;
@@ -298,7 +299,7 @@ macro_rules! registry {
             }
 
             /// This estimator's own statistics from the exchange bytes.
-            pub(crate) fn read_stats(self, input: &state::Reading<'_>) -> Result<AnyEstimatorStats> {
+            pub(crate) fn read_stats(self, input: &state::Reading) -> Result<AnyEstimatorStats> {
                 match self {
                     $(Estimator::$variant => Ok(AnyEstimatorStats::$variant(OwnStats::read(input)?)),)*
                 }
@@ -309,7 +310,7 @@ macro_rules! registry {
             pub(crate) fn read_plan(
                 self,
                 common: EstimatorPlan,
-                input: &state::Reading<'_>,
+                input: &state::Reading,
             ) -> Result<AnyEstimatorPlan> {
                 match self {
                     $(Estimator::$variant => Ok(AnyEstimatorPlan::$variant(common.with_own(OwnPlan::read(input)?))),)*

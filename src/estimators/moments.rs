@@ -6,11 +6,9 @@
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 
-use serde_json::json;
-
-use crate::engine::fingerprint::V1;
 use crate::error::Result;
-use crate::estimators::state::{OwnPlan, OwnStats, Reading, Written, malformed, step_from_json};
+use crate::estimators::fingerprint::V1;
+use crate::estimators::state::{OwnPlan, OwnStats, Reading, Value, Written, malformed};
 
 /// Count, mean and sum of squared deviations of the masked values (Chan et al.'s mergeable
 /// form of Welford's algorithm), in f64.
@@ -136,7 +134,7 @@ impl OwnStats for RowMoments {
         }
     }
 
-    fn read(input: &Reading<'_>) -> Result<Self> {
+    fn read(input: &Reading) -> Result<Self> {
         if !input.has("moments_n") {
             return Ok(RowMoments::default());
         }
@@ -189,25 +187,32 @@ impl OwnPlan for StepWhitening {
     }
 
     fn write(&self, out: &mut Written) {
-        out.json(
+        // per step: [step, mean's bits, inv_std's bits]
+        out.value(
             "whitening",
             self.0
                 .iter()
-                .map(|(s, w)| json!([s, w.mean.to_bits(), w.inv_std.to_bits()]))
+                .map(|(s, w)| {
+                    Value::from(vec![
+                        (*s).into(),
+                        w.mean.to_bits().into(),
+                        w.inv_std.to_bits().into(),
+                    ])
+                })
                 .collect(),
         );
     }
 
-    fn read(input: &Reading<'_>) -> Result<Self> {
+    fn read(input: &Reading) -> Result<Self> {
         let entries = input
-            .json("whitening")
-            .as_array()
+            .value("whitening")
+            .as_list()
             .ok_or_else(|| malformed("whitening"))?;
         let mut whitening = BTreeMap::new();
         for entry in entries {
-            let bits = |i: usize| entry[i].as_u64().ok_or_else(|| malformed("whitening"));
+            let bits = |i: usize| entry.at(i).as_u64().ok_or_else(|| malformed("whitening"));
             whitening.insert(
-                step_from_json(&entry[0])?,
+                entry.at(0).step()?,
                 Whitening {
                     mean: f64::from_bits(bits(1)?),
                     inv_std: f64::from_bits(bits(2)?),

@@ -7,11 +7,10 @@
 
 use std::hash::Hasher;
 
-use crate::engine::fingerprint::V1;
 use crate::error::Result;
+use crate::estimators::fingerprint::V1;
 use crate::estimators::groups::Grouping;
-use crate::estimators::state::malformed;
-use crate::estimators::state::{OwnPlan, Reading, Written};
+use crate::estimators::state::{OwnPlan, Reading, Written, malformed};
 use crate::estimators::{
     Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
     broadcast_scalars,
@@ -61,11 +60,11 @@ impl OwnPlan for NanRows {
     }
 
     fn write(&self, out: &mut Written) {
-        out.json("nan_rows", self.0.into());
+        out.value("nan_rows", self.0.into());
     }
 
-    fn read(input: &Reading<'_>) -> Result<Self> {
-        let n = input.json("nan_rows").as_u64();
+    fn read(input: &Reading) -> Result<Self> {
+        let n = input.value("nan_rows").as_u64();
         Ok(NanRows(n.ok_or_else(|| malformed("nan_rows"))? as usize))
     }
 

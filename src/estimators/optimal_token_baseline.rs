@@ -18,13 +18,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
 
-use serde_json::{Value, json};
-
 use crate::data::{GroupKey, TokenRole};
-use crate::engine::exchange::{array, key_from_text, key_text, malformed, step_from_json};
-use crate::engine::fingerprint::V1;
 use crate::error::Result;
-use crate::estimators::state::{OwnPlan, OwnStats, Reading, Written, bits, from_bits};
+use crate::estimators::fingerprint::V1;
+use crate::estimators::state::{
+    OwnPlan, OwnStats, Reading, Value, Written, bits, from_bits, key_from_text, key_text, malformed,
+};
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{
     Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
@@ -102,23 +101,32 @@ impl ColumnSums {
 pub struct GroupColumns(pub BTreeMap<(Option<i64>, GroupKey), ColumnSums>);
 
 impl GroupColumns {
-    fn to_json(&self) -> Value {
+    /// Per group: [step, its label as text, num's bits, den's bits].
+    fn to_value(&self) -> Value {
         self.0
             .iter()
-            .map(|((s, k), c)| json!([s, key_text(k), bits(&c.num), bits(&c.den)]))
+            .map(|((s, k), c)| {
+                Value::from(vec![
+                    (*s).into(),
+                    key_text(k).into(),
+                    bits(&c.num),
+                    bits(&c.den),
+                ])
+            })
             .collect()
     }
 
-    fn from_json(v: &Value) -> Result<Self> {
-        array(v)?
+    fn from_value(v: &Value) -> Result<Self> {
+        v.as_list()
+            .ok_or_else(|| malformed("expected an array"))?
             .iter()
             .map(|e| {
-                let key = key_from_text(e[1].as_str().ok_or_else(|| malformed("sums"))?)?;
+                let key = key_from_text(e.at(1).as_str().ok_or_else(|| malformed("sums"))?)?;
                 let sums = ColumnSums {
-                    num: from_bits(&e[2])?,
-                    den: from_bits(&e[3])?,
+                    num: from_bits(e.at(2))?,
+                    den: from_bits(e.at(3))?,
                 };
-                Ok(((step_from_json(&e[0])?, key), sums))
+                Ok(((e.at(0).step()?, key), sums))
             })
             .collect::<Result<_>>()
             .map(GroupColumns)
@@ -133,11 +141,11 @@ impl OwnStats for GroupColumns {
     }
 
     fn write(&self, out: &mut Written) {
-        out.json("columns", self.to_json());
+        out.value("columns", self.to_value());
     }
 
-    fn read(input: &Reading<'_>) -> Result<Self> {
-        GroupColumns::from_json(input.json("columns"))
+    fn read(input: &Reading) -> Result<Self> {
+        GroupColumns::from_value(input.value("columns"))
     }
 }
 
@@ -181,10 +189,10 @@ impl OwnPlan for OtbPlan {
             "otb_zero_tail",
             self.zero_tail.iter().map(|t| t.map(|t| t as u64)),
         );
-        out.json("columns", self.columns.to_json());
+        out.value("columns", self.columns.to_value());
     }
 
-    fn read(input: &Reading<'_>) -> Result<Self> {
+    fn read(input: &Reading) -> Result<Self> {
         Ok(OtbPlan {
             singleton: input.bools("otb_singleton")?,
             zero_tail: input
@@ -192,7 +200,7 @@ impl OwnPlan for OtbPlan {
                 .into_iter()
                 .map(|t| t.map(|t| t as usize))
                 .collect(),
-            columns: GroupColumns::from_json(input.json("columns"))?,
+            columns: GroupColumns::from_value(input.value("columns"))?,
         })
     }
 

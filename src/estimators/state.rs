@@ -2,30 +2,22 @@
 //! ([`OwnStats`], beside the common per-row scalars of [`RowStats`]) and its part of the plan
 //! ([`OwnPlan`], beside the row scalars of [`EstimatorPlan`]). Each type says once how it merges, how
 //! it is cut to some rows and steps, how it crosses a process boundary (the exchange bytes of
-//! `engine::exchange`) and, for a plan, how it counts in the plan's fingerprint; the engine
+//! `engine::exchange`, which turns [`Written`] into Arrow columns and JSON and back into
+//! [`Reading`]) and, for a plan, how it counts in the plan's fingerprint; the engine
 //! carries them without knowing what they hold (`AnyEstimatorStats`, `AnyEstimatorPlan`, generated
 //! by the registry). An estimator without state of its own uses `()` for both.
 //!
 //! [`RowStats`]: super::RowStats
+//! [`fingerprint`]: super::fingerprint
 //! [`EstimatorPlan`]: super::EstimatorPlan
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::hash::Hasher;
-use std::sync::Arc;
 
-use arrow_array::types::{Float64Type, UInt64Type};
-use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Float64Array, PrimitiveArray, RecordBatch,
-    UInt64Array,
-};
-use serde_json::{Map, Value};
-
-use crate::engine::fingerprint::V1;
-use crate::error::Result;
-
-/// What an own state's (de)serialisation uses: the malformed-bytes error and a step back from
-/// JSON. (Its fingerprint encodes values with `engine::fingerprint::Encode`.)
-pub(crate) use crate::engine::exchange::{malformed, step_from_json};
+use crate::data::GroupKey;
+use crate::error::{Error, Result};
+use crate::estimators::fingerprint::V1;
 
 /// An estimator's own pass-1 statistics: per row (appended in row order) or per group
 /// (merged), built per row group and appended in row-group order.
@@ -36,7 +28,7 @@ pub trait OwnStats: Debug + Clone + Default + PartialEq + Send + Sync {
     /// Its values into the exchange bytes, exactly.
     fn write(&self, out: &mut Written);
     /// The values [`OwnStats::write`] wrote.
-    fn read(input: &Reading<'_>) -> Result<Self>;
+    fn read(input: &Reading) -> Result<Self>;
 }
 
 /// An estimator's own part of the plan: what its batch work leaves for pass 2 beyond each
@@ -50,8 +42,8 @@ pub trait OwnPlan: Debug + Clone + PartialEq + Send + Sync {
     /// Its values into the exchange bytes, exactly.
     fn write(&self, out: &mut Written);
     /// The values [`OwnPlan::write`] wrote.
-    fn read(input: &Reading<'_>) -> Result<Self>;
-    /// Its bytes in the plan's fingerprint (`engine::fingerprint`'s encoding), for a plan of
+    fn read(input: &Reading) -> Result<Self>;
+    /// Its bytes in the plan's fingerprint ([`fingerprint`]'s encoding), for a plan of
     /// `rows` rows: every value pass 2 reads must count. The estimators of the plan's first
     /// layout write that layout's slots (`V1`), so that their fingerprints never change.
     fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H);
@@ -64,7 +56,7 @@ pub trait OwnPlan: Debug + Clone + PartialEq + Send + Sync {
 impl OwnStats for () {
     fn append(&mut self, _: ()) {}
     fn write(&self, _: &mut Written) {}
-    fn read(_: &Reading<'_>) -> Result<()> {
+    fn read(_: &Reading) -> Result<()> {
         Ok(())
     }
 }
@@ -73,7 +65,7 @@ impl OwnPlan for () {
     fn new(_: usize) {}
     fn restrict(&self, _: &[usize], _: &[Option<i64>]) {}
     fn write(&self, _: &mut Written) {}
-    fn read(_: &Reading<'_>) -> Result<()> {
+    fn read(_: &Reading) -> Result<()> {
         Ok(())
     }
     fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H) {
@@ -82,95 +74,214 @@ impl OwnPlan for () {
 }
 
 /// What an own state writes into the exchange bytes: per-row columns (as long as the
-/// statistics' or the plan's rows) and JSON values (floats as their IEEE bit patterns:
-/// [`bits`]). Its names are its own: they cannot clash with the engine's.
+/// statistics' or the plan's rows) and values (floats as their IEEE bit patterns: [`bits`]).
+/// Its names are its own: the exchange keeps them apart from the engine's.
 #[derive(Debug, Default)]
 pub struct Written {
-    pub(crate) columns: Vec<(String, ArrayRef)>,
-    pub(crate) meta: Map<String, Value>,
+    /// In the order written.
+    pub(crate) columns: Vec<(String, Column)>,
+    /// A name written twice keeps its last value.
+    pub(crate) meta: BTreeMap<String, Value>,
 }
 
 impl Written {
     pub fn f64s(&mut self, name: &str, values: &[f64]) {
-        self.column(name, Arc::new(Float64Array::from(values.to_vec())));
+        self.column(name, Column::F64s(values.to_vec()));
     }
 
     pub fn bools(&mut self, name: &str, values: &[bool]) {
-        self.column(name, Arc::new(BooleanArray::from(values.to_vec())));
+        self.column(name, Column::Bools(values.to_vec()));
     }
 
     /// Optional unsigned integers (`None` as null).
     pub fn opt_u64s(&mut self, name: &str, values: impl IntoIterator<Item = Option<u64>>) {
-        let array: UInt64Array = values.into_iter().collect();
-        self.column(name, Arc::new(array));
+        self.column(name, Column::OptU64s(values.into_iter().collect()));
     }
 
-    pub fn column(&mut self, name: &str, array: ArrayRef) {
-        self.columns.push((format!("own.{name}"), array));
+    fn column(&mut self, name: &str, column: Column) {
+        self.columns.push((name.to_string(), column));
     }
 
-    pub fn json(&mut self, name: &str, value: Value) {
+    /// A value beside the columns.
+    pub fn value(&mut self, name: &str, value: Value) {
         self.meta.insert(name.to_string(), value);
     }
 }
 
 /// What an own state reads back from the exchange bytes ([`Written`]'s columns and values).
-pub struct Reading<'a> {
-    pub(crate) batch: &'a RecordBatch,
-    pub(crate) meta: &'a Value,
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// In the bytes' order; the first of a name counts. `None`: a column of a type no own
+    /// state writes (present, but not readable as any).
+    pub(crate) columns: Vec<(String, Option<Column>)>,
+    pub(crate) meta: BTreeMap<String, Value>,
 }
 
-impl Reading<'_> {
+impl Reading {
     /// Whether the column was written.
     pub fn has(&self, name: &str) -> bool {
-        self.batch.column_by_name(&format!("own.{name}")).is_some()
+        self.column(name).is_some()
     }
 
-    fn array(&self, name: &str) -> Result<&ArrayRef> {
-        self.batch
-            .column_by_name(&format!("own.{name}"))
-            .ok_or_else(|| malformed(name))
-    }
-
-    fn primitive<T: ArrowPrimitiveType>(&self, name: &str) -> Result<&PrimitiveArray<T>> {
-        self.array(name)?
-            .as_any()
-            .downcast_ref::<PrimitiveArray<T>>()
-            .ok_or_else(|| malformed(name))
+    /// `None`: not written; `Some(None)`: of a type no own state writes.
+    fn column(&self, name: &str) -> Option<Option<&Column>> {
+        self.columns
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|c| c.1.as_ref())
     }
 
     pub fn f64s(&self, name: &str) -> Result<Vec<f64>> {
-        Ok(self.primitive::<Float64Type>(name)?.values().to_vec())
+        match self.column(name) {
+            Some(Some(Column::F64s(v))) => Ok(v.clone()),
+            _ => Err(malformed(name)),
+        }
     }
 
     pub fn bools(&self, name: &str) -> Result<Vec<bool>> {
-        let a = self
-            .array(name)?
-            .as_any()
-            .downcast_ref::<BooleanArray>()
-            .ok_or_else(|| malformed(name))?;
-        Ok(a.iter().map(|b| b.unwrap_or(false)).collect())
+        match self.column(name) {
+            Some(Some(Column::Bools(v))) => Ok(v.clone()),
+            _ => Err(malformed(name)),
+        }
     }
 
     pub fn opt_u64s(&self, name: &str) -> Result<Vec<Option<u64>>> {
-        Ok(self.primitive::<UInt64Type>(name)?.iter().collect())
+        match self.column(name) {
+            Some(Some(Column::OptU64s(v))) => Ok(v.clone()),
+            _ => Err(malformed(name)),
+        }
     }
 
-    /// A JSON value ([`Value::Null`] when not written).
-    pub fn json(&self, name: &str) -> &Value {
-        &self.meta[name]
+    /// A value ([`Value::Null`] when not written).
+    pub fn value(&self, name: &str) -> &Value {
+        self.meta.get(name).unwrap_or(&NULL)
     }
 }
 
-/// Floats as JSON: their IEEE bit patterns, so that every value (NaN and −0.0 included)
+/// A per-row column of an own state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Column {
+    /// Floats, exactly (NaN's payload and −0.0 included).
+    F64s(Vec<f64>),
+    /// Read back with a missing value as `false`.
+    Bools(Vec<bool>),
+    /// Optional unsigned integers (`None` as null).
+    OptU64s(Vec<Option<u64>>),
+}
+
+/// A value an own state writes beside its columns: what the exchange bytes hold as JSON
+/// (where an integer is an integer whichever variant wrote it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Nothing (also what a name not written reads as).
+    Null,
+    U64(u64),
+    /// An integer that may be negative (read back as [`Value::U64`] when it is not).
+    I64(i64),
+    Str(String),
+    List(Vec<Value>),
+    /// A value of another kind in the bytes (a boolean, a fraction, a map): no own state
+    /// reads one (nor writes one: written, it is a null).
+    Other,
+}
+
+/// What [`Reading::value`] and [`Value::at`] give for nothing.
+static NULL: Value = Value::Null;
+
+impl Value {
+    /// A non-negative integer.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U64(u) => Some(u),
+            Value::I64(i) => u64::try_from(i).ok(),
+            _ => None,
+        }
+    }
+
+    /// An integer in `i64`'s range.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Value::U64(u) => i64::try_from(u).ok(),
+            Value::I64(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// A string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A list's items.
+    pub fn as_list(&self) -> Option<&[Value]> {
+        match self {
+            Value::List(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A list's item ([`Value::Null`] past its end or when not a list).
+    pub fn at(&self, i: usize) -> &Value {
+        self.as_list().and_then(|v| v.get(i)).unwrap_or(&NULL)
+    }
+
+    /// A step ([`Value::from`] an `Option<i64>`: null for no step) back.
+    pub fn step(&self) -> Result<Option<i64>> {
+        match self {
+            Value::Null => Ok(None),
+            v => v.as_i64().map(Some).ok_or_else(|| malformed("step")),
+        }
+    }
+}
+
+impl From<u64> for Value {
+    fn from(u: u64) -> Self {
+        Value::U64(u)
+    }
+}
+
+impl From<usize> for Value {
+    fn from(u: usize) -> Self {
+        Value::U64(u as u64)
+    }
+}
+
+impl From<Option<i64>> for Value {
+    fn from(step: Option<i64>) -> Self {
+        step.map_or(Value::Null, Value::I64)
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Str(s)
+    }
+}
+
+impl From<Vec<Value>> for Value {
+    fn from(v: Vec<Value>) -> Self {
+        Value::List(v)
+    }
+}
+
+impl FromIterator<Value> for Value {
+    fn from_iter<I: IntoIterator<Item = Value>>(iter: I) -> Self {
+        Value::List(iter.into_iter().collect())
+    }
+}
+
+/// Floats as values: their IEEE bit patterns, so that every value (NaN and −0.0 included)
 /// comes back exactly ([`from_bits`]).
 pub fn bits(values: &[f64]) -> Value {
-    Value::from(values.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+    values.iter().map(|x| Value::U64(x.to_bits())).collect()
 }
 
 /// [`bits`]' floats back.
 pub fn from_bits(v: &Value) -> Result<Vec<f64>> {
-    v.as_array()
+    v.as_list()
         .ok_or_else(|| malformed("floats"))?
         .iter()
         .map(|x| {
@@ -179,4 +290,29 @@ pub fn from_bits(v: &Value) -> Result<Vec<f64>> {
                 .ok_or_else(|| malformed("floats"))
         })
         .collect()
+}
+
+/// A group label as text: `i` + an integer, `s` + a string.
+pub fn key_text(k: &GroupKey) -> String {
+    match k {
+        GroupKey::Int(i) => format!("i{i}"),
+        GroupKey::Str(s) => format!("s{s}"),
+    }
+}
+
+/// [`key_text`]'s label back.
+pub fn key_from_text(t: &str) -> Result<GroupKey> {
+    match t.split_at_checked(1) {
+        Some(("i", i)) => i
+            .parse()
+            .map(GroupKey::Int)
+            .map_err(|_| malformed("group label")),
+        Some(("s", s)) => Ok(GroupKey::Str(s.into())),
+        _ => Err(malformed("group label")),
+    }
+}
+
+/// The error for exchange bytes that do not hold what their kind says.
+pub(crate) fn malformed(what: &str) -> Error {
+    Error::data(format!("malformed advcalc exchange bytes: {what}"))
 }
