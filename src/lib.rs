@@ -60,6 +60,7 @@ mod test_support;
 
 pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
+pub use engine::exchange::Exchange;
 pub use engine::job::Plan;
 pub use engine::kept::DEFAULT_MEMORY;
 pub use engine::passes::{thread_count, thread_pool};

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use advcalc::{Config, ConfigSources, Engine, PlanShard, RowStats};
+use advcalc::{Config, ConfigSources, Engine, Exchange, PlanShard, RowStats};
 use arrow::array::{Array, Int64Array, ListArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;

@@ -22,8 +22,8 @@ use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dum
 use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
 use advcalc::input::InputFile;
 use advcalc::{
-    Config, ConfigSources, DatasetOptions, Engine, ErrorKind, Format, Layout, PlanShard, RowStats,
-    RunOptions,
+    Config, ConfigSources, DatasetOptions, Engine, ErrorKind, Exchange, Format, Layout, PlanShard,
+    RowStats, RunOptions,
 };
 use rayon::prelude::*;
 

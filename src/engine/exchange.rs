@@ -31,9 +31,18 @@ const KEY: &str = "advcalc.exchange";
 /// 2: the estimator's own state under its name (1: every estimator's fields in one layout).
 const VERSION: u64 = 2;
 
-impl RowStats {
-    /// Pass 1's statistics as bytes (an Arrow IPC stream), for another process or machine.
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+/// A value the passes exchange as bytes (an Arrow IPC stream), for another process or
+/// machine: pass 1's statistics ([`RowStats`]) and a plan's shard ([`PlanShard`]). The bytes
+/// are checked when read back: another kind, another version or a damaged value is an error.
+pub trait Exchange: Sized {
+    /// The value as bytes.
+    fn to_bytes(&self) -> Result<Vec<u8>>;
+    /// The value from [`Exchange::to_bytes`]'s bytes.
+    fn from_bytes(bytes: &[u8]) -> Result<Self>;
+}
+
+impl Exchange for RowStats {
+    fn to_bytes(&self) -> Result<Vec<u8>> {
         let rows = self.rows();
         let mut columns: Vec<(&str, ArrayRef)> = vec![
             ("score", f64s(&self.score)),
@@ -82,8 +91,7 @@ impl RowStats {
         write(columns, own_columns(own), meta)
     }
 
-    /// Statistics from [`RowStats::to_bytes`]'s bytes.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let (batch, meta) = read(bytes, "row_stats")?;
         let f = |name: &str| primitive::<Float64Type>(&batch, name);
         let pairs = |a: Vec<f64>, b: Vec<f64>| a.into_iter().zip(b).collect::<Vec<_>>();
@@ -145,85 +153,87 @@ impl RowStats {
     }
 }
 
-/// [`PlanShard::to_bytes`].
-pub fn shard_to_bytes(shard: &PlanShard) -> Result<Vec<u8>> {
-    let plan = &shard.plan;
-    let (indexed, scalars) = plan.scalars();
-    let rows: Vec<u64> = match indexed {
-        Some(rows) => rows.iter().map(|&r| r as u64).collect(),
-        None => (0..scalars.len() as u64).collect(),
-    };
-    let columns: Vec<(&str, ArrayRef)> = vec![
-        ("row", Arc::new(UInt64Array::from(rows))),
-        ("row_scalar", Arc::new(Float32Array::from(scalars.to_vec()))),
-    ];
-    let mut own = Written::default();
-    plan.write(&mut own);
-    let step_constants = |c: &StepConstants| json!([c.beta.to_bits(), c.is_norm.map(f64::to_bits)]);
-    let meta = json!({
-        "kind": "plan_shard",
-        "version": VERSION,
-        "indexed": indexed.is_some(),
-        "config": shard.config,
-        "steps": shard.steps,
-        "constants": {
-            "default": step_constants(&shard.constants.default),
-            "per_step": shard.constants.per_step.iter()
-                .map(|(s, c)| json!([s, step_constants(c)])).collect::<Vec<_>>(),
-        },
-        "estimator": plan.estimator().name(),
-        "own": own_meta(&own),
-        "warnings": plan.warnings(),
-    });
-    write(columns, own_columns(own), meta)
-}
+impl Exchange for PlanShard {
+    fn to_bytes(&self) -> Result<Vec<u8>> {
+        let shard = self;
+        let plan = &shard.plan;
+        let (indexed, scalars) = plan.scalars();
+        let rows: Vec<u64> = match indexed {
+            Some(rows) => rows.iter().map(|&r| r as u64).collect(),
+            None => (0..scalars.len() as u64).collect(),
+        };
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("row", Arc::new(UInt64Array::from(rows))),
+            ("row_scalar", Arc::new(Float32Array::from(scalars.to_vec()))),
+        ];
+        let mut own = Written::default();
+        plan.write(&mut own);
+        let step_constants =
+            |c: &StepConstants| json!([c.beta.to_bits(), c.is_norm.map(f64::to_bits)]);
+        let meta = json!({
+            "kind": "plan_shard",
+            "version": VERSION,
+            "indexed": indexed.is_some(),
+            "config": shard.config,
+            "steps": shard.steps,
+            "constants": {
+                "default": step_constants(&shard.constants.default),
+                "per_step": shard.constants.per_step.iter()
+                    .map(|(s, c)| json!([s, step_constants(c)])).collect::<Vec<_>>(),
+            },
+            "estimator": plan.estimator().name(),
+            "own": own_meta(&own),
+            "warnings": plan.warnings(),
+        });
+        write(columns, own_columns(own), meta)
+    }
 
-/// [`PlanShard::from_bytes`].
-pub fn shard_from_bytes(bytes: &[u8]) -> Result<PlanShard> {
-    let (batch, meta) = read(bytes, "plan_shard")?;
-    let step_constants = |v: &Value| -> Result<StepConstants> {
-        Ok(StepConstants {
-            beta: f64::from_bits(v[0].as_u64().ok_or_else(|| malformed("beta"))?),
-            is_norm: v[1].as_u64().map(f64::from_bits),
+    fn from_bytes(bytes: &[u8]) -> Result<PlanShard> {
+        let (batch, meta) = read(bytes, "plan_shard")?;
+        let step_constants = |v: &Value| -> Result<StepConstants> {
+            Ok(StepConstants {
+                beta: f64::from_bits(v[0].as_u64().ok_or_else(|| malformed("beta"))?),
+                is_norm: v[1].as_u64().map(f64::from_bits),
+            })
+        };
+        let mut constants = Constants::uniform(step_constants(&meta["constants"]["default"])?);
+        for entry in array(&meta["constants"]["per_step"])? {
+            constants
+                .per_step
+                .insert(step_from_json(&entry[0])?, step_constants(&entry[1])?);
+        }
+        let rows: Vec<usize> = primitive::<UInt64Type>(&batch, "row")?
+            .into_iter()
+            .map(|r| r as usize)
+            .collect();
+        if !rows.windows(2).all(|w| w[0] < w[1]) {
+            return Err(malformed("rows not ascending"));
+        }
+        let scalars = batch
+            .column_by_name("row_scalar")
+            .and_then(|c| c.as_any().downcast_ref::<Float32Array>())
+            .ok_or_else(|| malformed("row_scalar"))?;
+        let common = EstimatorPlan {
+            rows: meta["indexed"].as_bool().unwrap_or(true).then_some(rows),
+            row_scalar: scalars.values().to_vec(),
+            own: (),
+            warnings: array(&meta["warnings"])?
+                .iter()
+                .map(|w| w.as_str().unwrap_or_default().to_string())
+                .collect(),
+        };
+        let own = own_reading(&batch, &meta["own"]);
+        let plan = estimator(&meta["estimator"])?.read_plan(common, &own)?;
+        Ok(PlanShard {
+            config: uint(&meta, "config")?,
+            steps: array(&meta["steps"])?
+                .iter()
+                .map(step_from_json)
+                .collect::<Result<_>>()?,
+            constants,
+            plan,
         })
-    };
-    let mut constants = Constants::uniform(step_constants(&meta["constants"]["default"])?);
-    for entry in array(&meta["constants"]["per_step"])? {
-        constants
-            .per_step
-            .insert(step_from_json(&entry[0])?, step_constants(&entry[1])?);
     }
-    let rows: Vec<usize> = primitive::<UInt64Type>(&batch, "row")?
-        .into_iter()
-        .map(|r| r as usize)
-        .collect();
-    if !rows.windows(2).all(|w| w[0] < w[1]) {
-        return Err(malformed("rows not ascending"));
-    }
-    let scalars = batch
-        .column_by_name("row_scalar")
-        .and_then(|c| c.as_any().downcast_ref::<Float32Array>())
-        .ok_or_else(|| malformed("row_scalar"))?;
-    let common = EstimatorPlan {
-        rows: meta["indexed"].as_bool().unwrap_or(true).then_some(rows),
-        row_scalar: scalars.values().to_vec(),
-        own: (),
-        warnings: array(&meta["warnings"])?
-            .iter()
-            .map(|w| w.as_str().unwrap_or_default().to_string())
-            .collect(),
-    };
-    let own = own_reading(&batch, &meta["own"]);
-    let plan = estimator(&meta["estimator"])?.read_plan(common, &own)?;
-    Ok(PlanShard {
-        config: uint(&meta, "config")?,
-        steps: array(&meta["steps"])?
-            .iter()
-            .map(step_from_json)
-            .collect::<Result<_>>()?,
-        constants,
-        plan,
-    })
 }
 
 /// The estimator named in the bytes.

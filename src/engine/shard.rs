@@ -4,7 +4,6 @@
 
 use crate::engine::job::Plan;
 use crate::engine::pipeline::Constants;
-use crate::error::Result;
 use crate::estimators::AnyEstimatorPlan;
 
 /// What pass 2 needs for some steps: their constants (KL coefficient, IS normalisation) and
@@ -89,15 +88,5 @@ impl PlanShard {
     /// The steps the shard covers (`None`: the input has no step column).
     pub fn steps(&self) -> &[Option<i64>] {
         &self.steps
-    }
-
-    /// The shard as bytes (an Arrow IPC stream), for another process or machine.
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        super::exchange::shard_to_bytes(self)
-    }
-
-    /// A shard from [`PlanShard::to_bytes`]'s bytes.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        super::exchange::shard_from_bytes(bytes)
     }
 }
