@@ -36,7 +36,7 @@ use crate::shaping::scores::Layout;
 /// that an adaptive KL controller needs, [`Engine::constants`]); the statistics of every
 /// record batch, appended in input order, make the [`Plan`] plan, which shards by step
 /// ([`Plan::for_step`]) for pass 2. [`RowStats`] and [`PlanShard`] serialise to bytes
-/// (`to_bytes`, `from_bytes`), so either pass can run in another process or on another
+/// ([`Exchange`](crate::Exchange)), so either pass can run in another process or on another
 /// machine. Results do not depend on how the input is cut into record batches (except the
 /// OTB estimators' column sums, added per record batch: last-bit f64 differences at most).
 /// Statistics and shards carry a stamp of the configuration and pass that made them, and a
