@@ -1,16 +1,14 @@
 //! One row group decoded into plain per-row data: flat `f32` token slices with row offsets,
 //! labels and scalars. The engine, shaping and estimators work on this, never on Arrow arrays.
 
-use arrow_buffer::ScalarBuffer;
-
-use crate::data::{GroupKey, TokenRole};
+use crate::data::{FloatBuffer, GroupKey, TokenRole};
 
 /// A token column of one batch: row `i` owns `values[offsets[i]..offsets[i + 1]]`. The
-/// values share the decoded Arrow buffer (no copy when the column is already float32).
+/// values share the decoded column's buffer (no copy when the column is already float32).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TokenColumn {
     pub offsets: Vec<usize>,
-    pub values: ScalarBuffer<f32>,
+    pub values: FloatBuffer,
 }
 
 impl TokenColumn {
@@ -43,11 +41,11 @@ pub struct RowGroup {
     pub mask: TokenColumn,
     /// `token_level_scores`, aligned with `mask.offsets` (empty until stage 1 places
     /// `scalar_scores`).
-    pub scores: ScalarBuffer<f32>,
+    pub scores: FloatBuffer,
     /// A scalar `score` per row, when the input has no token scores: stage 1 places it.
     pub scalar_scores: Option<Vec<f32>>,
     /// Optional token columns (flat, aligned with `mask.offsets`).
-    pub tokens: Vec<(TokenRole, ScalarBuffer<f32>)>,
+    pub tokens: Vec<(TokenRole, FloatBuffer)>,
     pub reward_baselines: Option<Vec<f32>>,
     /// gdpo reward components, `components[k][row]`.
     pub components: Vec<Vec<f32>>,

@@ -1,16 +1,16 @@
 //! The computed token columns of one row group, before the I/O layer encodes them.
 
-use arrow_buffer::ScalarBuffer;
+use crate::data::FloatBuffer;
 
 /// The computed token columns of one row group, flat, aligned with the row offsets.
 #[derive(Debug, Clone)]
 pub struct TokenOutputs {
-    pub token_level_rewards: ScalarBuffer<f32>,
+    pub token_level_rewards: FloatBuffer,
     pub advantages: Vec<f32>,
     /// `None` when returns equal advantages (the outcome estimators).
     pub returns: Option<Vec<f32>>,
     /// The mask after rejection, when rollout correction ran (written back in the input's type).
-    pub response_mask: Option<ScalarBuffer<f32>>,
+    pub response_mask: Option<FloatBuffer>,
     pub rollout_is_weights: Option<Vec<f32>>,
     /// The loss stage's columns, when it runs.
     pub loss: Option<LossColumns>,

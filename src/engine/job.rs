@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use arrow_array::RecordBatch;
 
-use crate::data::{RowGroup, TokenOutputs, TokenRole};
+use crate::data::{FloatBuffer, RowGroup, TokenOutputs, TokenRole};
 use crate::engine::metrics;
 use crate::engine::pipeline::{self, Constants, Pipeline, StepConstants};
 use crate::engine::plan::{self, step_constants, training_batches};
@@ -88,7 +88,7 @@ impl Plan {
 pub struct GroupOutputs {
     pub group: RowGroup,
     /// The response mask after rejection.
-    pub mask: arrow_buffer::ScalarBuffer<f32>,
+    pub mask: FloatBuffer,
     pub outputs: TokenOutputs,
     /// The loss stage's per-row metric sums (empty without it).
     pub loss_sums: Vec<RowSums>,
@@ -188,7 +188,7 @@ impl<'a> Job<'a> {
             crate::loss::length_bias::length_bias(plan, &rows, &stats.valid, &correct, split)?;
         Some((
             warnings,
-            view.to_json(stage.spec.agg),
+            metrics::length_bias_json(&view, stage.spec.agg),
             view.to_table(stage.spec.agg),
         ))
     }

@@ -4,13 +4,15 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::data::RowGroup;
 use crate::data::TokenRole;
 use crate::engine::job::{Job, Plan};
 use crate::engine::pipeline::Pipeline;
 use crate::engine::plan::training_batches;
+use crate::loss::AggMode;
+use crate::loss::length_bias::LengthBias;
 use crate::shaping::correction::{
     self, Correction, IsLevel, RsAggregate, RsOption, RsStatistic, SAFETY_BOUND,
 };
@@ -543,16 +545,21 @@ pub fn to_json(job: &Job<'_>, prepared: &Plan, parts: &Parts) -> Value {
     let has_rollout = job.has_rollout();
     let pipeline = job.pipeline;
     let empty = StepParts::default();
-    let mut loss: BTreeMap<Option<i64>, Map<String, Value>> = match (&pipeline.loss, &prepared.loss)
-    {
-        (Some(stage), Some(plan)) => {
-            let rows = loss_rows(parts, stats.rows());
-            crate::loss::metrics::step_metrics(&stage.spec, pipeline.bypass, &plan.partition, &rows)
+    let mut loss: BTreeMap<Option<i64>, crate::loss::metrics::StepMetrics> =
+        match (&pipeline.loss, &prepared.loss) {
+            (Some(stage), Some(plan)) => {
+                let rows = loss_rows(parts, stats.rows());
+                crate::loss::metrics::step_metrics(
+                    &stage.spec,
+                    pipeline.bypass,
+                    &plan.partition,
+                    &rows,
+                )
                 .into_iter()
                 .collect()
-        }
-        _ => BTreeMap::new(),
-    };
+            }
+            _ => BTreeMap::new(),
+        };
     let mut steps = Vec::new();
     for (step, rows) in training_batches(stats.step.as_deref(), stats.rows()) {
         let mut m = Map::new();
@@ -610,7 +617,10 @@ pub fn to_json(job: &Job<'_>, prepared: &Plan, parts: &Parts) -> Value {
         );
         advantage_metrics(p, &mut m);
         if let Some(l) = loss.remove(&step) {
-            m.extend(l);
+            m.extend(
+                l.into_iter()
+                    .map(|(name, value)| (name.to_string(), Value::from(value))),
+            );
         }
         steps.push(Value::Object(m));
     }
@@ -619,6 +629,25 @@ pub fn to_json(job: &Job<'_>, prepared: &Plan, parts: &Parts) -> Value {
     } else {
         steps.pop().unwrap_or(Value::Object(Map::new()))
     }
+}
+
+/// The length-bias view as JSON (`advcalc loss --json`, `docs/loss.md`), `configured` being
+/// the run's `loss_agg_mode`.
+pub fn length_bias_json(view: &LengthBias, configured: AggMode) -> Value {
+    json!({
+        "configured": configured.name(),
+        "split": view.split,
+        "length_quartile_bounds": view.bounds,
+        "shortest": view.lengths.0,
+        "longest": view.lengths.1,
+        "modes": view.modes.iter().map(|m| json!({
+            "loss_agg_mode": m.mode.name(),
+            "share_by_length_quartile": m.quartiles,
+            "share_positive": m.positive,
+            "share_negative": 1.0 - m.positive,
+            "token_weight_shortest_to_longest": m.short_to_long,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 #[cfg(test)]
@@ -638,8 +667,8 @@ mod tests {
     //! tolerance.
     use super::*;
     use crate::config::{Config, ConfigSources};
+    use crate::data::FloatBuffer;
     use crate::test_support::assert_close;
-    use arrow_buffer::ScalarBuffer;
 
     const ATOL: f64 = 3e-7;
     const RTOL: f64 = 1e-6;
@@ -648,8 +677,8 @@ mod tests {
     const OLD: [&[f32]; 2] = [&[-1.0, -0.5, -3.0], &[-2.0, -1.0]];
     const ROLLOUT: [&[f32]; 2] = [&[-1.0, -1.0, -2.0], &[-1.5, -0.75]];
 
-    fn flat(rows: &[&[f32]]) -> ScalarBuffer<f32> {
-        ScalarBuffer::from(rows.concat())
+    fn flat(rows: &[&[f32]]) -> FloatBuffer {
+        FloatBuffer::from(rows.concat())
     }
 
     /// Rows `range` of the batch as one row group, with an optional step per row.
@@ -670,7 +699,7 @@ mod tests {
                 offsets,
                 values: flat(mask),
             },
-            scores: ScalarBuffer::from(vec![0.0f32; tokens]),
+            scores: FloatBuffer::from(vec![0.0f32; tokens]),
             scalar_scores: None,
             tokens: vec![
                 (TokenRole::OldLogProbs, flat(old)),

@@ -4,10 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use arrow_buffer::ScalarBuffer;
-
 use crate::config::{AlgoConfig, Extensions};
-use crate::data::{RowGroup, TokenRole};
+use crate::data::{FloatBuffer, RowGroup, TokenRole};
 use crate::error::{Error, Result};
 use crate::estimators::conventions;
 use crate::estimators::{Column, Estimator, Rows, Settings};
@@ -302,9 +300,9 @@ impl Pipeline {
 #[derive(Debug, Clone, Default)]
 pub struct Shaped {
     /// `token_level_rewards`: the scores themselves (shared, not copied) without KL.
-    pub rewards: ScalarBuffer<f32>,
+    pub rewards: FloatBuffer,
     /// The mask after rejection: the input mask itself (shared) without RS.
-    pub mask: ScalarBuffer<f32>,
+    pub mask: FloatBuffer,
     /// IS weights (normalised when the step's factor is known).
     pub is_weights: Option<Vec<f32>>,
     /// Per row: Σ_t kld·m (0 without KL).

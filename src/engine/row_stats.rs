@@ -72,13 +72,15 @@ fn kl_cov_tokens(
     let logp = group
         .token(TokenRole::LogProbs)
         .or(group.token(TokenRole::OldLogProbs))?;
+    // the slice once, not a look-up of the shared buffer per token
+    let mask: &[f32] = &shaped.mask;
     Some(
         (0..group.rows())
             .map(|i| {
                 let s = group.span(i);
                 s.clone()
                     .enumerate()
-                    .filter(|&(_, t)| shaped.mask[t] > 0.0)
+                    .filter(|&(_, t)| mask[t] > 0.0)
                     .map(|(k, t)| (a[t], logp[t], k))
                     .collect()
             })

@@ -30,6 +30,9 @@ pub fn assemble(
     let advantages: ScalarBuffer<f32> = outputs.advantages.into();
     let returns = outputs.returns.map(ScalarBuffer::from);
     let weights = outputs.rollout_is_weights.map(ScalarBuffer::from);
+    // the rewards and a rewritten mask may share the input's buffers: handed over, not copied
+    let rewards = convert::from_shared(&outputs.token_level_rewards);
+    let rejected_mask = outputs.response_mask.as_ref().map(convert::from_shared);
     let (pg_losses, grad_weights, kl_losses) = match outputs.loss {
         Some(l) => (
             Some(ScalarBuffer::from(l.pg_losses)),
@@ -45,7 +48,7 @@ pub fn assemble(
         .map(|field| {
             let name = field.name().as_str();
             let computed = match name {
-                "token_level_rewards" => Some(&outputs.token_level_rewards),
+                "token_level_rewards" => Some(&rewards),
                 "advantages" => Some(&advantages),
                 "returns" => Some(returns.as_ref().unwrap_or(&advantages)),
                 "rollout_is_weights" => weights.as_ref(),
@@ -53,7 +56,7 @@ pub fn assemble(
                 "grad_weights" => grad_weights.as_ref(),
                 "kl_losses" => kl_losses.as_ref(),
                 // the mask after rejection, written back in the input's type
-                n if n == mask_name => outputs.response_mask.as_ref(),
+                n if n == mask_name => rejected_mask.as_ref(),
                 _ => None,
             };
             // `loss_mask` keeps the original mask when the input has none (verl's convention)

@@ -105,7 +105,10 @@ pub fn token_column(array: &ArrayRef, kind: TokenKind, col: &ColumnRef<'_>) -> R
             ),
         ));
     }
-    Ok(TokenColumn { offsets, values })
+    Ok(TokenColumn {
+        offsets,
+        values: convert::to_shared(values),
+    })
 }
 
 /// A list column's row offsets into its child array (absolute: a sliced list's first offset

@@ -7,6 +7,7 @@
 //! rounds to nearest, integers → floats round), except where a value does not fit, which is
 //! an error here instead of a null.
 
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -17,8 +18,10 @@ use arrow_array::types::{
 use arrow_array::{
     Array, ArrayRef, BooleanArray, FixedSizeListArray, LargeListArray, ListArray, PrimitiveArray,
 };
-use arrow_buffer::{OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType};
+
+use crate::data::FloatBuffer;
 
 /// Calls `$body` with `$t` bound to the arrow primitive type of `$dt` for every integer and
 /// float type; evaluates `$other` for any other type.
@@ -134,6 +137,26 @@ where
         return same.clone();
     }
     values.iter().map(|&v| v.to_f32()).collect()
+}
+
+/// Decoded values handed to the plain layer: the Arrow buffer becomes the owner (no copy).
+pub fn to_shared(values: ScalarBuffer<f32>) -> FloatBuffer {
+    FloatBuffer::new(values)
+}
+
+/// Plain-layer values as an Arrow buffer without copying them: the buffer holds a clone of
+/// `values`, which keeps their owner (a decoded Arrow buffer or a computed `Vec`) alive.
+pub fn from_shared(values: &FloatBuffer) -> ScalarBuffer<f32> {
+    let slice = values.as_slice();
+    let ptr = NonNull::from(slice).cast::<u8>();
+    // SAFETY: `ptr` and the length are the bytes of `slice`, which `values`' owner holds.
+    // The owner sits behind an `Arc` that only hands out shared references, so the bytes do
+    // not change, and the clone given as the allocation keeps them alive as long as the
+    // buffer. An `f32` slice is aligned for `ScalarBuffer<f32>`.
+    let buffer = unsafe {
+        Buffer::from_custom_allocation(ptr, std::mem::size_of_val(slice), Arc::new(values.clone()))
+    };
+    ScalarBuffer::new(buffer, 0, slice.len())
 }
 
 /// The values of a numeric array as f64, nulls as 0; `None` for another type.
@@ -368,5 +391,30 @@ mod tests {
             .values()
             .clone();
         assert_eq!(got.inner().as_ptr(), values.inner().as_ptr());
+    }
+
+    // The hand-over between Arrow and the plain layer is the hot path: neither way copies.
+    #[test]
+    fn shared_values_cross_without_a_copy() {
+        let decoded: ScalarBuffer<f32> = vec![1.0, -2.0, 3.5].into();
+        let shared = to_shared(decoded.clone());
+        assert_eq!(shared.as_ptr(), decoded.as_ptr());
+        let back = from_shared(&shared);
+        assert_eq!(back.as_ptr(), decoded.as_ptr());
+        assert_eq!(&back[..], &[1.0, -2.0, 3.5]);
+
+        let computed = vec![0.5f32; 5];
+        let at = computed.as_ptr();
+        let shared = FloatBuffer::from(computed);
+        let back = from_shared(&shared);
+        drop(shared); // the Arrow buffer keeps the values alive
+        assert_eq!(back.as_ptr(), at);
+        assert_eq!(&back[..], &[0.5; 5]);
+        let f32_item = Arc::new(Field::new("item", DataType::Float32, true));
+        let list = list_of(&DataType::List(f32_item), &[0, 2, 5], back).unwrap();
+        let values = list.as_list::<i32>().values().as_primitive::<Float32Type>();
+        assert_eq!(values.values().as_ptr(), at);
+
+        assert!(from_shared(&FloatBuffer::default()).is_empty());
     }
 }

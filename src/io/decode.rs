@@ -1,9 +1,8 @@
 //! One row group's Arrow columns to the plain per-row data the pipeline works on.
 
 use arrow_array::RecordBatch;
-use arrow_buffer::ScalarBuffer;
 
-use crate::data::{PositiveLogProbs, RowGroup, TokenColumn, token_position};
+use crate::data::{FloatBuffer, PositiveLogProbs, RowGroup, TokenColumn, token_position};
 use crate::error::{Error, Result};
 use crate::io::columns::{self, ColumnRef, TokenKind};
 use crate::io::schema::{InputColumns, ScoreSource};
@@ -56,7 +55,7 @@ pub fn decode(
     };
     let (array, col) = get(columns.mask)?;
     let mask = columns::token_column(array, TokenKind::Mask, &col)?;
-    let same_lengths = |values: TokenColumn, col: &ColumnRef<'_>| -> Result<ScalarBuffer<f32>> {
+    let same_lengths = |values: TokenColumn, col: &ColumnRef<'_>| -> Result<FloatBuffer> {
         if let Some(row) = (0..mask.rows()).find(|&i| mask.row_len(i) != values.row_len(i)) {
             return Err(col.error(
                 row,

@@ -8,8 +8,6 @@
 //! when IN has no scores), and the per-token weight of the shortest row relative to the
 //! longest.
 
-use serde_json::{Value, json};
-
 use crate::loss::aggregate::{self, AggMode, BatchInfo};
 use crate::loss::plan::LossPlan;
 use crate::loss::row::RowSums;
@@ -95,24 +93,6 @@ pub fn length_bias(
 }
 
 impl LengthBias {
-    /// The view as JSON (`docs/loss.md`).
-    pub fn to_json(&self, configured: AggMode) -> Value {
-        json!({
-            "configured": configured.name(),
-            "split": self.split,
-            "length_quartile_bounds": self.bounds,
-            "shortest": self.lengths.0,
-            "longest": self.lengths.1,
-            "modes": self.modes.iter().map(|m| json!({
-                "loss_agg_mode": m.mode.name(),
-                "share_by_length_quartile": m.quartiles,
-                "share_positive": m.positive,
-                "share_negative": 1.0 - m.positive,
-                "token_weight_shortest_to_longest": m.short_to_long,
-            })).collect::<Vec<_>>(),
-        })
-    }
-
     /// The view as an aligned table.
     pub fn to_table(&self, configured: AggMode) -> String {
         let (a, b) = match self.split {

@@ -15,19 +15,21 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
-
 use crate::loss::partition::Partition;
 use crate::loss::row::RowSums;
 use crate::loss::{AggMode, LossSpec};
 
-/// The metrics of every step, in step order: (step, name → value).
+/// One step's metrics as (name, value), each name once, in a fixed order. The callers write
+/// them out (as JSON numbers: a non-finite value is `null` there).
+pub type StepMetrics = Vec<(&'static str, f64)>;
+
+/// The metrics of every step, in step order.
 pub fn step_metrics(
     spec: &LossSpec,
     bypass: bool,
     partition: &Partition,
     rows: &[RowSums],
-) -> Vec<(Option<i64>, Map<String, Value>)> {
+) -> Vec<(Option<i64>, StepMetrics)> {
     let (has_clip, has_lower, has_kl) = spec.mode.metrics();
     let mut steps: BTreeMap<Option<i64>, Vec<[f64; 6]>> = BTreeMap::new();
     // advcalc's token-weighted figures: every row of the step added once
@@ -64,52 +66,46 @@ pub fn step_metrics(
         .map(|(step, minis)| {
             let k = minis.len() as f64;
             let mean = |i: usize| minis.iter().map(|m| m[i]).sum::<f64>() / k;
-            let mut m = Map::new();
-            m.insert("actor/pg_loss".into(), json!(mean(0)));
+            let mut m = StepMetrics::new();
+            m.push(("actor/pg_loss", mean(0)));
             if has_clip {
-                m.insert("actor/pg_clipfrac".into(), json!(mean(3)));
+                m.push(("actor/pg_clipfrac", mean(3)));
             }
             if has_lower {
-                m.insert("actor/pg_clipfrac_lower".into(), json!(mean(4)));
+                m.push(("actor/pg_clipfrac_lower", mean(4)));
             }
             if has_kl {
-                m.insert("actor/ppo_kl".into(), json!(mean(5)));
+                m.push(("actor/ppo_kl", mean(5)));
             }
             if let Some(kl) = &spec.kl {
-                m.insert("actor/kl_loss".into(), json!(mean(1)));
-                m.insert("actor/kl_coef".into(), json!(kl.coef));
+                m.push(("actor/kl_loss", mean(1)));
+                m.push(("actor/kl_coef", kl.coef));
             }
-            m.insert("actor/loss".into(), json!(mean(2)));
+            m.push(("actor/loss", mean(2)));
             let s = &own[&step];
             let frac = |x: f64| if s.tokens > 0.0 { x / s.tokens } else { 0.0 };
             if has_clip {
-                m.insert("advcalc/loss/pg_clipfrac".into(), json!(frac(s.clipped)));
+                m.push(("advcalc/loss/pg_clipfrac", frac(s.clipped)));
             }
             if has_lower {
-                m.insert(
-                    "advcalc/loss/pg_clipfrac_lower".into(),
-                    json!(frac(s.lower)),
-                );
+                m.push(("advcalc/loss/pg_clipfrac_lower", frac(s.lower)));
             }
             if has_kl {
-                m.insert("advcalc/loss/ppo_kl".into(), json!(frac(s.ppo_kl)));
+                m.push(("advcalc/loss/ppo_kl", frac(s.ppo_kl)));
             }
-            m.insert("advcalc/loss/tokens".into(), json!(s.tokens_before));
-            m.insert("advcalc/loss/mini_batches".into(), json!(k));
+            m.push(("advcalc/loss/tokens", s.tokens_before));
+            m.push(("advcalc/loss/mini_batches", k));
             if bypass {
                 let rejected = if s.tokens_before > 0.0 {
                     s.rejected / s.tokens_before
                 } else {
                     0.0
                 };
-                m.insert("advcalc/loss/rejected_fraction".into(), json!(rejected));
+                m.push(("advcalc/loss/rejected_fraction", rejected));
                 if spec.agg == AggMode::TokenMean && s.tokens > 0.0 {
                     // the same loss over the kept tokens only: N_M / N_kept times verl's
                     let kept = s.tokens / s.tokens_before;
-                    m.insert(
-                        "advcalc/loss/pg_loss_kept_tokens".into(),
-                        json!(mean(0) / kept),
-                    );
+                    m.push(("advcalc/loss/pg_loss_kept_tokens", mean(0) / kept));
                 }
             }
             (step, m)

@@ -235,10 +235,14 @@ mod tests {
     use super::*;
     use crate::test_support::assert_rows_close;
 
-    use crate::config::rollout_correction::{is_spec, rs_options};
-
-    fn is(level: &str, threshold: crate::config::Value) -> IsSpec {
-        is_spec(level, &threshold, false).unwrap()
+    /// TIS (`lower`: `None`) or IcePop weights capped at `upper`, without batch normalisation.
+    fn is(level: IsLevel, lower: Option<f64>, upper: f64) -> IsSpec {
+        IsSpec {
+            level,
+            upper,
+            lower,
+            batch_normalize: false,
+        }
     }
 
     // Reference §3.2: log ratios of three rows (padding marked by mask 0).
@@ -270,7 +274,7 @@ mod tests {
     fn token_tis_worked_example() {
         close(
             "token TIS 2.0",
-            &weights(&is("token", 2.0.into())),
+            &weights(&is(IsLevel::Token, None, 2.0)),
             &[
                 [1.105171, 1.0, 0.223130, 0.0],
                 [1.0, 1.051271, 1.0, 0.055023],
@@ -285,7 +289,7 @@ mod tests {
         let v = 0.057844;
         close(
             "sequence TIS 2.0",
-            &weights(&is("sequence", 2.0.into())),
+            &weights(&is(IsLevel::Sequence, None, 2.0)),
             &[[w, w, w, 0.0], [v, v, v, v], [1.0, 1.0, 0.0, 0.0]],
         );
     }
@@ -294,7 +298,7 @@ mod tests {
     fn icepop_worked_example() {
         close(
             "token IcePop 0.5_1.5",
-            &weights(&is("token", "0.5_1.5".into())),
+            &weights(&is(IsLevel::Token, Some(0.5), 1.5)),
             &[
                 [1.105171, 1.0, 0.0, 0.0],
                 [1.0, 1.051271, 1.0, 0.0],
@@ -303,8 +307,14 @@ mod tests {
         );
     }
 
-    fn rejected(rs: &str, threshold: crate::config::Value) -> Vec<Vec<f32>> {
-        let options = rs_options(rs, &threshold).unwrap();
+    /// The masks after rejection by one option, `name` spelling its aggregation and statistic.
+    fn rejected(
+        name: &str,
+        aggregate: RsAggregate,
+        statistic: RsStatistic,
+        threshold: (Option<f64>, f64),
+    ) -> Vec<Vec<f32>> {
+        let options = [RsOption::new(name, aggregate, statistic, threshold)];
         (0..3)
             .map(|i| {
                 let mut m = [0.0f32; 4];
@@ -319,23 +329,43 @@ mod tests {
     fn rejection_worked_examples() {
         close(
             "token_k1 0.5_1.5",
-            &rejected("token_k1", "0.5_1.5".into()),
+            &rejected(
+                "token_k1",
+                RsAggregate::Token,
+                RsStatistic::K1,
+                (Some(0.5), 1.5),
+            ),
             &[[1., 1., 0., 0.], [1., 1., 1., 0.], [1., 1., 0., 0.]],
         );
         let only_last = [[0., 0., 0., 0.], [0., 0., 0., 0.], [1., 1., 0., 0.]];
         close(
             "seq_sum_k1",
-            &rejected("seq_sum_k1", "0.5_2.0".into()),
+            &rejected(
+                "seq_sum_k1",
+                RsAggregate::SeqSum,
+                RsStatistic::K1,
+                (Some(0.5), 2.0),
+            ),
             &only_last,
         );
         close(
             "seq_mean_k3",
-            &rejected("seq_mean_k3", 0.01.into()),
+            &rejected(
+                "seq_mean_k3",
+                RsAggregate::SeqMean,
+                RsStatistic::K3,
+                (None, 0.01),
+            ),
             &only_last,
         );
         close(
             "seq_max_k2",
-            &rejected("seq_max_k2", 0.1.into()),
+            &rejected(
+                "seq_max_k2",
+                RsAggregate::SeqMax,
+                RsStatistic::K2,
+                (None, 0.1),
+            ),
             &only_last,
         );
     }

@@ -117,7 +117,7 @@ pub fn check(text: &str) -> Result<Replay, advcalc::Error> {
         advcalc::loss::metrics::step_metrics(&spec, spec.bypass.is_some(), &plan.partition, &sums)
     {
         for (name, value) in &metrics {
-            if !value.as_f64().is_some_and(f64::is_finite) {
+            if !value.is_finite() {
                 note(format!("metric {name} (step {step_id:?}): {value}"));
             }
         }
@@ -127,7 +127,6 @@ pub fn check(text: &str) -> Result<Replay, advcalc::Error> {
     if let Some(view) =
         advcalc::loss::length_bias::length_bias(&plan, &sums, &valid, &correct, "score")
     {
-        let _ = view.to_json(spec.agg);
         let _ = view.to_table(spec.agg);
     }
     Ok(Replay { rows, non_finite })

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::engine::metrics::length_bias_json;
 use crate::engine::passes::prepare_jobs;
 use crate::engine::progress::Progress;
 use crate::error::Result;
@@ -82,7 +83,7 @@ pub fn gather(
         spec, loss_plan, &rows, valid,
     ));
     let view = length_bias(loss_plan, &rows, valid, correct, "score")
-        .map(|v| v.to_json(spec.agg))
+        .map(|v| length_bias_json(&v, spec.agg))
         .unwrap_or(Value::Null);
 
     // rows binned by response length, equal widths between the shortest and the longest
