@@ -26,10 +26,8 @@ pub mod commands;
 pub mod config;
 pub mod dataset;
 mod engine;
-pub mod error;
 pub mod input;
 pub mod interrupt;
-mod nearest;
 
 /// Object storage (the `cloud` feature): what the Python package's runners need to put an
 /// output they wrote locally at an object URL as `run` puts its OUT: visible only when
@@ -44,20 +42,24 @@ pub mod object {
 // (`benches/`), the integration tests (`tests/`) and the fuzz targets (`fuzz/`). The binary
 // and the Python package use documented items only (`tests/api.rs` checks it).
 #[doc(hidden)]
-pub mod data;
+pub use advcalc_maths::data;
 #[doc(hidden)]
-pub mod estimators;
+pub use advcalc_maths::estimators;
 #[doc(hidden)]
 pub mod io;
 #[doc(hidden)]
-pub mod loss;
+pub use advcalc_maths::loss;
 #[doc(hidden)]
-pub mod settings;
+pub use advcalc_maths::settings;
 #[doc(hidden)]
-pub mod shaping;
+pub use advcalc_maths::shaping;
 #[cfg(test)]
+#[path = "../crates/advcalc-maths/src/test_support.rs"]
 mod test_support;
 
+pub use advcalc_maths::error;
+pub use advcalc_maths::error::{Error, ErrorKind, Result};
+use advcalc_maths::nearest;
 pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::exchange::Exchange;
@@ -67,7 +69,6 @@ pub use engine::passes::{thread_count, thread_pool};
 pub use engine::pipeline::Constants;
 pub use engine::shard::PlanShard;
 pub use engine::{Computed, Engine};
-pub use error::{Error, ErrorKind, Result};
 pub use estimators::{Estimator, RowStats};
 pub use io::format::Format;
 pub use io::trainers::{DumpOptions, Trainer};

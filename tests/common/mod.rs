@@ -25,7 +25,7 @@ pub mod metrics;
 pub mod moto;
 
 /// The one numeric oracle (`assert_close` and its rules), shared with the unit tests.
-#[path = "../../src/test_support.rs"]
+#[path = "../../crates/advcalc-maths/src/test_support.rs"]
 mod test_support;
 #[allow(unused_imports)] // not every test binary compares numbers
 pub use test_support::*;

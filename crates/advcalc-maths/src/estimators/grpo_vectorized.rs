@@ -1,7 +1,7 @@
 //! `grpo_vectorized`: verl's tensorised GRPO (reference §5.3, §4.3,
 //! `compute_grpo_vectorized_outcome_advantage`).
 //!
-//! **Computes** the same per-row scalar as [`grpo`](super::grpo) —
+//! **Computes** the same per-row scalar as [`grpo`](super::grpo::Grpo) —
 //! `a_i = (s_i − μ_g)/(σ_g + ε)`, unbiased σ, singleton groups (μ, σ) = (0, 1), broadcast onto
 //! the mask — with two differences that come from verl's trainer, not from the maths:
 //!

@@ -6,7 +6,7 @@
 //!   loss keep their ℓ but get no gradient (verl #4852); geo_mean writes the row's loss on
 //!   each of its mask-1 tokens.
 //! - `grad_weights`: d(mini-batch objective)/d log π = c·m·dℓ/d log π (c from
-//!   [`aggregate`](super::aggregate), m the mask after bypass rejection) plus
+//!   [`aggregate`], m the mask after bypass rejection) plus
 //!   `kl_loss_coef`·c·m·d kl/d log π; the entropy term is not replayed.
 //! - `kl_losses`: the KL loss's per-token value (0 at mask 0).
 

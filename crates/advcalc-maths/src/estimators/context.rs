@@ -81,35 +81,35 @@ impl Rows<'_> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowStats {
     /// Group label per row (empty when the estimator does not group).
-    pub(crate) uid: Vec<GroupKey>,
-    pub(crate) step: Option<Vec<i64>>,
+    pub uid: Vec<GroupKey>,
+    pub step: Option<Vec<i64>>,
     /// `(session_id, output_index)` per row, for multi-output sessions.
-    pub(crate) session: Option<(Vec<GroupKey>, Vec<i64>)>,
+    pub session: Option<(Vec<GroupKey>, Vec<i64>)>,
     /// Outcome score: Σ of `token_level_rewards` over all positions of the row.
-    pub(crate) score: Vec<f64>,
+    pub score: Vec<f64>,
     /// Valid tokens after rejection.
-    pub(crate) valid: Vec<f64>,
+    pub valid: Vec<f64>,
     /// Valid tokens before rejection.
-    pub(crate) orig_valid: Vec<f64>,
+    pub orig_valid: Vec<f64>,
     /// Σ_t kld·m (KL in reward).
-    pub(crate) kl_sum: Vec<f64>,
+    pub kl_sum: Vec<f64>,
     /// Partial sums of the IS batch-normalisation mean.
-    pub(crate) is_norm_parts: Vec<(f64, f64)>,
+    pub is_norm_parts: Vec<(f64, f64)>,
     /// gdpo reward components, `components[k][row]`.
-    pub(crate) components: Vec<Vec<f64>>,
+    pub components: Vec<Vec<f64>>,
     /// The estimator's own statistics ([`Estimate::Stats`](super::Estimate::Stats)); `None`
     /// from the constants pre-pass, and in an empty value nothing was appended to yet.
-    pub(crate) own: Option<AnyEstimatorStats>,
+    pub own: Option<AnyEstimatorStats>,
     /// Rows whose scalar score had no position.
-    pub(crate) dropped_scores: usize,
+    pub dropped_scores: usize,
     /// Positive values in log-probability columns (a warning).
-    pub(crate) positive_log_probs: Option<PositiveLogProbs>,
+    pub positive_log_probs: Option<PositiveLogProbs>,
     /// Which pass made these statistics, so the plan can refuse the wrong ones; `None` for
     /// an empty value that nothing was appended to yet.
-    pub(crate) stamp: Option<Stamp>,
+    pub stamp: Option<Stamp>,
     /// The loss stage's kl_cov on IN's advantages: each row's mask-1 tokens as (A, log π,
     /// token index), for its per-micro-batch choice (not in the exchange bytes).
-    pub(crate) loss_tokens: Option<Vec<crate::loss::row::KlCovTokens>>,
+    pub loss_tokens: Option<Vec<crate::loss::row::KlCovTokens>>,
 }
 
 /// What made a [`RowStats`] (or a plan shard): fingerprints of the resolved configuration

@@ -250,7 +250,7 @@ pub fn whitening(m: &Moments, no_std_norm: bool) -> Option<Whitening> {
 
 #[cfg(test)]
 #[allow(clippy::approx_constant)] // hand-worked numbers, written as computed
-pub(crate) mod tests {
+pub mod tests {
     use super::*;
 
     /// conventions.md T4: group_size 2, s = [1, 0, .25, .25], T = 3 masks.

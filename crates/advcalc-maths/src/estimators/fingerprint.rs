@@ -31,7 +31,7 @@ use crate::estimators::state::OwnPlan;
 
 /// A value's bytes in the encoding of the module's documentation, fed to the hash (only
 /// through `write`: the encoding, not `Hasher`'s native-endian helpers).
-pub(crate) trait Encode {
+pub trait Encode {
     fn encode<H: Hasher>(&self, h: &mut H);
 }
 
@@ -202,7 +202,7 @@ impl Encode for ColumnSums {
 
 /// `row_scalar`, the estimator's own part, `warnings` (a [`EstimatorPlan`]'s fields, `rows` left out).
 impl<P: OwnPlan> EstimatorPlan<P> {
-    pub(crate) fn fingerprint<H: Hasher>(&self, h: &mut H) {
+    pub fn fingerprint<H: Hasher>(&self, h: &mut H) {
         // every field named, so that a new one cannot be left out of the fingerprint unseen
         let EstimatorPlan {
             rows: _,
@@ -222,7 +222,7 @@ impl<P: OwnPlan> EstimatorPlan<P> {
 /// `nan_rows` (`usize`). A slot not given is encoded as that layout's empty value: an empty
 /// map, `rows` times `false`, `rows` times `None`, an empty map, 0.
 #[derive(Debug, Default)]
-pub(crate) struct V1<'a> {
+pub struct V1<'a> {
     pub whitening: Option<&'a BTreeMap<Option<i64>, Whitening>>,
     /// `otb_singleton`, `otb_zero_tail`, `columns`.
     pub otb: Option<OtbSlots<'a>>,
@@ -230,14 +230,14 @@ pub(crate) struct V1<'a> {
 }
 
 /// The OTB estimators' slots of [`V1`].
-pub(crate) type OtbSlots<'a> = (
+pub type OtbSlots<'a> = (
     &'a [bool],
     &'a [Option<usize>],
     &'a BTreeMap<(Option<i64>, GroupKey), ColumnSums>,
 );
 
 impl V1<'_> {
-    pub(crate) fn encode<H: Hasher>(&self, rows: usize, h: &mut H) {
+    pub fn encode<H: Hasher>(&self, rows: usize, h: &mut H) {
         let empty = BTreeMap::<u64, u64>::new();
         match self.whitening {
             Some(w) => w.encode(h),

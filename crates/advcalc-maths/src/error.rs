@@ -19,7 +19,7 @@ pub enum ErrorKind {
 /// What a caller may need to tell apart beyond the [`ErrorKind`], set where the error is made
 /// so that no decision reads the message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Reason {
+pub enum Reason {
     /// Nothing a caller branches on.
     #[default]
     Other,
@@ -122,24 +122,24 @@ impl Error {
     }
 
     /// Say what a caller may branch on ([`Reason`]).
-    pub(crate) fn with_reason(mut self, reason: Reason) -> Self {
+    pub fn with_reason(mut self, reason: Reason) -> Self {
         self.reason = reason;
         self
     }
 
     /// What a caller may branch on: [`Reason::Other`] unless [`Error::with_reason`] said.
-    pub(crate) fn reason(&self) -> Reason {
+    pub fn reason(&self) -> Reason {
         self.reason
     }
 
     /// Say which input column and row (counted from 0) the error is about.
-    pub(crate) fn with_cell(mut self, column: &str, row: usize) -> Self {
+    pub fn with_cell(mut self, column: &str, row: usize) -> Self {
         self.cell = Some((column.to_string(), row));
         self
     }
 
     /// The input column and row the error is about, when [`Error::with_cell`] said.
-    pub(crate) fn cell(&self) -> Option<(&str, usize)> {
+    pub fn cell(&self) -> Option<(&str, usize)> {
         self.cell.as_ref().map(|(c, r)| (c.as_str(), *r))
     }
 

@@ -1,7 +1,7 @@
 //! The length-bias view: how each `loss_agg_mode` would distribute this dump's update
 //! (`advcalc loss --json`, `docs/loss.md`). A token's gradient weight is c·g, with g its
 //! dℓ/d log π (mode-independent, replayed under the configured loss) and c the aggregation
-//! weight of [`aggregate`](super::aggregate); so under mode M a row carries
+//! weight of [`aggregate`]; so under mode M a row carries
 //! W_i = c_M(L_i)·Σ_t |g_t|. The view reports, per mode, the share of Σ W over the rows'
 //! response-length quartiles (by valid tokens L_i) and over the two sides of the split
 //! (correct vs incorrect rows by score, or rows above vs below their group by advantage

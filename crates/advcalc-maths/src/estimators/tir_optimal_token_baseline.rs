@@ -2,7 +2,7 @@
 //! token instead of the absolute column (reference §5.14, verl
 //! `compute_multi_turn_optimal_token_baseline_advantage`).
 //!
-//! **Computes** G, w, W as [`optimal_token_baseline`](super::optimal_token_baseline), then
+//! **Computes** G, w, W as [`optimal_token_baseline`], then
 //! compacts each row to its valid tokens (index k = 0, 1, ... over mask-1 positions):
 //! `b_k = Σ_{i∈g} G_ik·W_ik / (Σ_{i∈g} W_ik + 1e-8)`, zero-tail on the compacted index, and
 //! scatters `G − b` back to the valid positions; `returns = G`. **Edge cases**: rows with no

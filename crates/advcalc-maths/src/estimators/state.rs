@@ -43,7 +43,7 @@ pub trait OwnPlan: Debug + Clone + PartialEq + Send + Sync {
     fn write(&self, out: &mut Written);
     /// The values [`OwnPlan::write`] wrote.
     fn read(input: &Reading) -> Result<Self>;
-    /// Its bytes in the plan's fingerprint ([`fingerprint`]'s encoding), for a plan of
+    /// Its bytes in the plan's fingerprint ([`fingerprint`](super::fingerprint)'s encoding), for a plan of
     /// `rows` rows: every value pass 2 reads must count. The estimators of the plan's first
     /// layout write that layout's slots (`V1`), so that their fingerprints never change.
     fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H);
@@ -79,9 +79,9 @@ impl OwnPlan for () {
 #[derive(Debug, Default)]
 pub struct Written {
     /// In the order written.
-    pub(crate) columns: Vec<(String, Column)>,
+    pub columns: Vec<(String, Column)>,
     /// A name written twice keeps its last value.
-    pub(crate) meta: BTreeMap<String, Value>,
+    pub meta: BTreeMap<String, Value>,
 }
 
 impl Written {
@@ -113,8 +113,8 @@ impl Written {
 pub struct Reading {
     /// In the bytes' order; the first of a name counts. `None`: a column of a type no own
     /// state writes (present, but not readable as any).
-    pub(crate) columns: Vec<(String, Option<Column>)>,
-    pub(crate) meta: BTreeMap<String, Value>,
+    pub columns: Vec<(String, Option<Column>)>,
+    pub meta: BTreeMap<String, Value>,
 }
 
 impl Reading {
@@ -313,6 +313,6 @@ pub fn key_from_text(t: &str) -> Result<GroupKey> {
 }
 
 /// The error for exchange bytes that do not hold what their kind says.
-pub(crate) fn malformed(what: &str) -> Error {
+pub fn malformed(what: &str) -> Error {
     Error::data(format!("malformed advcalc exchange bytes: {what}"))
 }

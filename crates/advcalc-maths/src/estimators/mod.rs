@@ -264,7 +264,7 @@ macro_rules! registry {
             }
 
             /// Pass 1: the estimator's own statistics of one row group.
-            pub(crate) fn row_stats(self, rows: &Rows<'_>) -> Result<AnyEstimatorStats> {
+            pub fn row_stats(self, rows: &Rows<'_>) -> Result<AnyEstimatorStats> {
                 match self {
                     $(Estimator::$variant => {
                         let mut stats = Default::default();
@@ -276,7 +276,7 @@ macro_rules! registry {
 
             /// Between the passes: the plan from the merged statistics (whose own part it
             /// takes) and the training batches.
-            pub(crate) fn plan(
+            pub fn plan(
                 self,
                 settings: &Settings<'_>,
                 stats: &mut RowStats,
@@ -299,7 +299,7 @@ macro_rules! registry {
             }
 
             /// This estimator's own statistics from the exchange bytes.
-            pub(crate) fn read_stats(self, input: &state::Reading) -> Result<AnyEstimatorStats> {
+            pub fn read_stats(self, input: &state::Reading) -> Result<AnyEstimatorStats> {
                 match self {
                     $(Estimator::$variant => Ok(AnyEstimatorStats::$variant(OwnStats::read(input)?)),)*
                 }
@@ -307,7 +307,7 @@ macro_rules! registry {
 
             /// A plan of this estimator from the exchange bytes: its common part, read by the
             /// engine, and its own.
-            pub(crate) fn read_plan(
+            pub fn read_plan(
                 self,
                 common: EstimatorPlan,
                 input: &state::Reading,
@@ -328,7 +328,7 @@ macro_rules! registry {
 
             /// Append the next row group's; `false` (and nothing appended) when they are
             /// another estimator's.
-            pub(crate) fn append(&mut self, next: AnyEstimatorStats) -> bool {
+            pub fn append(&mut self, next: AnyEstimatorStats) -> bool {
                 match (self, next) {
                     $((AnyEstimatorStats::$variant(mine), AnyEstimatorStats::$variant(next)) => {
                         mine.append(next);
@@ -339,7 +339,7 @@ macro_rules! registry {
                 }
             }
 
-            pub(crate) fn write(&self, out: &mut state::Written) {
+            pub fn write(&self, out: &mut state::Written) {
                 match self {
                     $(AnyEstimatorStats::$variant(s) => OwnStats::write(s, out),)*
                 }
@@ -389,20 +389,20 @@ macro_rules! registry {
                 }
             }
 
-            pub(crate) fn write(&self, out: &mut state::Written) {
+            pub fn write(&self, out: &mut state::Written) {
                 match self {
                     $(AnyEstimatorPlan::$variant(p) => OwnPlan::write(&p.own, out),)*
                 }
             }
 
-            pub(crate) fn fingerprint<H: Hasher>(&self, h: &mut H) {
+            pub fn fingerprint<H: Hasher>(&self, h: &mut H) {
                 match self {
                     $(AnyEstimatorPlan::$variant(p) => p.fingerprint(h),)*
                 }
             }
 
             /// Pass 2: the estimator's token outputs of one row group.
-            pub(crate) fn token_outputs(&self, rows: &Rows<'_>) -> Result<Tokens> {
+            pub fn token_outputs(&self, rows: &Rows<'_>) -> Result<Tokens> {
                 match self {
                     $(AnyEstimatorPlan::$variant(p) => <$module::$ty as Estimate>::token_outputs(rows, p),)*
                 }
@@ -561,7 +561,7 @@ pub fn broadcast_outcome(a: f32, mask: &[f32], out: &mut [f32]) {
 }
 
 #[cfg(test)]
-pub(crate) mod test_support {
+pub mod test_support {
     use crate::data::GroupKey;
     use crate::estimators::groups::Grouping;
 

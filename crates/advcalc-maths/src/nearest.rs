@@ -3,7 +3,7 @@
 
 /// The name in `known` nearest to `name`: at most two edits, fewer than half the letters;
 /// on a tie, the longest common start.
-pub(crate) fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     known
         .into_iter()
         .map(|k| (edit_distance(name, k), k))
