@@ -106,7 +106,7 @@ impl Error {
     /// The hint stays out of the message and survives [`Error::context`]:
     ///
     /// ```
-    /// use advcalc::{Error, ErrorKind};
+    /// use advcalc_maths::{Error, ErrorKind};
     ///
     /// let e = Error::usage("OUT is the same file as IN")
     ///     .with_hint("write to another file")
