@@ -1,9 +1,9 @@
 //! Micro-benchmarks of the hot kernels (divan): `cargo bench --bench kernels`.
 
-use advcalc::data::GroupKey;
-use advcalc::estimators::groups::Grouping;
-use advcalc::estimators::{broadcast_outcome, gae, grpo, reinforce_plus_plus};
-use advcalc::shaping::kl::{KlEstimator, penalize_row};
+use advcalc_maths::data::GroupKey;
+use advcalc_maths::estimators::groups::Grouping;
+use advcalc_maths::estimators::{broadcast_outcome, gae, grpo, reinforce_plus_plus};
+use advcalc_maths::shaping::kl::{KlEstimator, penalize_row};
 
 fn main() {
     divan::main();
@@ -103,7 +103,7 @@ fn kl_penalty_row(bencher: divan::Bencher, estimator: KlEstimator) {
 /// `token_k1` rejection (threshold 2.0) and token IS weights (TIS 2.0) from it.
 #[divan::bench]
 fn correction_token_is_and_k1_rejection_row_1024_tokens(bencher: divan::Bencher) {
-    use advcalc::shaping::correction::{
+    use advcalc_maths::shaping::correction::{
         IsLevel, IsSpec, RsAggregate, RsOption, RsStatistic, log_ratio_row, raw_weights_row,
         reject_row, truncate_weights,
     };

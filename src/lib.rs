@@ -42,24 +42,17 @@ pub mod object {
 // (`benches/`), the integration tests (`tests/`) and the fuzz targets (`fuzz/`). The binary
 // and the Python package use documented items only (`tests/api.rs` checks it).
 #[doc(hidden)]
-pub use advcalc_maths::data;
-#[doc(hidden)]
-pub use advcalc_maths::estimators;
-#[doc(hidden)]
 pub mod io;
-#[doc(hidden)]
-pub use advcalc_maths::loss;
-#[doc(hidden)]
-pub use advcalc_maths::settings;
-#[doc(hidden)]
-pub use advcalc_maths::shaping;
 #[cfg(test)]
 #[path = "../crates/advcalc-maths/src/test_support.rs"]
 mod test_support;
 
 pub use advcalc_maths::error;
+// The maths' modules under their own names, for the layers above (not re-exported: the
+// tests, benchmarks and fuzz targets use the advcalc-maths crate itself).
 pub use advcalc_maths::error::{Error, ErrorKind, Result};
 use advcalc_maths::nearest;
+use advcalc_maths::{data, estimators, loss, settings, shaping};
 pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::exchange::Exchange;

@@ -153,10 +153,7 @@ fn hidden_uses(hidden: &[String], clients: &[(&str, String)]) -> Vec<String> {
 fn the_binary_and_the_python_package_use_no_module_hidden_from_the_docs() {
     let hidden = hidden_modules();
     // the modules the comment in src/lib.rs names; a change there must be deliberate
-    assert_eq!(
-        hidden,
-        ["data", "estimators", "io", "loss", "settings", "shaping"]
-    );
+    assert_eq!(hidden, ["io"]);
     let clients: Vec<(&str, String)> = CLIENTS.iter().map(|&f| (f, read(f))).collect();
     // the check sees the clients' paths at all (a parser that finds nothing passes anything)
     let python = advcalc_segments(&code_only(&clients[1].1));
@@ -177,7 +174,10 @@ fn the_binary_and_the_python_package_use_no_module_hidden_from_the_docs() {
 
 #[test]
 fn the_check_finds_a_hidden_path_in_every_form() {
-    let hidden = hidden_modules();
+    // the parser's test, with a list of its own (the real one is checked above)
+    let hidden: Vec<String> = ["data", "estimators", "io", "shaping"]
+        .map(String::from)
+        .to_vec();
     let planted = |text: &str| hidden_uses(&hidden, &[("client.rs", text.to_string())]);
     assert_eq!(
         planted("fn f() { advcalc::io::read::decoding(); }"),

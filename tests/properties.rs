@@ -5,12 +5,12 @@
 
 mod common;
 
-use advcalc::data::GroupKey;
-use advcalc::estimators::groups::Grouping;
-use advcalc::estimators::{
+use advcalc_maths::data::GroupKey;
+use advcalc_maths::estimators::groups::Grouping;
+use advcalc_maths::estimators::{
     gae, gpg, grpo, opo, reinforce_plus_plus, reinforce_plus_plus_baseline, rloo, rloo_vectorized,
 };
-use advcalc::shaping::kl::KlEstimator;
+use advcalc_maths::shaping::kl::KlEstimator;
 use common::check_close;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -172,7 +172,7 @@ proptest! {
         let r: Vec<f32> = tokens.iter().map(|t| t.0).collect();
         let m: Vec<f32> = tokens.iter().map(|t| if t.2 { 1.0 } else { 0.0 }).collect();
         let mut out = vec![1.0f32; r.len()];
-        advcalc::estimators::broadcast_outcome(a, &m, &mut out);
+        advcalc_maths::estimators::broadcast_outcome(a, &m, &mut out);
         let mut ret = vec![1.0f32; r.len()];
         reinforce_plus_plus::reinforce_plus_plus_row(&r, &m, 0.9, &mut ret);
         for t in 0..r.len() {

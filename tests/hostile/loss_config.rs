@@ -11,10 +11,10 @@
 //! finite numbers everywhere; never a panic.
 #![allow(dead_code)] // each includer uses its part
 
-use advcalc::loss::LossMode;
-use advcalc::loss::plan::LossPlan;
-use advcalc::loss::row::{KlCovTokens, RowInputs, RowSums, row};
 use advcalc::{Config, ConfigSources, ErrorKind};
+use advcalc_maths::loss::LossMode;
+use advcalc_maths::loss::plan::LossPlan;
+use advcalc_maths::loss::row::{KlCovTokens, RowInputs, RowSums, row};
 
 /// The most rows the synthetic step has (larger mini-batches are checked as configuration
 /// only).
@@ -113,19 +113,22 @@ pub fn check(text: &str) -> Result<Replay, advcalc::Error> {
         }
         sums.push(s);
     }
-    for (step_id, metrics) in
-        advcalc::loss::metrics::step_metrics(&spec, spec.bypass.is_some(), &plan.partition, &sums)
-    {
+    for (step_id, metrics) in advcalc_maths::loss::metrics::step_metrics(
+        &spec,
+        spec.bypass.is_some(),
+        &plan.partition,
+        &sums,
+    ) {
         for (name, value) in &metrics {
             if !value.is_finite() {
                 note(format!("metric {name} (step {step_id:?}): {value}"));
             }
         }
     }
-    let _ = advcalc::loss::findings::findings(&spec, &plan, &sums, &valid);
+    let _ = advcalc_maths::loss::findings::findings(&spec, &plan, &sums, &valid);
     let correct: Vec<bool> = (0..rows).map(|r| r % 3 == 0).collect();
     if let Some(view) =
-        advcalc::loss::length_bias::length_bias(&plan, &sums, &valid, &correct, "score")
+        advcalc_maths::loss::length_bias::length_bias(&plan, &sums, &valid, &correct, "score")
     {
         let _ = view.to_table(spec.agg);
     }
