@@ -16,7 +16,7 @@ use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Unde
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
 };
 
 /// Per-row Dr. GRPO scalars for one batch (verl's rule).
@@ -60,6 +60,16 @@ impl Estimate for Drgrpo {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        overview: Overview {
+            section: Some("B1"),
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "s (verl)",
+            variants: &[],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

@@ -26,7 +26,8 @@ use crate::data::TokenRole;
 use crate::error::Result;
 use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL,
 };
 
 /// A_raw of one row.
@@ -87,6 +88,28 @@ impl Estimate for Gae {
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the critic's values (values)"),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "A_raw + V",
+            whitening: "batch",
+            masked: false,
+            masked_note: None,
+            singleton: "n/a (no groups)",
+            variants: &[(
+                "whiten_advantages: false",
+                Overview {
+                    section: Some("A2"),
+                    needs: None,
+                    returns: "A_raw + V",
+                    whitening: "no",
+                    masked: true,
+                    masked_note: None,
+                    singleton: "n/a",
+                    variants: &[],
+                },
+            )],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

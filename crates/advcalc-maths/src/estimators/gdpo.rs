@@ -15,8 +15,8 @@ use super::grpo::grpo;
 use crate::error::Result;
 use crate::estimators::reinforce_plus_plus_baseline::whitened;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
-    broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL, broadcast_scalars,
 };
 
 /// The per-row weighted sum of per-component GRPO advantages, before whitening.
@@ -49,6 +49,16 @@ impl Estimate for Gdpo {
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: Some("`uid`, one scalar column per `gdpo_reward_keys` entry"),
+            returns: "= advantages",
+            whitening: "GRPO per key, then batch",
+            masked: true,
+            masked_note: None,
+            singleton: "per key as grpo, then whitened",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

@@ -9,8 +9,8 @@ use crate::estimators::groups::Grouping;
 use super::groups::group_means;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
-    broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL, broadcast_scalars,
 };
 
 pub fn gpg(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -37,6 +37,16 @@ impl Estimate for Gpg {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "α·s",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

@@ -29,7 +29,8 @@ use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Unde
 use crate::estimators::groups::{Grouping, group_means, group_sums};
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL,
 };
 
 /// verl's default `epsilon` for the GRPO family.
@@ -111,6 +112,16 @@ impl Estimate for Grpo {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        overview: Overview {
+            section: None,
+            needs: Some("`uid` (opt. `session_id` + `output_index`)"),
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "s/(1+1e-6), or s without std",
+            variants: &[],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

@@ -22,7 +22,8 @@ use crate::estimators::conventions::{Convention, Member, Rule, Under};
 use crate::estimators::groups::Grouping;
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, conventions,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    conventions,
 };
 
 /// How a framework defines the batch-std advantage.
@@ -119,6 +120,16 @@ impl Estimate for GrpoBatchStd {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        overview: Overview {
+            section: Some("B2"),
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "s/(σ_batch+1e-6) (verl)",
+            variants: &[],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

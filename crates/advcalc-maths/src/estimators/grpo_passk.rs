@@ -11,8 +11,8 @@ use crate::estimators::groups::Grouping;
 use super::grpo::{EPSILON, group_mean_std};
 use crate::error::{Error, Result};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
-    broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL, broadcast_scalars,
 };
 
 /// `Err(group)` names a group with a single row.
@@ -62,6 +62,16 @@ impl Estimate for GrpoPassk {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "**error**",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

@@ -23,8 +23,8 @@ use crate::estimators::groups::Grouping;
 use super::grpo;
 use crate::error::{Error, Result};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
-    broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL, broadcast_scalars,
 };
 
 /// Group rows the way `as_torch_index` does. `Err(row)` names a row whose label would be a
@@ -96,6 +96,16 @@ impl Estimate for GrpoVectorized {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "s/(1+1e-6)",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

@@ -23,7 +23,8 @@ use crate::error::Result;
 use crate::estimators::conventions::{Convention, Member, Rule, Under};
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, conventions,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    conventions,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +105,16 @@ impl Estimate for Maxrl {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        overview: Overview {
+            section: Some("B3"),
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "0 (prime-rl rule; rows without a valid token leave the group mean)",
+            variants: &[],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

@@ -5,7 +5,8 @@
 //! Adding an estimator: write `estimators/NAME.rs` with a unit struct implementing
 //! [`Estimate`] (its [`Info`], its batch work, its token outputs and, where it needs them, its
 //! own pass-1 statistics and plan part: types implementing [`OwnStats`] and [`OwnPlan`]),
-//! then declare `pub mod NAME;` and add `Variant => NAME::Struct,` to the list below.
+//! then declare `pub mod NAME;` and add `Variant => NAME::Struct,` to the list below, and
+//! regenerate the docs' tables from its declaration (`ADVCALC_BLESS=1 cargo test --test docs`).
 
 pub mod context;
 pub mod conventions;
@@ -91,7 +92,9 @@ pub struct Info {
     pub source: &'static str,
     /// What it computes, in one line.
     pub summary: &'static str,
+    /// One scalar per row broadcast onto the mask, or per-token outputs.
     pub kind: Kind,
+    /// The input columns it reads beyond `response_mask` and the scores.
     pub columns: &'static [Column],
     /// The `algorithm.*` keys (and their flags) it reads.
     pub settings: &'static [&'static str],
@@ -109,6 +112,35 @@ pub struct Info {
     pub needs_tokens: Option<&'static str>,
     /// Its family: a convention member with its rules, an OpenRLHF estimator, or neither.
     pub family: Family,
+    /// Its row in `docs/estimators.md`'s overview tables, which are generated from it.
+    pub overview: Overview,
+}
+
+/// What `docs/estimators.md`'s overview tables say of an estimator beyond its columns: its
+/// outputs and its edge cases, as the text of each cell (`tests/docs.rs` keeps the tables
+/// and these in step).
+#[derive(Debug, Clone, Copy)]
+pub struct Overview {
+    /// Its section in `docs/conventions.md` ("A1", "B5"), shown after its name; `None` for
+    /// verl's estimators, which that file does not describe.
+    pub section: Option<&'static str>,
+    /// The "also needs" cell when the names of [`Info::columns`] do not say it all (optional
+    /// or alternative columns, when a column is read); `None`: those names, or "—".
+    pub needs: Option<&'static str>,
+    /// What its `returns` output holds ("= advantages", "A_raw + V").
+    pub returns: &'static str,
+    /// The whitening it applies to its advantages ("no", "batch").
+    pub whitening: &'static str,
+    /// Whether its advantages are zero outside the response mask.
+    pub masked: bool,
+    /// What the table adds after the masked cell ("held up to the last valid token").
+    pub masked_note: Option<&'static str>,
+    /// What a group of one row gets ("s", "**error**", "n/a" without groups).
+    pub singleton: &'static str,
+    /// Settings under which the additions table lists it as an estimator of its own, with
+    /// that row (`gae` with `whiten_advantages: false`, A2): the setting as written, then the
+    /// row, whose `needs: None` means the estimator's columns.
+    pub variants: &'static [(&'static str, Overview)],
 }
 
 impl Info {

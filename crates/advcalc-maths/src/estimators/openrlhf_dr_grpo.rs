@@ -14,7 +14,8 @@ use crate::estimators::groups::Grouping;
 use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    openrlhf,
 };
 
 pub fn openrlhf_dr_grpo(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -39,6 +40,18 @@ impl Estimate for OpenrlhfDrGrpo {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Openrlhf,
+        overview: Overview {
+            section: Some("B5"),
+            needs: Some(
+                "`uid` (blocks of `group_size`); `old_log_probs`, `ref_log_prob` with `openrlhf.kl_coef > 0`",
+            ),
+            returns: "= advantages",
+            whitening: "no",
+            masked: false,
+            masked_note: Some("held up to the last valid token"),
+            singleton: "**error**",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

@@ -19,7 +19,8 @@ use super::openrlhf::{Shaping, group_scalar};
 use crate::error::Result;
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, openrlhf,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    openrlhf,
 };
 
 pub fn openrlhf_reinforce_baseline(scores: &[f64], grouping: &Grouping) -> Result<Vec<f64>, usize> {
@@ -47,6 +48,18 @@ impl Estimate for OpenrlhfReinforceBaseline {
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
         family: Family::Openrlhf,
+        overview: Overview {
+            section: Some("B5"),
+            needs: Some(
+                "`uid` (blocks of `group_size`); `old_log_probs`, `ref_log_prob` with `openrlhf.kl_coef > 0`",
+            ),
+            returns: "un-whitened G",
+            whitening: "batch (population var)",
+            masked: false,
+            masked_note: None,
+            singleton: "**error**",
+            variants: &[],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

@@ -12,8 +12,8 @@ use crate::estimators::fingerprint::V1;
 use crate::estimators::groups::Grouping;
 use crate::estimators::state::{OwnPlan, Reading, Written, malformed};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
-    broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL, broadcast_scalars,
 };
 
 /// Returns the per-row scalars and the number of rows whose group had no valid token.
@@ -94,6 +94,16 @@ impl Estimate for Opo {
         weights_in_pass1: false,
         needs_tokens: Some("each row's valid-token count (its baseline is length-weighted)"),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "s",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = NanRows;

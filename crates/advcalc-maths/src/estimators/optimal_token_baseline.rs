@@ -26,7 +26,8 @@ use crate::estimators::state::{
 };
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL,
 };
 
 /// G and W of one row.
@@ -359,6 +360,16 @@ impl Estimate for OptimalTokenBaseline {
         weights_in_pass1: true,
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "G (unmasked)",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "G·m",
+            variants: &[],
+        },
     };
     type Stats = GroupColumns;
     type Plan = OtbPlan;

@@ -18,7 +18,9 @@
 //! §5.11) without the whitening.
 
 use crate::error::Result;
-use crate::estimators::{Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch};
+use crate::estimators::{
+    Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+};
 
 /// The masked discounted return-to-go of one row.
 pub fn reinforce(rewards: &[f32], mask: &[f32], gamma: f64, out: &mut [f32]) {
@@ -47,6 +49,16 @@ impl Estimate for Reinforce {
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards (a return-to-go over the policy tokens)"),
         family: Family::Independent,
+        overview: Overview {
+            section: Some("A1"),
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "n/a",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

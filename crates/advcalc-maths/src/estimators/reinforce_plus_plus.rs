@@ -24,7 +24,7 @@
 use crate::error::Result;
 use crate::estimators::moments::{Moments, RowMoments, StepWhitening};
 use crate::estimators::{
-    Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+    Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch, VERL,
 };
 
 /// How the return treats mask-0 (tool/observation) positions.
@@ -109,6 +109,16 @@ impl Estimate for ReinforcePlusPlus {
             "per-token rewards and each row's valid tokens (a return-to-go whitened over the batch's valid tokens)",
         ),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "masked discounted return",
+            whitening: "batch",
+            masked: true,
+            masked_note: None,
+            singleton: "n/a",
+            variants: &[],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

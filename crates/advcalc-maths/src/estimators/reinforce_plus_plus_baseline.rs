@@ -12,8 +12,8 @@ use crate::estimators::groups::Grouping;
 use super::groups::group_means;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
-    broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL, broadcast_scalars,
 };
 
 /// The per-row centred scores, before whitening.
@@ -41,6 +41,16 @@ impl Estimate for ReinforcePlusPlusBaseline {
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "= advantages",
+            whitening: "batch",
+            masked: true,
+            masked_note: None,
+            singleton: "s, then whitened",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

@@ -8,7 +8,8 @@
 
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL,
 };
 
 /// Reward-to-go over valid tokens, as `flip(cumsum(flip(r·m)))`.
@@ -41,6 +42,16 @@ impl Estimate for Remax {
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the greedy response's reward (reward_baselines)"),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: Some("`reward_baselines` (scalar)"),
+            returns: "reward-to-go G",
+            whitening: "no",
+            masked: false,
+            masked_note: None,
+            singleton: "n/a",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

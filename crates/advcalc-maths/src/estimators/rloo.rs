@@ -12,7 +12,8 @@ use crate::error::Result;
 use crate::estimators::conventions::{self, Convention, Member, Rule, Under};
 use crate::estimators::moments::{RowMoments, StepWhitening};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL,
 };
 
 pub fn rloo(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -59,6 +60,16 @@ impl Estimate for Rloo {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "s",
+            variants: &[],
+        },
     };
     type Stats = RowMoments;
     type Plan = StepWhitening;

@@ -33,7 +33,7 @@
 use crate::error::Result;
 use crate::estimators::groups::Grouping;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
     broadcast_scalars,
 };
 
@@ -240,6 +240,16 @@ impl Estimate for RlooLooStd {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        overview: Overview {
+            section: Some("B4"),
+            needs: Some("`uid`, or `prompt_ids` (`nemo.group_by`)"),
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "0",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

@@ -10,8 +10,8 @@ use crate::estimators::groups::Grouping;
 use super::groups::per_row_from_group;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
-    broadcast_scalars,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL, broadcast_scalars,
 };
 
 pub fn rloo_vectorized(scores: &[f64], grouping: &Grouping) -> Vec<f64> {
@@ -38,6 +38,16 @@ impl Estimate for RlooVectorized {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "= advantages",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "**0**",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();

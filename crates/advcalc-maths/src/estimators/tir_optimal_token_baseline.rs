@@ -12,7 +12,8 @@
 use crate::error::Result;
 use crate::estimators::optimal_token_baseline::{self, GroupColumns, OtbPlan};
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch, VERL,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
+    VERL,
 };
 
 /// Compacted index of each valid position of a row (`None` for mask-0 positions).
@@ -41,6 +42,16 @@ impl Estimate for TirOptimalTokenBaseline {
         weights_in_pass1: true,
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
         family: Family::Independent,
+        overview: Overview {
+            section: None,
+            needs: None,
+            returns: "G (unmasked)",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "G·m",
+            variants: &[],
+        },
     };
     type Stats = GroupColumns;
     type Plan = OtbPlan;

@@ -23,7 +23,7 @@
 use crate::data::TokenRole;
 use crate::error::Result;
 use crate::estimators::{
-    Column, Estimate, EstimatorPlan, Family, Info, Kind, Rows, Tokens, TrainingBatch,
+    Column, Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
 };
 
 /// Advantages and returns of one row.
@@ -80,6 +80,16 @@ impl Estimate for TurnGae {
             "per-token rewards, the calls of the response mask and the critic's values (values)",
         ),
         family: Family::Independent,
+        overview: Overview {
+            section: Some("A3"),
+            needs: None,
+            returns: "A_k + v_k on call tokens",
+            whitening: "no",
+            masked: true,
+            masked_note: None,
+            singleton: "n/a",
+            variants: &[],
+        },
     };
     type Stats = ();
     type Plan = ();
