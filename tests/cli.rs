@@ -596,6 +596,59 @@ fn estimators_lists_every_variant() {
     assert!(table.stderr.is_empty());
 }
 
+// `advcalc losses` lists every policy loss verl 0.9.1 registers but clip_cov: the list
+// below is verl's (trainer/ppo/core_algos.py's register_policy_loss names), not computed by
+// advcalc. bypass_mode comes twice, once per rollout_correction.loss_type.
+#[test]
+fn losses_lists_every_verl_loss_but_clip_cov() {
+    let out = advcalc().args(["losses", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    let verl = [
+        "vanilla",
+        "dppo_tv",
+        "dppo_kl",
+        "gspo",
+        "sapo",
+        "gpg",
+        "kl_cov",
+        "geo_mean",
+        "dro",
+        "cispo",
+        "bypass_mode",
+    ];
+    for name in verl {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    assert!(!names.contains(&"clip_cov"));
+    assert!(names.iter().all(|n| verl.contains(n)), "{names:?}");
+    let loss_types: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "bypass_mode")
+        .map(|e| e["loss_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(loss_types, ["ppo_clip", "reinforce"]);
+    let table = advcalc().arg("losses").output().unwrap();
+    assert!(table.status.success() && table.stderr.is_empty());
+    let text = String::from_utf8(table.stdout).unwrap();
+    for name in verl {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{name} missing from the table"
+        );
+    }
+    assert!(text.contains("source: verl 0.9.1 trainer/ppo/core_algos.py:1285; per token"));
+    assert!(text.contains("clip_cov (verl 0.9.1 registers it too) is refused"));
+}
+
 /// A consumer that closes the pipe early is the normal end of a pipeline (SIGPIPE
 /// convention): no error, exit 0. `run`'s output (an Arrow stream of the whole demo) is far
 /// larger than a pipe's buffer, so it meets the closed pipe mid-write; `inspect` and

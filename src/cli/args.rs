@@ -32,7 +32,7 @@ advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.par
 cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc inspect in.parquet\n  \
 advcalc compare -e grpo,rloo,drgrpo in.parquet\n  \
 advcalc report -e grpo,rloo,drgrpo in.parquet -o report.html\n  \
-advcalc config -c verl_trainer.yaml --origins\n  advcalc estimators"
+advcalc config -c verl_trainer.yaml --origins\n  advcalc estimators\n  advcalc losses"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -76,6 +76,18 @@ pub enum Command {
     Config(Box<ConfigArgs>),
     /// List every estimator: what it computes, the columns it needs, the settings it reads
     Estimators {
+        /// Print JSON (an array of objects) instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every policy loss `advcalc loss` replays: what it computes, its metrics, the keys it reads
+    ///
+    /// verl 0.9.1's policy_loss.loss_mode values (every registered one but the random
+    /// clip_cov), with bypass mode's two losses (algorithm.rollout_correction.loss_type
+    /// ppo_clip and reinforce): where verl defines each, whether it works per token or per
+    /// row, which of pg_clipfrac, pg_clipfrac_lower and ppo_kl it returns, and the
+    /// configuration keys it reads.
+    Losses {
         /// Print JSON (an array of objects) instead of a table
         #[arg(long)]
         json: bool,

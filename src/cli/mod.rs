@@ -55,6 +55,16 @@ fn run(cli: Cli) -> Result<(), Error> {
             };
             print_stdout(&text)
         }
+        Command::Losses { json } => {
+            let text = if json {
+                serde_json::to_string_pretty(&crate::commands::losses::to_json())
+                    .unwrap_or_default()
+                    + "\n"
+            } else {
+                crate::commands::losses::to_table()
+            };
+            print_stdout(&text)
+        }
         Command::Config(args) => {
             let options = crate::commands::config::ConfigOptions {
                 json: args.json,

@@ -1,7 +1,7 @@
 //! The commands: clients of the engine that read a whole input and report or write.
 //!
 //! Each public module is one command's entry point, its options and what it returns:
-//! [`inspect`], [`compare`], [`report`], [`config`] and [`estimators`]. `run` is
+//! [`inspect`], [`compare`], [`report`], [`config`], [`estimators`] and [`losses`]. `run` is
 //! [`crate::run`] / [`crate::run_with`] at the crate root, and a dataset's share run apart is
 //! [`crate::dataset::run_files`]. Everything else here (the passes over a dump, the findings,
 //! the page's parts) is internal.
@@ -12,6 +12,7 @@ pub mod config;
 pub(crate) mod dataset;
 pub mod estimators;
 pub mod inspect;
+pub mod losses;
 pub(crate) mod numbers;
 pub mod report;
 pub(crate) mod run;

@@ -10,7 +10,7 @@
 use super::section::Section;
 use super::value::Value;
 use crate::error::Result;
-use crate::loss::{AggMode, Bypass, BypassLoss, KlLoss, LossMode, LossSpec, PolicyParams};
+use crate::loss::{AggMode, Bypass, KlLoss, LossMode, LossSpec, PolicyParams};
 use crate::settings::{Invalid, Keys};
 
 /// The keys of verl 0.9.1's actor section that the replay reads.
@@ -281,7 +281,7 @@ pub(crate) fn read(
         None
     };
     let mode = match (&bypass, mode_name.as_str()) {
-        (Some(b), _) => LossMode::Bypass(b.loss),
+        (Some(b), _) => LossMode::bypass(b.loss),
         (None, "clip_cov") => {
             return Err(p.reject(
                 Invalid::new(
@@ -291,66 +291,35 @@ pub(crate) fn read(
                 .hint("replay another loss_mode (vanilla is clip_cov without the random choice)"),
             ));
         }
-        (None, name) => match name {
-            "vanilla" => LossMode::Vanilla,
-            "dppo_tv" => LossMode::DppoTv,
-            "dppo_kl" => LossMode::DppoKl,
-            "gspo" => LossMode::Gspo,
-            "sapo" => LossMode::Sapo,
-            "gpg" => LossMode::Gpg,
-            "kl_cov" => LossMode::KlCov,
-            "geo_mean" => LossMode::GeoMean,
-            "dro" => LossMode::Dro,
-            "cispo" => LossMode::Cispo,
-            "bypass_mode" => {
-                return Err(p.reject(
-                    Invalid::new(
-                        "loss_mode",
-                        "bypass_mode is set by verl itself when algorithm.rollout_correction.bypass_mode is true",
-                    )
-                    .hint("set algorithm.rollout_correction.bypass_mode=true instead"),
-                ));
-            }
-            other => {
-                let hint = match crate::nearest::nearest(other, LossMode::NAMES) {
+        (None, name) => match LossMode::from_name(name) {
+            // bypass_mode's losses are set by algorithm.rollout_correction, not by name
+            Some(mode) => match mode.info().refused {
+                Some((message, hint)) => {
+                    return Err(p.reject(Invalid::new("loss_mode", message).hint(hint)));
+                }
+                None => mode,
+            },
+            None => {
+                let names = LossMode::names();
+                let hint = match crate::nearest::nearest(name, names.iter().copied()) {
                     Some(n) => format!(
                         "did you mean `{n}`? verl 0.9.1 registers {}",
-                        LossMode::NAMES.join(", ")
+                        names.join(", ")
                     ),
-                    None => format!(
-                        "verl 0.9.1 registers {} (and clip_cov)",
-                        LossMode::NAMES.join(", ")
-                    ),
+                    None => format!("verl 0.9.1 registers {} (and clip_cov)", names.join(", ")),
                 };
                 return Err(p.reject(
-                    Invalid::new("loss_mode", format!("Unsupported loss mode: {other}")).hint(hint),
+                    Invalid::new("loss_mode", format!("Unsupported loss mode: {name}")).hint(hint),
                 ));
             }
         },
     };
     // the clip ranges, for the losses that read them (sapo, gpg, kl_cov, dro and bypass's
-    // reinforce do not): verl's torch.clamp(ratio, 1 − low, 1 + high) refuses nothing, and
-    // with low > high it gives 1 + high for every token; a negative ratio puts the ratio 1
-    // itself outside the range. advcalc's f32::clamp would panic on the inverted range.
-    let clip_why = match mode {
-        LossMode::GeoMean => Some(
-            "geo_mean clips log π − log π_old to [−clip_ratio_low, clip_ratio_high], which must contain 0",
-        ),
-        LossMode::DppoTv | LossMode::DppoKl => Some(
-            "dppo's clip_ratio_low/high bound a divergence between π and π_old, which is ≥ 0 at π = π_old",
-        ),
-        LossMode::Vanilla
-        | LossMode::Gspo
-        | LossMode::Cispo
-        | LossMode::Bypass(BypassLoss::PpoClip) => Some(
-            "the clip range [1 − clip_ratio_low, 1 + clip_ratio_high] must contain the ratio 1",
-        ),
-        LossMode::Sapo
-        | LossMode::Gpg
-        | LossMode::KlCov
-        | LossMode::Dro
-        | LossMode::Bypass(BypassLoss::Reinforce) => None,
-    };
+    // reinforce do not; each loss's declaration says why its ratios must be ≥ 0):
+    // verl's torch.clamp(ratio, 1 − low, 1 + high) refuses nothing, and with low > high it
+    // gives 1 + high for every token; a negative ratio puts the ratio 1 itself outside the
+    // range. advcalc's f32::clamp would panic on the inverted range.
+    let clip_why = mode.info().clip_range;
     if let Some(why) = clip_why {
         for (key, value) in [(clip_low_key, clip_low), (clip_high_key, clip_high)] {
             // -0.0 is 0
@@ -371,7 +340,7 @@ pub(crate) fn read(
     }
     match mode {
         // verl's assert (core_algos.py:1331-1334), its message as it is
-        LossMode::Vanilla | LossMode::Bypass(BypassLoss::PpoClip) if clip_c <= 1.0 => {
+        LossMode::Vanilla | LossMode::BypassPpoClip if clip_c <= 1.0 => {
             return Err(s.reject(
                 Invalid::new(
                     "clip_ratio_c",
@@ -588,7 +557,7 @@ pub(crate) fn to_map(spec: &LossSpec, n: Option<i64>) -> super::value::Map {
     let mut policy = Map::new();
     let mode = match spec.mode {
         // verl's own config keeps the YAML loss_mode; bypass comes from algorithm
-        LossMode::Bypass(_) => "vanilla",
+        LossMode::BypassPpoClip | LossMode::BypassReinforce => "vanilla",
         m => m.name(),
     };
     policy.insert("loss_mode", mode.into());
@@ -801,6 +770,63 @@ mod tests {
             }
             let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
             assert_eq!(accepted(&sets).params.clip_high, -1.5, "{mode}");
+        }
+    }
+
+    // loss_mode through the registry: an unknown name with verl's list (and the nearest one),
+    // clip_cov and bypass_mode refused with their reasons
+    #[test]
+    fn loss_mode_names_come_from_the_registry() {
+        let set = |mode: &str| format!("actor_rollout_ref.actor.policy_loss.loss_mode={mode}");
+        let verl =
+            "vanilla, dppo_tv, dppo_kl, gspo, sapo, gpg, kl_cov, geo_mean, dro, cispo, bypass_mode";
+        let e = refused(&[&set("vanila")]);
+        assert_names(
+            &e,
+            &["policy_loss.loss_mode", "Unsupported loss mode: vanila"],
+        );
+        assert_eq!(
+            e.hint(),
+            Some(format!("did you mean `vanilla`? verl 0.9.1 registers {verl}").as_str())
+        );
+        let e = refused(&[&set("ppo")]);
+        assert_eq!(
+            e.hint(),
+            Some(format!("verl 0.9.1 registers {verl} (and clip_cov)").as_str())
+        );
+        let e = refused(&[&set("bypass_mode")]);
+        assert_names(&e, &["bypass_mode is set by verl itself"]);
+        assert_eq!(
+            e.hint(),
+            Some("set algorithm.rollout_correction.bypass_mode=true instead")
+        );
+        let e = refused(&[&set("clip_cov")]);
+        assert_names(&e, &["torch.randperm, core_algos.py:1823"]);
+        for mode in LossMode::ALL {
+            if mode.info().refused.is_none() {
+                let mut sets = vec![set(mode.name())];
+                if mode == LossMode::Dro {
+                    sets.push("actor_rollout_ref.actor.policy_loss.dro_beta=0.1".into());
+                }
+                let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+                assert_eq!(accepted(&sets).mode, mode);
+            }
+        }
+    }
+
+    // every key a loss declares is one this section (or policy_loss) reads
+    #[test]
+    fn the_losses_declare_keys_the_section_reads() {
+        let policy_loss = ["kl_cov_ratio", "ppo_kl_coef", "dro_beta"];
+        for mode in LossMode::ALL {
+            for key in mode.info().parameters {
+                let known = match key.split_once('.') {
+                    Some(("policy_loss", k)) => policy_loss.contains(&k),
+                    Some(("algorithm", k)) => k.starts_with("rollout_correction."),
+                    _ => super::reads(key),
+                };
+                assert!(known, "{}: {key}", mode.name());
+            }
         }
     }
 

@@ -179,7 +179,7 @@ pub fn row(
     terms.resize(n, Term::default());
     let mut row_loss = None;
     match spec.mode {
-        LossMode::Gspo => policy::gspo_row(
+        LossMode::Gspo => policy::gspo::row(
             p,
             input.advantages,
             input.log_probs,
@@ -188,7 +188,7 @@ pub fn row(
             terms,
         ),
         LossMode::GeoMean => {
-            row_loss = Some(policy::geo_mean_row(
+            row_loss = Some(policy::geo_mean::row(
                 p,
                 input.advantages,
                 input.log_probs,
@@ -201,12 +201,12 @@ pub fn row(
         mode => {
             for (t, term) in terms.iter_mut().enumerate() {
                 let (a, l, o) = (input.advantages[t], input.log_probs[t], input.old[t]);
-                *term = policy::token(mode, p, a, l, o);
+                *term = mode.token(p, a, l, o);
                 if let Some(cut) = &place.kl_cov
                     && m_eff[t] > 0.0
                     && cut.chooses(place.row, t, a, l)
                 {
-                    let (extra, grad) = policy::kl_cov_extra(p, l, o);
+                    let (extra, grad) = policy::kl_cov::extra(p, l, o);
                     term.loss += extra;
                     term.grad += grad;
                 }
