@@ -27,7 +27,7 @@ pub fn is_jsonl(path: &Path, format: Option<Format>) -> Result<bool> {
 /// The trainer whose dump IN is (`format` when it names one, else told by the layout:
 /// `docs/trainers.md`); `None` for any other input, or a layout that cannot be read (its
 /// reader then reports why). Its estimator and convention are the configuration's defaults
-/// ([`ConfigSources::dump`](crate::ConfigSources::dump)).
+/// ([`ConfigSources::input_defaults`](crate::ConfigSources::input_defaults), from [`dump_defaults`]).
 pub fn dump_trainer(path: &Path, format: Option<Format>) -> Option<crate::Trainer> {
     let explicit = match format {
         Some(Format::Trainer(t)) => Some(t),
@@ -45,6 +45,17 @@ pub fn dump_trainer(path: &Path, format: Option<Format>) -> Option<crate::Traine
     crate::io::trainers::detect(path, explicit).ok().flatten()
 }
 
+/// What another trainer's dump suggests for the configuration where no source says
+/// otherwise: GRPO, the algorithm every supported trainer trains with by default, under the
+/// trainer's convention. The configuration writes them below every source.
+pub fn dump_defaults(trainer: crate::Trainer) -> crate::config::InputDefaults {
+    crate::config::InputDefaults {
+        source: trainer.title(),
+        adv_estimator: crate::Estimator::Grpo,
+        convention: trainer.convention(),
+    }
+}
+
 /// One input file, opened as `advcalc run` opens it: Parquet, or an Arrow IPC file or stream
 /// (`-`: stdin) spooled into a temporary Parquet file (removed on drop), or a verl JSONL dump
 /// read into one; its format from `format`, else the extension.
@@ -53,7 +64,7 @@ pub struct InputFile(crate::io::input::Input);
 impl InputFile {
     /// Open IN with the CLI's checks and messages (which name the file). `allow_nonfinite` lets
     /// a JSONL dump's NaN and ±inf scores through (`--allow-nonfinite`); `dump` is what another
-    /// trainer's dump does not record ([`Config::dump_options`](crate::Config::dump_options)).
+    /// trainer's dump does not record ([`DumpOptions::of`](crate::DumpOptions::of)).
     pub fn open(
         path: &Path,
         format: Option<Format>,

@@ -51,7 +51,7 @@ impl ConfigArgs {
     /// are the defaults), as the CLI loads it.
     fn load_for(&self, dump: Option<advcalc::Trainer>) -> advcalc::Result<Config> {
         Config::load(&ConfigSources {
-            dump,
+            input_defaults: dump.map(advcalc::input::dump_defaults),
             actor: self.actor,
             file: self.config_file.as_deref(),
             text: self
@@ -289,7 +289,12 @@ fn compute_path(
             return Ok(None);
         }
         let config = config.load_for(advcalc::input::dump_trainer(&src, format))?;
-        let input = InputFile::open(&src, format, read.allow_nonfinite, &config.dump_options())?;
+        let input = InputFile::open(
+            &src,
+            format,
+            read.allow_nonfinite,
+            &advcalc::DumpOptions::of(&config),
+        )?;
         let allow_nonfinite = read.allow_nonfinite || input.own_nan_scores(&config);
         let batches = advcalc::thread_pool(read.threads)?.install(|| {
             (0..input.num_row_groups())

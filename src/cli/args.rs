@@ -238,6 +238,16 @@ pub struct AlgoArgs {
     pub convention: Option<String>,
 }
 
+/// The config file's name and text, read through the I/O layer (a local file or, with the
+/// `cloud` feature, an object URL).
+pub fn config_text(file: Option<&std::path::Path>) -> Result<Option<(String, String)>> {
+    file.map(|path| {
+        let text = crate::io::whole_file::read_to_string(path, "config file")?;
+        Ok((path.display().to_string(), text))
+    })
+    .transpose()
+}
+
 impl AlgoArgs {
     /// Load the configuration: `file`, then `--set`, then the flags (design §3), reading the
     /// actor section too when `actor` (`advcalc loss`). For IN another trainer's `dump`, its
@@ -249,11 +259,14 @@ impl AlgoArgs {
         actor: bool,
         dump: Option<Trainer>,
     ) -> Result<Config> {
+        let text = config_text(file)?;
         Config::load(&ConfigSources {
-            dump,
+            input_defaults: dump.map(crate::input::dump_defaults),
             actor,
-            file,
-            text: None,
+            file: None,
+            text: text
+                .as_ref()
+                .map(|(name, text)| (name.as_str(), text.as_str())),
             sets: &self.sets,
             estimator,
             gamma: self.gamma,
@@ -302,18 +315,21 @@ pub struct ConfigArgs {
 
 impl ConfigArgs {
     /// The sources, as `run` would merge them.
-    pub fn sources(&self) -> ConfigSources<'_> {
+    /// The sources, with the config file's text read (`config_text`).
+    pub fn sources<'a>(&'a self, text: &'a Option<(String, String)>) -> ConfigSources<'a> {
         ConfigSources {
             actor: self.actor,
-            file: self.config.as_deref(),
-            text: None,
+            file: None,
+            text: text
+                .as_ref()
+                .map(|(name, text)| (name.as_str(), text.as_str())),
             sets: &self.algo.sets,
             estimator: self.estimator.as_deref(),
             gamma: self.algo.gamma,
             lam: self.algo.lam,
             no_norm_adv_by_std: self.algo.no_norm_adv_by_std,
             convention: self.algo.convention.as_deref(),
-            dump: None,
+            input_defaults: None,
         }
     }
 }

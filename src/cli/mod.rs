@@ -70,7 +70,8 @@ fn run(cli: Cli) -> Result<(), Error> {
                 json: args.json,
                 origins: args.origins,
             };
-            let (text, notes) = crate::commands::config::show(&args.sources(), options)?;
+            let file = args::config_text(args.config.as_deref())?;
+            let (text, notes) = crate::commands::config::show(&args.sources(&file), options)?;
             for note in notes {
                 eprintln!("note: {note}");
             }

@@ -225,7 +225,7 @@ fn run_file(config: &Config, opts: &RunOptions, dataset: &DatasetOptions) -> Res
             &opts.input,
             opts.input_format,
             opts.allow_nonfinite,
-            &config.dump_options(),
+            &crate::DumpOptions::of(config),
         )
     })?;
     let input = &opened.parquet;

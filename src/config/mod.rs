@@ -45,7 +45,7 @@ pub use crate::estimators::Extensions;
 pub use kl::KlInReward;
 pub use resolved::Resolved;
 pub use rollout_correction::RolloutCorrection;
-pub use sources::{ConfigSources, Origin};
+pub use sources::{ConfigSources, InputDefaults, Origin};
 #[doc(hidden)]
 pub use value::Value;
 
@@ -99,17 +99,6 @@ pub struct Config {
 }
 
 impl Config {
-    /// What the readers of other trainers' dumps take from the configuration
-    /// (`algorithm.group_size`, `algorithm.trl.reward_weights`).
-    pub fn dump_options(&self) -> crate::io::trainers::DumpOptions {
-        crate::io::trainers::DumpOptions {
-            group_size: self.algorithm.ext.group_size,
-            reward_weights: self.algorithm.ext.trl_reward_weights.clone(),
-            trl_unscored_rows: self.algorithm.ext.convention
-                == crate::estimators::conventions::Convention::Trl,
-        }
-    }
-
     /// Merge the sources (file, then `--set`, then the flags) and validate the result; errors
     /// are usage errors naming the key and where its value came from.
     ///

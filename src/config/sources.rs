@@ -12,12 +12,15 @@ use super::interpolation::{self, Failure};
 use super::value::{Map, Value};
 use super::yaml11;
 use crate::error::{Error, Result};
+use crate::estimators::Estimator;
+use crate::estimators::conventions::Convention;
 
 /// Where the configuration comes from, in increasing priority.
 #[derive(Debug, Default, Clone)]
 pub struct ConfigSources<'a> {
     /// `--config FILE`: a verl trainer YAML (its `algorithm:` section and
-    /// `actor_rollout_ref.rollout.n`); `None`: verl's defaults.
+    /// `actor_rollout_ref.rollout.n`), a local file; `None`: verl's defaults. (An object
+    /// URL's text comes as `text`: the command line reads it through the I/O layer.)
     pub file: Option<&'a Path>,
     /// The same as `file`, given as text, with the name messages call it by (the Python
     /// package's `config=` as a YAML string or a dict serialised as JSON, which is YAML).
@@ -38,9 +41,21 @@ pub struct ConfigSources<'a> {
     /// Read `actor_rollout_ref.actor` and `rollout.response_length` too: the loss stage's
     /// configuration (`advcalc loss`).
     pub actor: bool,
-    /// IN is this trainer's dump: its algorithm (`grpo`) and its convention are the defaults
-    /// of `adv_estimator` and `convention` where no source sets them.
-    pub dump: Option<crate::io::trainers::Trainer>,
+    /// What IN suggests for `adv_estimator` and `convention` where no source sets them
+    /// (another trainer's dump: its algorithm and convention; the caller decides).
+    pub input_defaults: Option<InputDefaults>,
+}
+
+/// What IN itself suggests for keys no source sets: another trainer's dump, its trainer's
+/// algorithm and convention. Written below every source, as [`Origin::Input`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputDefaults {
+    /// Who suggests them, as messages name it (the trainer: `TRL`, `NeMo-RL`, ...).
+    pub source: &'static str,
+    /// `adv_estimator`.
+    pub adv_estimator: Estimator,
+    /// `convention`.
+    pub convention: Convention,
 }
 
 /// The sources merged: the resolved `algorithm` tree as the last source left it.
@@ -77,7 +92,7 @@ pub enum Origin {
     Set,
     /// A short flag (`-e`, `--gamma`, ...).
     Flag(&'static str),
-    /// Chosen for IN, another trainer's dump (the trainer's name).
+    /// Chosen for IN ([`InputDefaults`]: another trainer's dump, by the trainer's name).
     Input(&'static str),
 }
 
@@ -147,7 +162,11 @@ pub(crate) fn merge_with_env(
     let file = match (sources.file, sources.text) {
         (Some(path), _) => {
             let name = path.display().to_string();
-            let text = crate::io::whole_file::read_to_string(path, "config file")?;
+            // a local file: the command line reads an object URL's text through the I/O
+            // layer and passes it as `text`
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Error::usage(format!("cannot read config file {name}")).with_source(e)
+            })?;
             Some((name, text))
         }
         (None, Some((name, text))) => Some((name.to_string(), text.to_string())),
@@ -247,16 +266,17 @@ pub(crate) fn merge_with_env(
             origins.push(path, Origin::Flag(flag));
         }
     }
-    // another trainer's dump: its algorithm and convention, where no source chose
-    if let Some(trainer) = sources.dump {
+    // what IN suggests (another trainer's dump: its algorithm and convention), where no
+    // source chose
+    if let Some(d) = sources.input_defaults {
         for (path, value) in [
-            ("adv_estimator", "grpo"),
-            ("convention", trainer.convention()),
+            ("adv_estimator", d.adv_estimator.name()),
+            ("convention", d.convention.name()),
         ] {
             if origins.last(path).is_none() {
                 insert_path(&mut root, &format!("algorithm.{path}"), Value::from(value))
                     .map_err(Error::usage)?;
-                origins.push(path, Origin::Input(trainer.title()));
+                origins.push(path, Origin::Input(d.source));
             }
         }
     }

@@ -157,13 +157,7 @@ struct Row {
 
 /// The trainer's convention, and `config` with its default algorithm under it.
 fn check_config(config: &Config, trainer: Trainer) -> Result<(Config, Convention)> {
-    let convention = Convention::from_name(trainer.convention()).ok_or_else(|| {
-        Error::usage(format!(
-            "no convention `{}` for {} dumps",
-            trainer.convention(),
-            trainer.title()
-        ))
-    })?;
+    let convention = trainer.convention();
     let mut c = Config {
         loss: None,
         ..config.clone()
@@ -262,7 +256,7 @@ fn compare(rows: &[Row]) -> (Vec<Differing>, usize, f64) {
 }
 
 /// Check the dump IN (already spooled as `input`, read from `path` with `config`'s
-/// `dump_options`) against advcalc's recomputation under the trainer's convention.
+/// `DumpOptions::of`) against advcalc's recomputation under the trainer's convention.
 pub fn check(
     config: &Config,
     trainer: Trainer,
@@ -270,7 +264,7 @@ pub fn check(
     path: &Path,
     layout: Layout,
 ) -> Result<LoggedCheck> {
-    let dump = &config.dump_options();
+    let dump = &crate::DumpOptions::of(config);
     let (c, convention) = check_config(config, trainer)?;
     let rows = recompute(&c, input, layout)?;
     let (differing, compared, max_abs) = compare(&rows);

@@ -76,7 +76,7 @@ pub struct CompareOptions {
 pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
     let dump = variants
         .first()
-        .map(|v| v.config.dump_options())
+        .map(|v| crate::DumpOptions::of(&v.config))
         .unwrap_or_default();
     // within a pool of --threads: a trainer dump's reader parses on its threads
     let opened = thread_pool(opts.threads)?

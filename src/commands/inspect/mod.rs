@@ -109,8 +109,14 @@ pub(crate) const PROVENANCE_PREFIX: &str = "advcalc.";
 pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     let pool = thread_pool(opts.threads)?;
     // within the pool: a trainer dump's reader parses on its threads
-    let opened =
-        pool.install(|| input::open(&opts.input, opts.input_format, true, &config.dump_options()))?;
+    let opened = pool.install(|| {
+        input::open(
+            &opts.input,
+            opts.input_format,
+            true,
+            &crate::DumpOptions::of(config),
+        )
+    })?;
     let input = &opened.dataset;
     let inspection = Inspection::new(config, input, opts.layout)?;
     let projection = inspection.projection();

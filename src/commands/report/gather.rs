@@ -97,7 +97,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
             &opts.read.input,
             opts.read.input_format,
             opts.read.allow_nonfinite,
-            &variants[0].config.dump_options(),
+            &crate::DumpOptions::of(&variants[0].config),
         )
     })?;
     let input = &opened.dataset;

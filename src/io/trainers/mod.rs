@@ -33,6 +33,8 @@ use arrow_array::builder::{Float32Builder, ListBuilder};
 use arrow_array::{ArrayRef, Float64Array, Int8Array, Int64Array, ListArray, RecordBatch};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use crate::estimators::conventions::Convention;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -97,13 +99,13 @@ impl Trainer {
 
     /// The `--convention` whose numbers the trainer's default algorithm (GRPO) gives: the
     /// default for its dumps, and what `inspect`'s check recomputes under.
-    pub fn convention(self) -> &'static str {
+    pub fn convention(self) -> Convention {
         match self {
-            Trainer::Trl => "trl",
-            Trainer::NemoRl => "nemo-rl",
+            Trainer::Trl => Convention::Trl,
+            Trainer::NemoRl => Convention::NemoRl,
             // prime-rl's GRPO: reward − group mean in float32, no std
-            Trainer::PrimeRl => "prime-rl",
-            Trainer::OpenInstruct => "open-instruct",
+            Trainer::PrimeRl => Convention::PrimeRl,
+            Trainer::OpenInstruct => Convention::OpenInstruct,
         }
     }
 
@@ -153,6 +155,19 @@ pub struct DumpOptions {
     /// it, advantage 0: under `--convention trl`. Otherwise the reader refuses it, naming the
     /// file and the row, unless non-finite values are let through.
     pub trl_unscored_rows: bool,
+}
+
+impl DumpOptions {
+    /// What the configuration says of other trainers' dumps (`algorithm.group_size`,
+    /// `algorithm.trl.reward_weights`, and whether TRL's convention gives unscored rows 0).
+    pub fn of(config: &crate::config::Config) -> Self {
+        let ext = &config.algorithm.ext;
+        DumpOptions {
+            group_size: ext.group_size,
+            reward_weights: ext.trl_reward_weights.clone(),
+            trl_unscored_rows: ext.convention == Convention::Trl,
+        }
+    }
 }
 
 /// One row of a dump as advcalc's columns hold it.
@@ -227,9 +242,8 @@ impl TrainerInput {
     /// Whether the dump's NaN scores are the trainer's own, handled by its convention: a
     /// TRL row whose reward functions all returned None, which TRL gives advantage 0 (as
     /// `--convention trl` does). Then `run` needs no `--allow-nonfinite` for them.
-    pub fn own_nan_scores(&self, convention: crate::estimators::conventions::Convention) -> bool {
-        self.trainer == Trainer::Trl
-            && convention == crate::estimators::conventions::Convention::Trl
+    pub fn own_nan_scores(&self, convention: Convention) -> bool {
+        self.trainer == Trainer::Trl && convention == Convention::Trl
     }
 }
 
