@@ -23,7 +23,7 @@
 
 pub mod cli;
 pub mod commands;
-pub mod config;
+pub use advcalc_config as config;
 pub mod dataset;
 mod engine;
 pub mod input;
@@ -51,8 +51,7 @@ pub use advcalc_maths::error;
 // The maths' modules under their own names, for the layers above (not re-exported: the
 // tests, benchmarks and fuzz targets use the advcalc-maths crate itself).
 pub use advcalc_maths::error::{Error, ErrorKind, Result};
-use advcalc_maths::nearest;
-use advcalc_maths::{data, estimators, loss, settings, shaping};
+use advcalc_maths::{data, estimators, loss, shaping};
 pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::exchange::Exchange;

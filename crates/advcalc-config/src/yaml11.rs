@@ -32,9 +32,11 @@ const MAX_DEPTH: usize = 200;
 /// A file OmegaConf would refuse, with the place.
 #[derive(Debug, Clone, PartialEq)]
 pub struct YamlError {
-    /// 1-based line and column (0 when unknown).
+    /// 1-based line (0 when unknown).
     pub line: usize,
+    /// 1-based column (0 when unknown).
     pub column: usize,
+    /// What the parser said.
     pub message: String,
 }
 

@@ -10,19 +10,19 @@ use crate::settings::{Keys, Walk};
 /// The walk over the `settings!` list in its order: a top-level key is read from the
 /// section itself, `sub.key` from the subsection `sub`, opened at its first key and checked
 /// for unknown keys when the walk leaves it (the list keeps each subsection's keys together).
-pub(crate) struct KeyWalk<'s, 'o> {
+pub struct KeyWalk<'s, 'o> {
     root: &'s mut Section<'o>,
     /// The subsection being read (`None` inside: absent or null).
     open: Option<(&'static str, Option<Section<'o>>)>,
 }
 
 impl<'s, 'o> KeyWalk<'s, 'o> {
-    pub(crate) fn new(root: &'s mut Section<'o>) -> Self {
+    pub fn new(root: &'s mut Section<'o>) -> Self {
         KeyWalk { root, open: None }
     }
 
     /// Leave the open subsection: its unknown keys are refused.
-    pub(crate) fn close(&mut self) -> Result<()> {
+    pub fn close(&mut self) -> Result<()> {
         if let Some((_, Some(mut section))) = self.open.take() {
             section.finish()?;
         }

@@ -20,8 +20,11 @@ use super::value::Value;
 /// caller's hint: never read from the message).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterpolationError {
+    /// The keys followed, the first holding the interpolation.
     pub chain: Vec<String>,
+    /// What went wrong, as OmegaConf says it.
     pub message: String,
+    /// The kind of failure (for the caller's hint).
     pub failure: Failure,
 }
 
@@ -631,7 +634,7 @@ fn split_args(chars: &[char], whole: &str) -> Res<Vec<Arg>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::yaml11;
+    use crate::yaml11;
 
     fn env(key: &str) -> Option<String> {
         (key == "ADVCALC_TEST_GAMMA").then(|| "0.97".to_string())

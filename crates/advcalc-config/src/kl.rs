@@ -17,13 +17,15 @@ pub struct KlInReward {
     pub controller: KlController,
 }
 
-/// verl's defaults, as written in `algorithm.kl_ctrl`.
-pub(crate) const KL_COEF: f64 = 0.001;
-pub(crate) const HORIZON: i64 = 10000;
-pub(crate) const TARGET_KL: f64 = 0.1;
+/// verl's default `algorithm.kl_ctrl.kl_coef`.
+pub const KL_COEF: f64 = 0.001;
+/// verl's default `algorithm.kl_ctrl.horizon`.
+pub const HORIZON: i64 = 10000;
+/// verl's default `algorithm.kl_ctrl.target_kl`.
+pub const TARGET_KL: f64 = 0.1;
 
 /// Read `kl_penalty` and `kl_ctrl` from the algorithm section; `None` without KL in reward.
-pub(crate) fn read(s: &mut Section<'_>, use_kl_in_reward: bool) -> Result<Option<KlInReward>> {
+pub fn read(s: &mut Section<'_>, use_kl_in_reward: bool) -> Result<Option<KlInReward>> {
     let penalty = s.string("kl_penalty", "kl")?;
     let mut k = s.subsection_or_empty("kl_ctrl")?;
     let kind = k.string("type", "fixed")?;
@@ -48,7 +50,7 @@ pub(crate) fn read(s: &mut Section<'_>, use_kl_in_reward: bool) -> Result<Option
 
 /// verl's `kl_penalty` names (§2.1); a trailing `+` (straight-through gradient) has the base
 /// estimator's value.
-pub(crate) fn estimator(name: &str) -> Result<KlEstimator, Invalid> {
+pub fn estimator(name: &str) -> Result<KlEstimator, Invalid> {
     let base = name.strip_suffix('+').unwrap_or(name);
     match base {
         "kl" | "k1" => Ok(KlEstimator::K1),
@@ -71,7 +73,7 @@ pub(crate) fn estimator(name: &str) -> Result<KlEstimator, Invalid> {
 }
 
 /// `get_kl_controller`: `fixed` or `adaptive` (whose horizon must be positive).
-pub(crate) fn controller(
+pub fn controller(
     kind: &str,
     kl_coef: f64,
     target_kl: f64,

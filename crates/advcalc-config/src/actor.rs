@@ -67,7 +67,7 @@ const OTHER: [&str; 25] = [
 ];
 
 /// Whether the replay reads `key` of the actor section (its value is resolved).
-pub(crate) fn reads(key: &str) -> bool {
+pub fn reads(key: &str) -> bool {
     READ.contains(&key)
 }
 
@@ -102,7 +102,7 @@ fn out_of_range(key: &'static str, range: &str, got: &str, why: &str) -> Invalid
 /// mini- and micro-batch sizes (with checked products and verl's divisibility asserts),
 /// sapo's τ, the coefficients, `kl_cov_ratio` and `loss_scale_factor`, each only for the
 /// loss modes that read it, as verl reads it.
-pub(crate) fn read(
+pub fn read(
     s: &mut Section<'_>,
     n: Option<i64>,
     response_length: Option<i64>,
@@ -533,7 +533,7 @@ pub(crate) fn read(
 }
 
 /// The value of a key as YAML writes it back (for `to_yaml`).
-pub(crate) fn to_map(spec: &LossSpec, n: Option<i64>) -> super::value::Map {
+pub fn to_map(spec: &LossSpec, n: Option<i64>) -> super::value::Map {
     use super::value::Map;
     let mut actor = Map::new();
     let p = &spec.params;
@@ -597,8 +597,8 @@ pub(crate) fn to_map(spec: &LossSpec, n: Option<i64>) -> super::value::Map {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Config, ConfigSources};
     use crate::loss::{AggMode, LossMode};
+    use crate::{Config, ConfigSources};
 
     fn load(sets: &[&str], text: Option<&str>) -> Config {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -690,7 +690,7 @@ mod tests {
     }
 
     /// The error `sets` (actor keys, `rollout.n` 4 unless given) get, as the CLI prints it.
-    fn refused(sets: &[&str]) -> crate::Error {
+    fn refused(sets: &[&str]) -> crate::error::Error {
         let mut all: Vec<String> = vec!["actor_rollout_ref.rollout.n=4".into()];
         all.extend(sets.iter().map(|s| s.to_string()));
         let e = Config::load(&ConfigSources {
@@ -709,7 +709,7 @@ mod tests {
         load(&all, None).loss.unwrap()
     }
 
-    fn assert_names(e: &crate::Error, needles: &[&str]) {
+    fn assert_names(e: &crate::error::Error, needles: &[&str]) {
         for n in needles {
             assert!(e.message().contains(n), "`{n}` not in {e}");
         }

@@ -59,7 +59,7 @@ pub struct InputDefaults {
 }
 
 /// The sources merged: the resolved `algorithm` tree as the last source left it.
-pub(crate) struct Merged {
+pub struct Merged {
     /// Without the keys that did not resolve.
     pub algorithm: Value,
     /// The first key that did not resolve (an interpolation error, a `???`): reported after
@@ -98,7 +98,7 @@ pub enum Origin {
 
 /// The writes to the `algorithm` tree in order: (dotted path below `algorithm`, source).
 #[derive(Debug, Default)]
-pub(crate) struct Origins {
+pub struct Origins {
     writes: Vec<(String, Origin)>,
 }
 
@@ -108,7 +108,7 @@ impl Origins {
     }
 
     /// The last source that wrote `path`, a section holding it or a key inside it.
-    pub(crate) fn last(&self, path: &str) -> Option<&Origin> {
+    pub fn last(&self, path: &str) -> Option<&Origin> {
         let related = |written: &str| {
             written == path
                 || path.starts_with(&format!("{written}."))
@@ -123,7 +123,7 @@ impl Origins {
 
     /// " (in FILE)", " (from --set)" or " (from -e)": the last source that wrote `path`, a
     /// section holding it or a key inside it; empty for a default nobody wrote.
-    pub(crate) fn note(&self, path: &str) -> String {
+    pub fn note(&self, path: &str) -> String {
         match self.last(path) {
             Some(Origin::File(file)) => format!(" (in {file})"),
             Some(Origin::Set) => " (from --set)".to_string(),
@@ -134,25 +134,22 @@ impl Origins {
     }
 
     /// Whether any source wrote anything.
-    pub(crate) fn any(&self) -> bool {
+    pub fn any(&self) -> bool {
         !self.writes.is_empty()
     }
 
     /// Whether any source wrote `path` (or a key inside it).
-    pub(crate) fn written(&self, path: &str) -> bool {
+    pub fn written(&self, path: &str) -> bool {
         !self.note(path).is_empty()
     }
 }
 
 /// Read the file, apply `--set`, then the flags; resolve what advcalc reads.
-pub(crate) fn merge(sources: &ConfigSources<'_>) -> Result<Merged> {
+pub fn merge(sources: &ConfigSources<'_>) -> Result<Merged> {
     merge_with_env(sources, &|key| std::env::var(key).ok())
 }
 
-pub(crate) fn merge_with_env(
-    sources: &ConfigSources<'_>,
-    env: interpolation::Env<'_>,
-) -> Result<Merged> {
+pub fn merge_with_env(sources: &ConfigSources<'_>, env: interpolation::Env<'_>) -> Result<Merged> {
     let mut root = Map::new();
     let mut origins = Origins::default();
     let mut rollout_n_origin = None;

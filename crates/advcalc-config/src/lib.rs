@@ -1,7 +1,7 @@
 //! The validated configuration: verl's `algorithm:` section (keys and defaults as verl 0.9.1's
 //! `AlgoConfig`), read from `--config`, overridden by `--set` and then by the short flags, and
 //! parsed once, here, into typed values: nothing outside this module reads YAML or interprets
-//! a setting's string. Every error names the key and the source of its value. The result is
+//! a setting's string (the second floor of the workspace, on the maths: `docs/architecture.md`). Every error names the key and the source of its value. The result is
 //! never changed afterwards; [`Config::to_yaml`] writes it back out.
 //!
 //! - `crate::settings::value`: the tree's values, as OmegaConf holds them (Python's types and
@@ -19,10 +19,11 @@
 //! - `key_walk.rs`: the walk over a `settings!` list's keys (`crate::settings`) over the sections
 //! - `to_yaml.rs`: the resolved configuration as verl YAML
 
-pub(crate) mod actor;
-pub(crate) mod extensions;
+#![warn(missing_docs)]
+
+pub mod actor;
+pub mod extensions;
 mod hydra;
-#[doc(hidden)] // public for the fuzz targets and tests, not API
 pub mod interpolation;
 mod key_walk;
 pub mod kl;
@@ -30,11 +31,12 @@ pub mod resolved;
 pub mod rollout_correction;
 mod section;
 mod sources;
-pub(crate) mod to_yaml;
-#[doc(hidden)]
+pub mod to_yaml;
 pub use crate::settings::value;
-#[doc(hidden)]
 pub mod yaml11;
+
+// The maths' modules under their own names (not re-exported).
+use advcalc_maths::{error, estimators, loss, nearest, settings, shaping};
 
 use crate::error::{Error, Reason, Result};
 use crate::estimators::Estimator;
@@ -46,7 +48,6 @@ pub use kl::KlInReward;
 pub use resolved::Resolved;
 pub use rollout_correction::RolloutCorrection;
 pub use sources::{ConfigSources, InputDefaults, Origin};
-#[doc(hidden)]
 pub use value::Value;
 
 /// verl's `algorithm` section after validation.

@@ -9,7 +9,7 @@ use super::value::{Map, Value};
 use crate::error::Error;
 
 /// Hydra's instantiation keys: they configure object construction, never a verl setting.
-pub(crate) const INSTANTIATION_KEYS: [&str; 5] = [
+pub const INSTANTIATION_KEYS: [&str; 5] = [
     "_target_",
     "_recursive_",
     "_convert_",
@@ -36,7 +36,7 @@ const TRAINER_SECTIONS: [&str; 12] = [
 
 /// What a config file's top level is.
 #[derive(Debug, PartialEq)]
-pub(crate) enum FileKind {
+pub enum FileKind {
     /// A trainer config with an `algorithm:` section (Hydra's `defaults:` may be beside it).
     Trainer,
     /// A trainer config without an `algorithm:` section: verl's defaults apply.
@@ -47,7 +47,7 @@ pub(crate) enum FileKind {
     Composition { defaults: Vec<String> },
 }
 
-pub(crate) fn file_kind(top: &Map) -> FileKind {
+pub fn file_kind(top: &Map) -> FileKind {
     if top.contains_key("algorithm") {
         return FileKind::Trainer;
     }
@@ -88,7 +88,7 @@ fn default_names(defaults: &Value) -> Vec<String> {
 /// in (`algorithm.rollout_correction`, `actor_rollout_ref.rollout`) is verl's defaults here,
 /// whatever the composed run used. Names the `_generated_` file to pass instead: verl ships
 /// one beside each composition (`_generated_ppo_trainer.yaml`).
-pub(crate) fn defaults_note(name: &str, defaults: &Value) -> String {
+pub fn defaults_note(name: &str, defaults: &Value) -> String {
     let path = std::path::Path::new(name);
     let stem = path.file_stem().map_or_else(
         || "ppo_trainer".into(),
@@ -122,7 +122,7 @@ pub(crate) fn defaults_note(name: &str, defaults: &Value) -> String {
 }
 
 /// The error for a composition: what the file is, and which file to pass.
-pub(crate) fn composition_error(name: &str, defaults: &[String]) -> Error {
+pub fn composition_error(name: &str, defaults: &[String]) -> Error {
     let listed = if defaults.is_empty() {
         String::new()
     } else {
@@ -139,7 +139,7 @@ pub(crate) fn composition_error(name: &str, defaults: &[String]) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::yaml11;
+    use crate::yaml11;
 
     fn shape_of(yaml: &str) -> FileKind {
         match yaml11::parse(yaml).unwrap() {

@@ -47,7 +47,7 @@ pub(super) fn to_yaml(config: &Config) -> String {
 
 /// Block mappings, flow lists, plain scalars where every YAML reader agrees on them;
 /// `comment(path)` may end a line with `# ...` (the dotted path of the key on that line).
-pub(crate) fn emit(
+pub fn emit(
     out: &mut String,
     indent: usize,
     map: &Map,
@@ -76,7 +76,7 @@ pub(crate) fn emit(
 }
 
 /// One value on one line: scalars, and lists and mappings in flow style.
-pub(crate) fn scalar(v: &Value) -> String {
+pub fn scalar(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
@@ -128,7 +128,7 @@ fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
 }
 
 /// The `algorithm` section of `config` as verl YAML keys (every key advcalc reads).
-pub(crate) fn algorithm(config: &Config) -> Map {
+pub fn algorithm(config: &Config) -> Map {
     let a: &AlgoConfig = &config.algorithm;
     let mut m = Map::new();
     let mut put = |key: &str, value: Value| {

@@ -11,7 +11,7 @@ use crate::estimators::{Estimator, Extensions};
 use crate::settings::{Invalid, Keys, SettingList};
 
 /// Read every key from the algorithm section, in the list's order.
-pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
+pub fn read(s: &mut Section<'_>) -> Result<Extensions> {
     let mut r = KeyWalk::new(s);
     let x = <Extensions as SettingList>::read(&mut r)?;
     r.close()?;
@@ -23,9 +23,12 @@ pub(crate) fn read(s: &mut Section<'_>) -> Result<Extensions> {
 const FAMILY_NAMES: &str = "grpo, drgrpo, grpo_batch_std, rloo and maxrl";
 
 /// verl's own `algorithm` keys that some estimators read and others do not.
-pub(crate) struct VerlKeys {
+pub struct VerlKeys {
+    /// `gamma`.
     pub gamma: f64,
+    /// `lam`.
     pub lam: f64,
+    /// `norm_adv_by_std_in_grpo`.
     pub norm_adv_by_std_in_grpo: bool,
     /// Refused by the openrlhf_* estimators.
     pub use_kl_in_reward: bool,
@@ -33,7 +36,7 @@ pub(crate) struct VerlKeys {
 
 /// Combinations of the estimator, the convention and the keys that cannot work, and notes
 /// for the ones that do nothing.
-pub(crate) fn check(
+pub fn check(
     s: &Section<'_>,
     e: Estimator,
     x: &Extensions,
@@ -130,8 +133,8 @@ mod tests {
     }
 
     fn scratch(yaml: &str) -> Result<Scratch> {
-        let origins = crate::config::sources::Origins::default();
-        let value = crate::config::yaml11::parse(yaml).unwrap();
+        let origins = crate::sources::Origins::default();
+        let value = crate::yaml11::parse(yaml).unwrap();
         let mut root = Section::root(&origins, value)?;
         let mut r = KeyWalk::new(&mut root);
         let x = <Scratch as SettingList>::read(&mut r)?;
@@ -154,8 +157,8 @@ mod tests {
         x.to_map(&mut m);
         let yaml = "scratch:\n  scale: 2.5\n  centred: true\n";
         assert_eq!(
-            crate::config::value::Value::Map(m),
-            crate::config::yaml11::parse(yaml).unwrap()
+            crate::value::Value::Map(m),
+            crate::yaml11::parse(yaml).unwrap()
         );
         let e = scratch("scratch:\n  scael: 2\n").unwrap_err();
         assert!(e.to_string().contains("scratch.scael"), "{e}");
@@ -209,7 +212,7 @@ mod tests {
                     format!("{path}.{k}")
                 };
                 match v {
-                    crate::config::Value::Map(sub) if !sub.is_empty() => leaves(sub, &p, out),
+                    crate::Value::Map(sub) if !sub.is_empty() => leaves(sub, &p, out),
                     _ => out.push(p),
                 }
             }

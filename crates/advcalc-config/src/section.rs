@@ -9,7 +9,7 @@ use crate::nearest::nearest;
 use crate::settings::{Invalid, Keys};
 
 /// One mapping being read; `prefix` is its dotted path below `algorithm`.
-pub(crate) struct Section<'o> {
+pub struct Section<'o> {
     /// The section's place in the configuration file (`algorithm`, `actor_rollout_ref.actor`),
     /// which messages put before a key's path.
     root: &'static str,
@@ -22,12 +22,12 @@ pub(crate) struct Section<'o> {
 
 impl<'o> Section<'o> {
     /// The `algorithm` section itself.
-    pub(crate) fn root(origins: &'o Origins, value: Value) -> Result<Self> {
+    pub fn root(origins: &'o Origins, value: Value) -> Result<Self> {
         Self::new("algorithm", origins, "", value)
     }
 
     /// Another top section (`actor_rollout_ref.actor`), with the origins of its own keys.
-    pub(crate) fn named(root: &'static str, origins: &'o Origins, value: Value) -> Result<Self> {
+    pub fn named(root: &'static str, origins: &'o Origins, value: Value) -> Result<Self> {
         Self::new(root, origins, "", value)
     }
 
@@ -61,7 +61,7 @@ impl<'o> Section<'o> {
     }
 
     /// The dotted path of `key` below `algorithm`.
-    pub(crate) fn path(&self, key: &str) -> String {
+    pub fn path(&self, key: &str) -> String {
         if self.prefix.is_empty() {
             key.to_string()
         } else {
@@ -70,17 +70,17 @@ impl<'o> Section<'o> {
     }
 
     /// " (in FILE)", " (from --set)", ... for `key` of this section.
-    pub(crate) fn note(&self, key: &str) -> String {
+    pub fn note(&self, key: &str) -> String {
         self.origins.note(&self.path(key))
     }
 
     /// Whether the section holds `key` with an explicit null (not the same as absent).
-    pub(crate) fn is_null(&self, key: &str) -> bool {
+    pub fn is_null(&self, key: &str) -> bool {
         matches!(self.map.get(key), Some(Value::Null))
     }
 
     /// A nested section; `None` when absent or null.
-    pub(crate) fn subsection(&mut self, key: &str) -> Result<Option<Section<'o>>> {
+    pub fn subsection(&mut self, key: &str) -> Result<Option<Section<'o>>> {
         let path = self.path(key);
         match self.take(key) {
             None | Some(Value::Null) => Ok(None),
@@ -89,7 +89,7 @@ impl<'o> Section<'o> {
     }
 
     /// A nested section, empty when absent or null.
-    pub(crate) fn subsection_or_empty(&mut self, key: &str) -> Result<Section<'o>> {
+    pub fn subsection_or_empty(&mut self, key: &str) -> Result<Section<'o>> {
         let path = self.path(key);
         Ok(self
             .subsection(key)?
@@ -97,7 +97,7 @@ impl<'o> Section<'o> {
     }
 
     /// Every key must have been read: an unknown key is an error naming it.
-    pub(crate) fn finish(&mut self) -> Result<()> {
+    pub fn finish(&mut self) -> Result<()> {
         // Hydra's instantiation keys (`_target_`, ...) configure Python objects, not verl
         for key in super::hydra::INSTANTIATION_KEYS {
             self.map.remove(key);
@@ -166,7 +166,7 @@ fn dotted(prefix: &str) -> String {
 }
 
 /// A YAML value as an error message shows it.
-pub(crate) fn describe(v: &Value) -> String {
+pub fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("`{b}`"),

@@ -53,14 +53,16 @@ impl RolloutCorrection {
     }
 }
 
-/// verl's default `rollout_is_threshold` and `loss_type`.
-pub(crate) const IS_THRESHOLD: f64 = 2.0;
-pub(crate) const LOSS_TYPE: &str = "ppo_clip";
+/// verl's default `rollout_is_threshold`.
+pub const IS_THRESHOLD: f64 = 2.0;
+/// verl's default `loss_type`.
+pub const LOSS_TYPE: &str = "ppo_clip";
 
 /// One of verl's rejection options (`rollout_rs`), parsed once from its name: the
 /// aggregation over the sequence and the log-ratio statistic it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RsKind {
+#[allow(missing_docs)] // each variant is its verl name (`name`), e.g. `seq_max_k2`
+pub enum RsKind {
     SeqMaxK2,
     SeqMaxK3,
     SeqMeanK1,
@@ -76,7 +78,7 @@ pub(crate) enum RsKind {
 
 impl RsKind {
     /// verl's options, in its order.
-    pub(crate) const ALL: [RsKind; 11] = [
+    pub const ALL: [RsKind; 11] = [
         RsKind::SeqMaxK2,
         RsKind::SeqMaxK3,
         RsKind::SeqMeanK1,
@@ -110,11 +112,12 @@ impl RsKind {
     }
 
     /// verl's name, e.g. `seq_mean_k3`.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         self.parts().0
     }
 
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
+    /// The option verl names `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 }
@@ -122,7 +125,7 @@ impl RsKind {
 /// Read `rollout_correction` from the algorithm section. verl's trainer YAML always carries
 /// the section (rollout_is and rollout_rs null): an absent key means those defaults, an
 /// explicit null turns correction off entirely.
-pub(crate) fn read(s: &mut Section<'_>, loss: bool) -> Result<RolloutCorrection> {
+pub fn read(s: &mut Section<'_>, loss: bool) -> Result<RolloutCorrection> {
     let explicit_null = s.is_null("rollout_correction");
     let Some(mut r) = s.subsection("rollout_correction")? else {
         return Ok(if explicit_null {
@@ -197,11 +200,7 @@ fn decoupled(
 }
 
 /// The IS settings: `rollout_is` (`token` or `sequence`) and `_parse_rollout_is_threshold`.
-pub(crate) fn is_spec(
-    level: &str,
-    threshold: &Value,
-    batch_normalize: bool,
-) -> Result<IsSpec, Invalid> {
+pub fn is_spec(level: &str, threshold: &Value, batch_normalize: bool) -> Result<IsSpec, Invalid> {
     let level = match level {
         "token" => IsLevel::Token,
         "sequence" => IsLevel::Sequence,
@@ -282,7 +281,7 @@ fn rs_error(message: impl Into<String>) -> Invalid {
 
 /// `compute_rollout_rejection_mask`'s option list (duplicates dropped, order kept) and
 /// `_parse_rollout_rs_thresholds`.
-pub(crate) fn rs_options(spec: &str, threshold: &Value) -> Result<Vec<RsOption>, Invalid> {
+pub fn rs_options(spec: &str, threshold: &Value) -> Result<Vec<RsOption>, Invalid> {
     let mut options: Vec<RsKind> = Vec::new();
     for opt in spec.split(',').map(str::trim).filter(|o| !o.is_empty()) {
         let Some(kind) = RsKind::from_name(opt) else {
@@ -410,7 +409,7 @@ fn py_float(s: &str) -> Option<f64> {
 
 /// The YAML that reads back into `correction`: `(rollout_is, rollout_is_threshold,
 /// rollout_is_batch_normalize, rollout_rs, rollout_rs_threshold)`.
-pub(crate) fn to_values(correction: &Correction) -> [(&'static str, Value); 5] {
+pub fn to_values(correction: &Correction) -> [(&'static str, Value); 5] {
     let (level, is_threshold, batch_normalize) = match &correction.is {
         None => (Value::Null, Value::from(IS_THRESHOLD), false),
         Some(spec) => (
