@@ -104,7 +104,7 @@ impl Config {
     /// are usage errors naming the key and where its value came from.
     ///
     /// ```
-    /// use advcalc::{Config, ConfigSources};
+    /// use advcalc_config::{Config, ConfigSources};
     ///
     /// let sets = ["algorithm.lam=0.95".to_string()];
     /// let config = Config::load(&ConfigSources {
@@ -122,9 +122,9 @@ impl Config {
     /// // a key verl does not know is refused, naming its source
     /// let sets = ["algorithm.lamda=0.95".to_string()];
     /// let e = Config::load(&ConfigSources { sets: &sets, ..Default::default() }).unwrap_err();
-    /// assert_eq!(e.kind(), advcalc::ErrorKind::Usage);
+    /// assert_eq!(e.kind(), advcalc_maths::ErrorKind::Usage);
     /// assert!(e.message().contains("--set"), "{e}");
-    /// # Ok::<(), advcalc::Error>(())
+    /// # Ok::<(), advcalc_maths::Error>(())
     /// ```
     pub fn load(sources: &ConfigSources<'_>) -> Result<Self> {
         Self::from_merged(&mut sources::merge(sources)?)
@@ -191,7 +191,7 @@ impl Config {
     ///
     /// ```
     /// use std::io::Write;
-    /// use advcalc::{Config, ConfigSources};
+    /// use advcalc_config::{Config, ConfigSources};
     ///
     /// let sets = ["algorithm.gamma=0.99".to_string()];
     /// let config = Config::load(&ConfigSources {
@@ -207,7 +207,7 @@ impl Config {
     /// file.write_all(yaml.as_bytes()).unwrap();
     /// let again = Config::load(&ConfigSources { file: Some(file.path()), ..Default::default() })?;
     /// assert_eq!(again.algorithm, config.algorithm);
-    /// # Ok::<(), advcalc::Error>(())
+    /// # Ok::<(), advcalc_maths::Error>(())
     /// ```
     pub fn to_yaml(&self) -> String {
         to_yaml::to_yaml(self)

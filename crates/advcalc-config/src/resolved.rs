@@ -48,13 +48,13 @@ impl Resolved {
     /// validated configuration and the tree.
     ///
     /// ```
-    /// use advcalc::config::{ConfigSources, Resolved};
+    /// use advcalc_config::{ConfigSources, Resolved};
     ///
     /// let sets = ["algorithm.lam=${algorithm.gamma}".to_string(), "gamma=0.9".to_string()];
     /// let (config, resolved) = Resolved::load(&ConfigSources { sets: &sets, ..Default::default() })?;
     /// assert_eq!(config.algorithm.lam, 0.9);
     /// assert!(resolved.to_yaml(false).contains("\n  lam: 0.9\n"));
-    /// # Ok::<(), advcalc::Error>(())
+    /// # Ok::<(), advcalc_maths::Error>(())
     /// ```
     pub fn load(sources: &ConfigSources<'_>) -> Result<(Config, Resolved)> {
         let mut merged = sources::merge(sources)?;
