@@ -173,7 +173,7 @@ fn list_file(rows: usize) -> (tempfile::TempDir, std::path::PathBuf) {
 #[divan::bench]
 fn list_column_decode_1024_rows_of_1024_tokens(bencher: divan::Bencher) {
     let (_dir, path) = list_file(1024);
-    let input = advcalc::io::read::ParquetInput::open(&path).unwrap();
+    let input = advcalc_io::read::ParquetInput::open(&path).unwrap();
     bencher.bench(|| input.read_row_group(0, None).unwrap());
 }
 
@@ -209,7 +209,7 @@ fn float_list_chunk_encode_1024_rows_of_1024_tokens(bencher: divan::Bencher) {
     let offsets: Vec<i32> = (0..=1024).map(|r| (r * TOKENS) as i32).collect();
     let values: Vec<f32> = (0..1024).flat_map(|r| row(TOKENS, r as u64)).collect();
     bencher.bench(|| {
-        advcalc::io::float_lists::encode(&descr, 0, &offsets, divan::black_box(&values))
+        advcalc_io::float_lists::encode(&descr, 0, &offsets, divan::black_box(&values))
             .unwrap()
             .unwrap()
     });

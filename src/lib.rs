@@ -27,7 +27,7 @@ pub use advcalc_config as config;
 pub mod dataset;
 mod engine;
 pub mod input;
-pub mod interrupt;
+pub use advcalc_io::interrupt;
 
 /// Object storage (the `cloud` feature): what the Python package's runners need to put an
 /// output they wrote locally at an object URL as `run` puts its OUT: visible only when
@@ -38,18 +38,14 @@ pub mod object {
     pub use crate::io::object::url::parse_object;
 }
 
-// Not API: the kernels, the I/O layer and the plain types, public only for the benchmarks
-// (`benches/`), the integration tests (`tests/`) and the fuzz targets (`fuzz/`). The binary
-// and the Python package use documented items only (`tests/api.rs` checks it).
-#[doc(hidden)]
-pub mod io;
 #[cfg(test)]
 #[path = "../crates/advcalc-maths/src/test_support.rs"]
 mod test_support;
 
 pub use advcalc_maths::error;
-// The maths' modules under their own names, for the layers above (not re-exported: the
-// tests, benchmarks and fuzz targets use the advcalc-maths crate itself).
+// The lower floors' modules under their own names (not re-exported: the tests, benchmarks
+// and fuzz targets use those crates themselves).
+use advcalc_io as io;
 pub use advcalc_maths::error::{Error, ErrorKind, Result};
 use advcalc_maths::{data, estimators, loss, shaping};
 pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};

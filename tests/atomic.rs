@@ -52,12 +52,12 @@ fn sigkill_mid_write_keeps_the_previous_output() {
 
 /// On a directory shared between machines or containers, a run removes only the leftovers of
 /// this host's dead runs (same host name, boot and PID namespace, see
-/// `advcalc::io::atomic::temp_prefix_for`): another host's files are kept whatever their
+/// `advcalc_io::atomic::temp_prefix_for`): another host's files are kept whatever their
 /// process id, and so are a live run's. Both for a Parquet OUT and an Arrow IPC OUT.
 #[cfg(target_os = "linux")]
 #[test]
 fn only_this_hosts_dead_runs_leftovers_are_removed() {
-    use advcalc::io::atomic::temp_prefix_for;
+    use advcalc_io::atomic::temp_prefix_for;
 
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

@@ -214,7 +214,7 @@ proptest! {
     // f64 once one is not an integer), whatever the spacing.
     #[test]
     fn arrays_of_numbers_read_back_exactly(items in proptest::collection::vec(json_number(), 1..40), spaced in any::<bool>()) {
-        use advcalc::io::json_line::{parse_json, Json};
+        use advcalc_io::json_line::{parse_json, Json};
         let sep = if spaced { ", " } else { "," };
         let text = format!("[{}]", items.iter().map(|i| i.0.as_str()).collect::<Vec<_>>().join(sep));
         let tree = parse_json(&text).unwrap();
