@@ -116,6 +116,11 @@ fn the_maths_depends_on_nothing_and_the_configuration_on_no_heavy_crate() {
     for heavy in HEAVY {
         assert!(!config.contains(heavy), "advcalc-config depends on {heavy}");
     }
+    // the I/O layer reads and writes, and neither parses a command line nor draws
+    let io = closure(&graph, "advcalc-io");
+    for top_only in ["clap", "plotters", "indicatif"] {
+        assert!(!io.contains(top_only), "advcalc-io depends on {top_only}");
+    }
     // the check can fail: the top floor does hold the heavy crates, through its own edges
     let top = closure(&graph, "advcalc");
     assert!(
