@@ -190,7 +190,7 @@ mod tests {
         crate::object::store::register("s3://list-once", store.clone());
         let demo = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/demo.parquet"
+            "/../../fixtures/demo.parquet"
         ))
         .unwrap();
         for key in ["d/step=2.parquet", "d/step=1.parquet", "d/step=10.parquet"] {

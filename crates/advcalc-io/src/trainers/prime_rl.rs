@@ -625,8 +625,8 @@ mod tests {
 
     #[test]
     fn in_may_be_the_run_its_rollouts_a_step_or_a_file() {
-        let run =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trainers/dumps/prime-rl/run1");
+        let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/trainers/dumps/prime-rl/run1");
         let effective =
             |n: i64| run.join(format!("rollouts/step_{n}/train/effective/traces.jsonl"));
         assert_eq!(files(&run, "r").unwrap(), vec![effective(1), effective(2)]);
