@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::commands::compare::BUCKETS;
+use crate::commands::analysis::buckets::BUCKETS;
 use crate::commands::numbers::sig;
 use crate::error::Result;
 use crate::shaping::correction::IsLevel;
