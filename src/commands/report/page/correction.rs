@@ -1,16 +1,13 @@
 //! Section 6, the rollout correction: the IS-weight distribution and what each rejection
 //! option removed.
 
-use serde_json::Value;
-
 use crate::error::Result;
 
 use super::super::gather::Facts;
-use super::super::html::{Style, escape, num};
+use super::super::html::{Style, escape};
 use super::super::plots::{self, Panel, colour};
-use super::parts::{
-    BINS, PageSection, WIDTH, figure, metric, metrics_of, metrics_pointer, step_name,
-};
+use super::parts::{BINS, PageSection, WIDTH, figure, step_name};
+use super::sources::Metrics;
 
 /// 6. Rollout correction: the IS-weight distribution and what each rejection option removed.
 pub(super) fn correction(f: &Facts) -> Result<PageSection> {
@@ -46,15 +43,8 @@ pub(super) fn correction(f: &Facts) -> Result<PageSection> {
             .filter(|o| o.correction.as_ref() == Some(c) && o.is_weights == facts.is_weights)
             .map(|o| escape(&o.label))
             .collect();
-        let m = &facts.metrics;
-        let src = metrics_of(&facts.label);
-        let steps: Vec<Option<i64>> = match m {
-            Value::Array(a) => a
-                .iter()
-                .map(|x| x.get("step").and_then(Value::as_i64))
-                .collect(),
-            _ => vec![None],
-        };
+        let m = Metrics::of(facts);
+        let steps = m.steps();
         body += &format!(
             "<h3>{}{}</h3>\n",
             same.join(", "),
@@ -69,7 +59,7 @@ pub(super) fn correction(f: &Facts) -> Result<PageSection> {
             // to past the threshold: the bulk near 1 and the line both in view
             let smallest = steps
                 .iter()
-                .filter_map(|&s| metric(m, s, "rollout_corr/rollout_is_min"))
+                .filter_map(|&s| m.value(s, "rollout_corr/rollout_is_min"))
                 .fold(1.0f64, f64::min)
                 .max(0.0);
             let top = spec.upper.max(1.0);
@@ -104,20 +94,14 @@ pub(super) fn correction(f: &Facts) -> Result<PageSection> {
                 ] {
                     body += &format!(
                         "<td>{}</td>",
-                        num(
-                            &src,
-                            m,
-                            &metrics_pointer(m, s, &format!("rollout_corr/{key}")),
-                            Style::Plain
-                        )
+                        m.at(s, &format!("rollout_corr/{key}"), Style::Plain)
                     );
                 }
                 body += &format!(
                     "<td>{}</td></tr>\n",
-                    num(
-                        &src,
-                        m,
-                        &metrics_pointer(m, s, "rollout_corr/rollout_is_ratio_fraction_high"),
+                    m.at(
+                        s,
+                        "rollout_corr/rollout_is_ratio_fraction_high",
                         Style::Percent
                     )
                 );
@@ -126,7 +110,7 @@ pub(super) fn correction(f: &Facts) -> Result<PageSection> {
         }
         if !c.rs.is_empty() {
             let mean_over = |key: &str| -> f64 {
-                let xs: Vec<f64> = steps.iter().filter_map(|&s| metric(m, s, key)).collect();
+                let xs: Vec<f64> = steps.iter().filter_map(|&s| m.value(s, key)).collect();
                 xs.iter().sum::<f64>() / xs.len().max(1) as f64
             };
             let mut items: Vec<(String, f64)> =
@@ -161,24 +145,14 @@ pub(super) fn correction(f: &Facts) -> Result<PageSection> {
                         "<tr><td class=\"l\">{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td>{}</td></tr>\n",
                         step_name(s),
                         escape(&o.name),
-                        num(
-                            &src,
-                            m,
-                            &metrics_pointer(
-                                m,
-                                s,
-                                &format!("rollout_corr/rollout_rs_{}_masked_fraction", o.name)
-                            ),
+                        m.at(
+                            s,
+                            &format!("rollout_corr/rollout_rs_{}_masked_fraction", o.name),
                             Style::Percent
                         ),
-                        num(
-                            &src,
-                            m,
-                            &metrics_pointer(
-                                m,
-                                s,
-                                &format!("rollout_corr/rollout_rs_{}_seq_masked_fraction", o.name)
-                            ),
+                        m.at(
+                            s,
+                            &format!("rollout_corr/rollout_rs_{}_seq_masked_fraction", o.name),
                             Style::Percent
                         ),
                     );
@@ -186,16 +160,10 @@ pub(super) fn correction(f: &Facts) -> Result<PageSection> {
                 body += &format!(
                     "<tr><td class=\"l\">{}</td><td class=\"l\">all options together</td><td>{}</td><td>{}</td></tr>\n",
                     step_name(s),
-                    num(
-                        &src,
-                        m,
-                        &metrics_pointer(m, s, "rollout_corr/rollout_rs_masked_fraction"),
-                        Style::Percent
-                    ),
-                    num(
-                        &src,
-                        m,
-                        &metrics_pointer(m, s, "rollout_corr/rollout_rs_seq_masked_fraction"),
+                    m.at(s, "rollout_corr/rollout_rs_masked_fraction", Style::Percent),
+                    m.at(
+                        s,
+                        "rollout_corr/rollout_rs_seq_masked_fraction",
                         Style::Percent
                     ),
                 );

@@ -5,9 +5,10 @@ use crate::error::Result;
 
 use super::super::difficulty;
 use super::super::gather::Facts;
-use super::super::html::{Style, escape, num};
+use super::super::html::{Style, escape};
 use super::super::plots::{self, Axes, Line, colour};
-use super::parts::{COMPARE, PageSection, WIDTH, figure_with_legend};
+use super::parts::{PageSection, WIDTH, figure_with_legend};
+use super::sources::Compare;
 
 /// 4. The difficulty-bias curve.
 pub(super) fn difficulty_bias(f: &Facts) -> Result<PageSection> {
@@ -20,7 +21,7 @@ pub(super) fn difficulty_bias(f: &Facts) -> Result<PageSection> {
             body: Err("the dump has no <code>uid</code> column (or no variant groups its rows), so rows have no group and no pass rate.".into()),
         });
     };
-    let c = &f.comparison_json;
+    let c = Compare(&f.comparison_json);
     let (points, exact) = match difficulty::curve(groups, &f.row_abs) {
         Some(p) => (
             p.iter()
@@ -88,22 +89,12 @@ pub(super) fn difficulty_bias(f: &Facts) -> Result<PageSection> {
     for (k, name) in BUCKETS.iter().enumerate() {
         body += &format!(
             "<tr><td class=\"l\">{name}</td><td>{}</td>",
-            num(
-                COMPARE,
-                c,
-                &format!("/variants/0/pass_rate_buckets/{k}/groups"),
-                Style::Plain
-            )
+            c.bucket(0, k, "groups", Style::Plain)
         );
         for v in 0..f.variants.len() {
             body += &format!(
                 "<td>{}</td>",
-                num(
-                    COMPARE,
-                    c,
-                    &format!("/variants/{v}/pass_rate_buckets/{k}/mean_abs_advantage"),
-                    Style::Plain
-                )
+                c.bucket(v, k, "mean_abs_advantage", Style::Plain)
             );
         }
         body += "</tr>\n";

@@ -3,14 +3,15 @@
 use crate::error::Result;
 
 use super::super::gather::Facts;
-use super::super::html::{Style, escape, num};
+use super::super::html::{Style, escape};
 use super::super::plots::{self, Panel, colour, css};
-use super::parts::{BINS, COMPARE, PageSection, WIDTH, figure};
+use super::parts::{BINS, PageSection, WIDTH, figure};
+use super::sources::Compare;
 
 /// 3. Advantage distributions, one panel per variant on one shared axis.
 pub(super) fn distributions(f: &Facts) -> Result<PageSection> {
     let caption = "Each panel is one variant's advantages over every valid token, all on the same axis: compare spread and tails; a spike at 0 is tokens that get no gradient.".to_string();
-    let c = &f.comparison_json;
+    let c = Compare(&f.comparison_json);
     let total: u64 = f
         .comparison
         .variants
@@ -69,19 +70,19 @@ pub(super) fn distributions(f: &Facts) -> Result<PageSection> {
     )?);
     body += "<table>\n<tr><th class=\"l\">variant</th><th>valid tokens</th><th>mean</th><th>std</th><th>min</th><th>max</th><th>exactly 0</th><th>Σ adv, correct rows</th><th>Σ adv, incorrect rows</th></tr>\n";
     for (v, facts) in f.variants.iter().enumerate() {
-        let p = |k: &str| format!("/variants/{v}/{k}");
+        let p = |k: &str, style: Style| c.variant(v, k, style);
         body += &format!(
             "<tr><td class=\"l\"><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             css(colour(v)),
             escape(&facts.label),
-            num(COMPARE, c, &p("valid_tokens"), Style::Plain),
-            num(COMPARE, c, &p("mean"), Style::Plain),
-            num(COMPARE, c, &p("std"), Style::Plain),
-            num(COMPARE, c, &p("min"), Style::Plain),
-            num(COMPARE, c, &p("max"), Style::Plain),
-            num(COMPARE, c, &p("zero_fraction"), Style::Percent),
-            num(COMPARE, c, &p("weight_correct"), Style::Plain),
-            num(COMPARE, c, &p("weight_incorrect"), Style::Plain),
+            p("valid_tokens", Style::Plain),
+            p("mean", Style::Plain),
+            p("std", Style::Plain),
+            p("min", Style::Plain),
+            p("max", Style::Plain),
+            p("zero_fraction", Style::Percent),
+            p("weight_correct", Style::Plain),
+            p("weight_incorrect", Style::Plain),
         );
     }
     body += "</table>\n";
@@ -92,18 +93,8 @@ pub(super) fn distributions(f: &Facts) -> Result<PageSection> {
                 "<tr><td class=\"l\">{} · {}</td><td>{}</td><td>{}</td></tr>\n",
                 escape(&p.a),
                 escape(&p.b),
-                num(
-                    COMPARE,
-                    c,
-                    &format!("/pairs/{k}/sign_agreement"),
-                    Style::Percent
-                ),
-                num(
-                    COMPARE,
-                    c,
-                    &format!("/pairs/{k}/rank_correlation"),
-                    Style::Plain
-                ),
+                c.pair(k, "sign_agreement", Style::Percent),
+                c.pair(k, "rank_correlation", Style::Plain),
             );
         }
         body += "</table>\n";

@@ -2,12 +2,13 @@
 //! numbers per step.
 
 use super::super::gather::Facts;
-use super::super::html::{Style, escape, num};
-use super::parts::{INSPECT, PageSection, step_name};
+use super::super::html::{Style, escape};
+use super::parts::{PageSection, step_name};
+use super::sources::Inspect;
 
 /// 1. The inspect findings: warnings first, with their fixes, then the numbers per step.
 pub(super) fn findings(f: &Facts) -> PageSection {
-    let j = &f.inspect_json;
+    let j = Inspect(&f.inspect_json);
     let first = &f.variants[0].label;
     let mut body = String::new();
     let mut any = false;
@@ -52,7 +53,8 @@ pub(super) fn findings(f: &Facts) -> PageSection {
             String::new()
         };
         body += &format!(
-            "<li data-code=\"{code}\" data-path=\"/steps/{i}/warnings/{k}\"><code>{code}</code> · <b>{}</b> — {}{more}</li>\n",
+            "<li data-code=\"{code}\" data-path=\"{}\"><code>{code}</code> · <b>{}</b> — {}{more}</li>\n",
+            Inspect::warning(i, k),
             steps[0],
             escape(&first.warnings[k].message),
         );
@@ -100,45 +102,37 @@ pub(super) fn findings(f: &Facts) -> PageSection {
     }
     body += "<h3>The checks' numbers</h3>\n<table>\n<tr><th class=\"l\">step</th><th>rows</th><th>groups</th><th>groups with no signal</th><th>valid tokens</th><th>rows ending in a tool token</th><th>tool spans per row</th><th>mean score</th><th>mean k1 per token</th><th>ratio outside [0.5, 2]</th><th>tokens rejected</th></tr>\n";
     for (i, s) in f.inspect.steps.iter().enumerate() {
-        let p = |k: &str| format!("/steps/{i}/{k}");
+        let p = |k: &str, style: Style| j.step(i, k, style);
         body += &format!(
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             step_name(s.step),
-            num(INSPECT, j, &p("rows"), Style::Plain),
-            num(INSPECT, j, &p("groups/count"), Style::Plain),
-            num(INSPECT, j, &p("groups/no_signal_fraction"), Style::Percent),
-            num(INSPECT, j, &p("valid_token_fraction"), Style::Percent),
-            num(INSPECT, j, &p("rows_ending_in_tool_token"), Style::Plain),
-            num(INSPECT, j, &p("tool_spans/mean"), Style::Plain),
-            num(INSPECT, j, &p("score_sum/mean"), Style::Plain),
-            num(INSPECT, j, &p("kl/mean_k1"), Style::Plain),
-            num(
-                INSPECT,
-                j,
-                &p("train_rollout_mismatch/ratio_outside_fraction"),
+            p("rows", Style::Plain),
+            p("groups/count", Style::Plain),
+            p("groups/no_signal_fraction", Style::Percent),
+            p("valid_token_fraction", Style::Percent),
+            p("rows_ending_in_tool_token", Style::Plain),
+            p("tool_spans/mean", Style::Plain),
+            p("score_sum/mean", Style::Plain),
+            p("kl/mean_k1", Style::Plain),
+            p(
+                "train_rollout_mismatch/ratio_outside_fraction",
                 Style::Percent
             ),
-            num(
-                INSPECT,
-                j,
-                &p("rejection/rejected_token_fraction"),
-                Style::Percent
-            ),
+            p("rejection/rejected_token_fraction", Style::Percent),
         );
     }
     body += "</table>\n<p class=\"meta\">— : the dump lacks the columns for that check (see the notes). docs/inspect.md explains each finding.</p>\n";
     if let Some(check) = &f.inspect.logged {
-        let p = |k: &str| format!("/logged_advantages/{k}");
         body += &format!(
             "<h3>Logged advantages</h3>\n<p>This is a {} dump: advcalc recomputed every row's advantage as <code>{}</code> under <code>--convention {}</code> and compared it with the one {} logged (docs/trainers.md).</p>\n<table>\n<tr><th>rows compared</th><th>rows differing</th><th>of them in fragile groups</th><th>largest difference</th></tr>\n<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n</table>\n",
             escape(check.trainer.title()),
             escape(check.estimator),
             escape(check.convention),
             escape(check.trainer.title()),
-            num(INSPECT, j, &p("compared"), Style::Plain),
-            num(INSPECT, j, &p("differing"), Style::Plain),
-            num(INSPECT, j, &p("fragile"), Style::Plain),
-            num(INSPECT, j, &p("max_abs_difference"), Style::Plain),
+            j.logged("compared", Style::Plain),
+            j.logged("differing", Style::Plain),
+            j.logged("fragile", Style::Plain),
+            j.logged("max_abs_difference", Style::Plain),
         );
         if !check.causes.is_empty() {
             body += "<ul class=\"notes\">\n";

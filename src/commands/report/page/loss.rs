@@ -3,9 +3,10 @@
 use crate::error::Result;
 
 use super::super::gather::Facts;
-use super::super::html::{Style, escape, num};
+use super::super::html::{Style, escape};
 use super::super::plots::{self, Axes, Line, colour};
-use super::parts::{LOSS, PageSection, WIDTH, figure_with_legend};
+use super::parts::{PageSection, WIDTH, figure_with_legend};
+use super::sources::Loss;
 
 /// The loss section: how each `loss_agg_mode` would weigh the dump's tokens by response
 /// length (the loss stage, `docs/loss.md`), the configured mode's line marked.
@@ -62,38 +63,20 @@ pub(super) fn loss(f: &Facts) -> Result<PageSection> {
         escape(&l.configured)
     );
     body += "<table>\n<tr><th class=\"l\">loss_agg_mode</th><th>Q1</th><th>Q2</th><th>Q3</th><th>Q4</th><th>correct</th><th>incorrect</th><th>short/long token</th></tr>\n";
-    let modes = l.view["modes"].as_array().map_or(0, Vec::len);
-    for k in 0..modes {
-        let at = |key: &str| format!("/modes/{k}/{key}");
-        body += &format!(
-            "<tr><td class=\"l\">{}</td>",
-            escape(
-                l.view["modes"][k]["loss_agg_mode"]
-                    .as_str()
-                    .unwrap_or_default()
-            )
-        );
+    let view = Loss(&l.view);
+    for k in 0..view.modes() {
+        body += &format!("<tr><td class=\"l\">{}</td>", escape(view.name(k)));
         for q in 0..4 {
             body += &format!(
                 "<td>{}</td>",
-                num(
-                    LOSS,
-                    &l.view,
-                    &format!("{}/{q}", at("share_by_length_quartile")),
-                    Style::Percent
-                )
+                view.mode(k, &format!("share_by_length_quartile/{q}"), Style::Percent)
             );
         }
         body += &format!(
             "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-            num(LOSS, &l.view, &at("share_positive"), Style::Percent),
-            num(LOSS, &l.view, &at("share_negative"), Style::Percent),
-            num(
-                LOSS,
-                &l.view,
-                &at("token_weight_shortest_to_longest"),
-                Style::Plain
-            ),
+            view.mode(k, "share_positive", Style::Percent),
+            view.mode(k, "share_negative", Style::Percent),
+            view.mode(k, "token_weight_shortest_to_longest", Style::Plain),
         );
     }
     body += "</table>\n";

@@ -4,9 +4,10 @@
 //!
 //! One file per section, in the page's order: `findings`, `steps`, `distributions`,
 //! `difficulty_bias`, `token_strips`, `correction` and `loss`; `parts` holds what they share.
-//! A section reads its numbers by JSON pointer into one command's JSON only (`inspect`,
-//! `compare`, `run --metrics` or `loss`): the pointer is written into the page with the number,
-//! which is what lets tests/report.rs check the page against the commands.
+//! Numbers are read by JSON pointer from the commands' own JSON (`inspect`, `compare`,
+//! `run --metrics`, `loss`), every pointer spelled in `sources` (one accessor per source): the
+//! pointer is written into the page with the number, which is what lets tests/report.rs check
+//! the page against the commands.
 
 mod correction;
 mod difficulty_bias;
@@ -14,15 +15,16 @@ mod distributions;
 mod findings;
 mod loss;
 mod parts;
+mod sources;
 mod steps;
 mod token_strips;
 
 use crate::error::Result;
 
 use super::gather::Facts;
-use super::html::{CSS, Style, escape, num};
+use super::html::{CSS, Style, escape};
 use super::plots::{colour, css};
-use parts::COMPARE;
+use sources::Compare;
 
 /// The whole page.
 pub fn render(facts: &Facts) -> Result<String> {
@@ -51,12 +53,12 @@ pub fn render(facts: &Facts) -> Result<String> {
         "<h1>Rollout report: <code>{}</code></h1>\n",
         escape(&facts.file)
     );
-    let c = &facts.comparison_json;
+    let c = Compare(&facts.comparison_json);
     out += &format!(
         "<p class=\"meta\">{} rows, {} correct (score above {}) · {} · made by advcalc {} from the same passes as <code>inspect</code> and <code>compare</code></p>\n",
-        num(COMPARE, c, "/rows", Style::Plain),
-        num(COMPARE, c, "/correct_rows", Style::Plain),
-        num(COMPARE, c, "/correct_above", Style::Plain),
+        c.total("rows", Style::Plain),
+        c.total("correct_rows", Style::Plain),
+        c.total("correct_above", Style::Plain),
         variant_legend(&labels),
         env!("CARGO_PKG_VERSION"),
     );

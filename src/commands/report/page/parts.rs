@@ -1,28 +1,8 @@
-//! What the page's sections share: where numbers come from (`data-src`), the figures' sizes,
-//! a section's shape, and the small pieces of HTML more than one section writes.
+//! What the page's sections share: the figures' sizes, a section's shape, and the small pieces
+//! of HTML more than one section writes (where numbers come from is `sources`).
 
-use serde_json::{Value, json};
-
-use super::super::gather::VariantFacts;
-use super::super::html::{escape, token};
+use super::super::html::escape;
 use super::super::plots::{self, Line, css};
-
-/// `data-src` of numbers from `inspect -e FIRST --json` (the first variant's configuration).
-pub const INSPECT: &str = "inspect";
-/// `data-src` of numbers from `compare --json`.
-pub const COMPARE: &str = "compare";
-/// `data-src` of the loss section's numbers: `advcalc loss --json`.
-pub const LOSS: &str = "loss";
-
-/// `data-src` of variant `label`'s `inspect -e` statistics per step.
-pub fn inspect_of(label: &str) -> String {
-    format!("inspect -e {label}")
-}
-
-/// `data-src` of variant `label`'s `run --metrics`.
-pub fn metrics_of(label: &str) -> String {
-    format!("metrics {label}")
-}
 
 /// Bins of the advantage and IS-weight histograms.
 pub(super) const BINS: usize = 60;
@@ -80,32 +60,4 @@ pub(super) fn dashed_swatch(label: &str) -> String {
 /// A step's name in tables.
 pub(super) fn step_name(step: Option<i64>) -> String {
     step.map_or("all rows".into(), |s| format!("step {s}"))
-}
-
-/// The index in a `--metrics` value of `step`'s object (`None` for a single object).
-pub(super) fn metrics_pointer(metrics: &Value, step: Option<i64>, key: &str) -> String {
-    match metrics {
-        Value::Array(a) => {
-            let i = a
-                .iter()
-                .position(|m| m.get("step").and_then(Value::as_i64) == step)
-                .unwrap_or(a.len());
-            format!("/{i}/{}", token(key))
-        }
-        _ => format!("/{}", token(key)),
-    }
-}
-
-/// The number at `key` of `step`'s object in a `--metrics` value.
-pub(super) fn metric(metrics: &Value, step: Option<i64>, key: &str) -> Option<f64> {
-    metrics
-        .pointer(&metrics_pointer(metrics, step, key))
-        .and_then(Value::as_f64)
-}
-
-/// Variant `v`'s per-step advantage statistics, shaped as `inspect -e`'s JSON.
-pub fn advantage_steps(v: &VariantFacts) -> Value {
-    json!({
-        "steps": v.by_step.iter().map(|(_, t)| json!({"advantages": Value::Object(t.to_json())})).collect::<Vec<_>>()
-    })
 }

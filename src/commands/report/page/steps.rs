@@ -1,18 +1,14 @@
 //! Section 2, per step: score, no-signal groups, KL, IS weights, rejection, advantage std.
 
-use serde_json::Value;
-
 use crate::commands::numbers::sig;
 use crate::error::Result;
 use crate::shaping::correction::IsLevel;
 
 use super::super::gather::Facts;
-use super::super::html::{Style, escape, num};
+use super::super::html::{Style, escape};
 use super::super::plots::{self, Axes, Line, Reference, colour};
-use super::parts::{
-    INSPECT, PageSection, STEP_CHART, advantage_steps, dashed_swatch, figure, figure_with_legend,
-    inspect_of, metric, metrics_of, metrics_pointer, step_name,
-};
+use super::parts::{PageSection, STEP_CHART, dashed_swatch, figure, figure_with_legend, step_name};
+use super::sources::{Advantages, Inspect, Metrics};
 
 /// 2. Per step: score, no-signal groups, KL, IS weights, rejection, advantage std.
 pub(super) fn steps(f: &Facts) -> Result<PageSection> {
@@ -26,19 +22,19 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
             body: Err("the dump has no <code>step</code> column (nor step=N in its paths): it is one training batch, so there is nothing to draw over steps.".into()),
         });
     }
-    let j = &f.inspect_json;
+    let j = Inspect(&f.inspect_json);
     let steps: Vec<Option<i64>> = f.inspect.steps.iter().map(|s| s.step).collect();
     let xs: Vec<f64> = steps.iter().map(|s| s.unwrap_or(0) as f64).collect();
-    let series = |ptr: &dyn Fn(usize) -> String| -> Vec<(f64, Option<f64>)> {
+    let series = |key: &str| -> Vec<(f64, Option<f64>)> {
         (0..steps.len())
-            .map(|i| (xs[i], j.pointer(&ptr(i)).and_then(Value::as_f64)))
+            .map(|i| (xs[i], j.step_value(i, key)))
             .collect()
     };
     let is_variant = f
         .variants
         .iter()
         .position(|v| v.correction.as_ref().is_some_and(|c| c.is.is_some()));
-    let adv_json: Vec<Value> = f.variants.iter().map(advantage_steps).collect();
+    let adv_steps: Vec<Advantages> = f.variants.iter().map(Advantages::of).collect();
     let grey = plotters::style::RGBColor(60, 60, 60);
     let one = |label: &str, pts| {
         vec![Line {
@@ -61,20 +57,17 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
     let mut charts: Vec<String> = vec![
         plots::lines(
             &axes("mean score", false),
-            &one("score", series(&|i| format!("/steps/{i}/score_sum/mean"))),
+            &one("score", series("score_sum/mean")),
             size,
         )?,
         plots::lines(
             &axes("groups with no signal", true),
-            &one(
-                "no signal",
-                series(&|i| format!("/steps/{i}/groups/no_signal_fraction")),
-            ),
+            &one("no signal", series("groups/no_signal_fraction")),
             size,
         )?,
         plots::lines(
             &axes("KL: mean k1 per token", false),
-            &one("k1", series(&|i| format!("/steps/{i}/kl/mean_k1"))),
+            &one("k1", series("kl/mean_k1")),
             size,
         )?,
     ]
@@ -82,12 +75,12 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
     .map(figure)
     .collect();
     if let Some(v) = is_variant {
-        let m = &f.variants[v].metrics;
+        let m = Metrics::of(&f.variants[v]);
         let pts = |key: &str| -> Vec<(f64, Option<f64>)> {
             steps
                 .iter()
                 .zip(&xs)
-                .map(|(&s, &x)| (x, metric(m, s, key)))
+                .map(|(&s, &x)| (x, m.value(s, key)))
                 .collect()
         };
         let is_lines = [
@@ -145,26 +138,17 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
     }
     charts.push(figure(plots::lines(
         &axes("tokens rejected", true),
-        &one(
-            "rejected",
-            series(&|i| format!("/steps/{i}/rejection/rejected_token_fraction")),
-        ),
+        &one("rejected", series("rejection/rejected_token_fraction")),
         size,
     )?));
-    let std_lines: Vec<Line> = adv_json
+    let std_lines: Vec<Line> = adv_steps
         .iter()
         .enumerate()
         .map(|(v, a)| Line {
             label: f.variants[v].label.clone(),
             colour: colour(v),
             points: (0..steps.len())
-                .map(|i| {
-                    (
-                        xs[i],
-                        a.pointer(&format!("/steps/{i}/advantages/std"))
-                            .and_then(Value::as_f64),
-                    )
-                })
+                .map(|i| (xs[i], a.step_value(i, "std")))
                 .collect(),
         })
         .collect();
@@ -188,46 +172,29 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
     }
     body += "</tr>\n";
     for (i, &s) in steps.iter().enumerate() {
-        let p = |k: &str| format!("/steps/{i}/{k}");
         body += &format!(
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             step_name(s),
-            num(INSPECT, j, &p("rows"), Style::Plain),
-            num(INSPECT, j, &p("score_sum/mean"), Style::Plain),
-            num(INSPECT, j, &p("groups/no_signal_fraction"), Style::Percent),
-            num(INSPECT, j, &p("kl/mean_k1"), Style::Plain),
+            j.step(i, "rows", Style::Plain),
+            j.step(i, "score_sum/mean", Style::Plain),
+            j.step(i, "groups/no_signal_fraction", Style::Percent),
+            j.step(i, "kl/mean_k1", Style::Plain),
         );
         if let Some(v) = is_variant {
-            let (m, src) = (&f.variants[v].metrics, metrics_of(&f.variants[v].label));
+            let m = Metrics::of(&f.variants[v]);
             for key in [
                 "rollout_corr/rollout_is_mean",
                 "rollout_corr/rollout_is_max",
             ] {
-                body += &format!(
-                    "<td>{}</td>",
-                    num(&src, m, &metrics_pointer(m, s, key), Style::Plain)
-                );
+                body += &format!("<td>{}</td>", m.at(s, key, Style::Plain));
             }
         }
         body += &format!(
             "<td>{}</td>",
-            num(
-                INSPECT,
-                j,
-                &p("rejection/rejected_token_fraction"),
-                Style::Percent
-            )
+            j.step(i, "rejection/rejected_token_fraction", Style::Percent)
         );
-        for (v, a) in f.variants.iter().zip(&adv_json) {
-            body += &format!(
-                "<td>{}</td>",
-                num(
-                    &inspect_of(&v.label),
-                    a,
-                    &format!("/steps/{i}/advantages/std"),
-                    Style::Plain
-                )
-            );
+        for a in &adv_steps {
+            body += &format!("<td>{}</td>", a.step(i, "std", Style::Plain));
         }
         body += "</tr>\n";
     }
