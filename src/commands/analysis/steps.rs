@@ -1,5 +1,6 @@
 //! One configuration's advantage statistics per training batch: the whole `run` pipeline, as
-//! `compare` runs it, for `inspect -e` (and the per-step curves `report` draws).
+//! `compare` runs it, for `inspect -e`. (`report` has the same statistics from its own output
+//! pass's sums.)
 
 use crate::commands::analysis::collect::{CompareOptions, Variant, collect};
 use crate::commands::analysis::tokens::TokenStats;
