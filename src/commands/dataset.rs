@@ -17,10 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use tempfile::NamedTempFile;
 
-use crate::commands::inspect::PROVENANCE_PREFIX;
-use crate::commands::run::{
-    DatasetOptions, RunOptions, RunSummary, encode_row_group, provenance_of,
-};
+use crate::commands::encode::encode_row_group;
+use crate::commands::provenance::{PROVENANCE_PREFIX, provenance_of};
+use crate::commands::run_options::{DatasetOptions, RunOptions, RunSummary, metrics_force};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine::kept::{DEFAULT_MEMORY, Kept};
@@ -612,7 +611,7 @@ fn run_into(
             crate::io::whole_file::write_side_output(
                 path,
                 (text + "\n").as_bytes(),
-                crate::commands::run::metrics_force(opts, dopts),
+                metrics_force(opts, dopts),
                 "--metrics",
             )?;
         }

@@ -8,12 +8,21 @@
 //!    renamed onto OUT at the end.
 //!
 //! Results never depend on the thread count: merging and appending follow row-group order.
+//!
+//! A dataset IN is dispatched to `dataset` from here; what both write with (the options,
+//! OUT's provenance, pass 2's encoding) lives in `run_options`, `provenance` and `encode`,
+//! so `dataset` never imports this file.
 
 #[cfg(feature = "cloud")]
 use std::path::Path;
-use std::path::PathBuf;
 
-use crate::commands::inspect::PROVENANCE_PREFIX;
+pub use crate::commands::run_options::{DatasetOptions, RunOptions, RunSummary};
+
+use crate::commands::encode::encode_row_group;
+#[cfg(feature = "cloud")]
+use crate::commands::provenance::PROVENANCE_PREFIX;
+use crate::commands::provenance::provenance_of;
+use crate::commands::run_options::metrics_force;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine::job::Job;
@@ -31,71 +40,7 @@ use crate::io::input::Input;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
 use crate::io::sequence_output;
-use crate::io::write::{EncodedRowGroup, OutputEncoder, ParquetOutput};
-use crate::shaping::scores::Layout;
-
-/// How to run, beyond the algorithm configuration.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// IN: Parquet, an Arrow IPC file or stream, `-` for an Arrow IPC stream on stdin, or a
-    /// verl JSONL dump (a `.jsonl` file or a directory of them; OUT then holds the dump's
-    /// fields and one `advantage` per row).
-    pub input: PathBuf,
-    /// OUT: IN with the computed columns, written to a temporary file and renamed onto this
-    /// path at the end; `-` writes an Arrow IPC stream to stdout. Never IN itself.
-    pub output: PathBuf,
-    /// Overwrite OUT if it exists (`--force`); without it an existing OUT is a usage error.
-    pub force: bool,
-    /// Worker threads; `None` means one per core.
-    pub threads: Option<usize>,
-    /// Draw a progress bar on stderr (only when stderr is a terminal).
-    pub progress: bool,
-    /// How token lists are laid out (`--layout`): where a scalar `score` column is placed.
-    pub layout: Layout,
-    /// Let NaN and ±inf through instead of refusing them.
-    pub allow_nonfinite: bool,
-    /// `--input-format` / `--output-format`; `None`: by extension (`-` is an Arrow stream).
-    pub input_format: Option<Format>,
-    /// Format of OUT; `None`: by extension, as for IN.
-    pub output_format: Option<Format>,
-    /// Where to write the metrics as JSON (`--metrics`).
-    pub metrics: Option<PathBuf>,
-    /// `--memory`: bytes of decoded row groups pass 1 may keep for pass 2, which reads again
-    /// whatever did not fit (`engine::kept`); `None`: [`DEFAULT_MEMORY`] (1 GiB). The output
-    /// is the same for any budget.
-    pub memory: Option<usize>,
-}
-
-/// How to run on a dataset (IN a directory or a glob), beyond [`RunOptions`].
-#[derive(Debug, Clone, Default)]
-pub struct DatasetOptions {
-    /// `--resume`: keep each output file that a run of this configuration finished from the
-    /// same input (its provenance says so and it is newer than its input), redo the others;
-    /// refuse outputs of another configuration.
-    pub resume: bool,
-}
-
-/// What a run did, for the user.
-#[derive(Debug, Clone, Default)]
-pub struct RunSummary {
-    /// Rows of IN (and of OUT).
-    pub rows: usize,
-    /// Row groups of IN, which OUT keeps.
-    pub row_groups: usize,
-    /// Files of IN (1 unless IN is a dataset).
-    pub files: usize,
-    /// Output files a dataset's `--resume` kept as they were.
-    pub kept: usize,
-    /// Training batches: one per `step` value, or one without a `step` column.
-    pub training_batches: usize,
-    /// Things the user should know about the data (printed by `main`).
-    pub warnings: Vec<String>,
-    /// Things the user should know about the run (printed as notes).
-    pub notes: Vec<String>,
-    /// `advcalc loss`: how each `loss_agg_mode` weighs the dump (`docs/loss.md`), as JSON
-    /// and as a table.
-    pub length_bias: Option<(serde_json::Value, String)>,
-}
+use crate::io::write::ParquetOutput;
 
 /// Compute the configured estimator's outputs from IN into OUT: the two passes, streamed
 /// by row group, with every other column of IN copied unchanged and how OUT was made
@@ -179,12 +124,6 @@ pub fn run_with(
         return crate::commands::dataset::run(config, opts, dataset);
     }
     run_file(config, opts, dataset)
-}
-
-/// Whether `--metrics` may replace an existing file: with `--force`, and with `--resume`,
-/// whose metrics cover the whole dataset again.
-pub(crate) fn metrics_force(opts: &RunOptions, dataset: &DatasetOptions) -> bool {
-    opts.force || dataset.resume
 }
 
 /// [`run_with`] on one file (IN not a dataset).
@@ -370,46 +309,6 @@ pub(crate) fn provenance(
         return kv;
     }
     provenance_of(config, input.name(), bytes, starts[starts.len() - 1])
-}
-
-/// The `advcalc.*` provenance of an output made from the input `name` (`bytes` long when it
-/// is a file, `rows` rows).
-pub(crate) fn provenance_of(
-    config: &Config,
-    name: &str,
-    bytes: Option<u64>,
-    rows: usize,
-) -> Vec<(String, String)> {
-    let key = |k: &str| format!("{PROVENANCE_PREFIX}{k}");
-    let algo = &config.algorithm;
-    let mut kv = vec![
-        (key("version"), env!("CARGO_PKG_VERSION").to_string()),
-        (key("estimator"), algo.adv_estimator.name().to_string()),
-        (key("convention"), algo.ext.convention.name().to_string()),
-        (key("input"), name.to_string()),
-    ];
-    if let Some(bytes) = bytes {
-        kv.push((key("input_bytes"), bytes.to_string()));
-    }
-    kv.push((key("input_rows"), rows.to_string()));
-    kv.push((key("config"), config.to_yaml()));
-    kv
-}
-
-/// Pass 2 on one row group: its token outputs assembled and encoded (on the worker thread),
-/// with its `--metrics` parts when asked.
-pub(crate) fn encode_row_group(
-    job: &Job<'_>,
-    batch: &arrow_array::RecordBatch,
-    first_row: usize,
-    prepared: &crate::engine::job::Plan,
-    encoder: &OutputEncoder,
-    row_group: usize,
-    with_metrics: bool,
-) -> Result<(EncodedRowGroup, metrics::Parts)> {
-    let done = job.row_group_outputs(batch, first_row, prepared)?;
-    let (out, parts) = job.assembled(batch, done, encoder.computed_schema(), with_metrics)?;
-    Ok((encoder.encode(row_group, &out)?, parts))
 }
 
 impl Passes<'_> {

@@ -1,12 +1,25 @@
-//! The analysis inspect and compare both report, neither command's own: numerically fragile
-//! groups and their findings (`fragile`), advantage statistics over valid tokens (`tokens`),
-//! per-row sums of one row group's outputs (`sums`), group pass-rate buckets (`buckets`),
-//! another trainer's logged advantages against advcalc's (`logged`), and the finding a
-//! command reports ([`Warning`]).
+//! The one analysis layer under the commands: what more than one of `inspect`, `compare` and
+//! `report` computes, so that no command imports another (each imports this; this imports
+//! none of them).
+//!
+//! - the passes: the variants and how to read them, each variant's statistics pass and
+//!   per-row sums (`collect`), one configuration's advantage statistics per step (`steps`);
+//! - the comparison `compare` prints and `report` draws (`comparison`), from per-row sums of
+//!   one row group's outputs (`sums`), advantage statistics over valid tokens (`tokens`) and
+//!   group pass-rate buckets (`buckets`);
+//! - the inspect checks, tallies and findings that `inspect` prints and `report` runs on its
+//!   own pass (`inspection`);
+//! - numerically fragile groups and their findings (`fragile`), another trainer's logged
+//!   advantages against advcalc's (`logged`), and the finding a command reports
+//!   ([`Warning`]).
 
 pub(crate) mod buckets;
+pub(crate) mod collect;
+pub(crate) mod comparison;
 pub(crate) mod fragile;
+pub(crate) mod inspection;
 pub mod logged;
+pub(crate) mod steps;
 pub(crate) mod sums;
 pub(crate) mod tokens;
 

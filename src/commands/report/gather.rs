@@ -9,10 +9,12 @@
 use rayon::prelude::*;
 use serde_json::Value;
 
+use crate::commands::analysis::collect::{Collected, Variant};
+use crate::commands::analysis::comparison::Comparison;
+use crate::commands::analysis::comparison::summary::summarise;
+use crate::commands::analysis::inspection::{self, Inspection, Tallies};
 use crate::commands::analysis::sums::Sums;
 use crate::commands::analysis::tokens::TokenStats;
-use crate::commands::compare::{Collected, Comparison, Variant, summarise};
-use crate::commands::inspect::{self, Inspection, Tallies};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine::job::{GroupOutputs, Job, Plan};
@@ -39,7 +41,7 @@ pub struct Facts {
     pub sequence_level: bool,
     /// The inspect report, checked with the first variant's configuration and with its
     /// advantage statistics (what `inspect -e` gives), and its JSON.
-    pub inspect: inspect::Report,
+    pub inspect: inspection::Report,
     pub inspect_json: Value,
     /// The comparison (what `compare` gives) and its JSON.
     pub comparison: Comparison,
@@ -256,7 +258,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         )?);
     }
     let first_name = first.algorithm.adv_estimator.name();
-    inspect::add_advantages(
+    inspection::add_advantages(
         &mut report,
         first_name,
         by_step[0].clone(),

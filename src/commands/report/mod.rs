@@ -19,7 +19,7 @@ mod strips;
 
 use std::path::PathBuf;
 
-use crate::commands::compare::{CompareOptions, Variant};
+use crate::commands::analysis::collect::{CompareOptions, Variant};
 use crate::error::{Error, Result};
 use crate::io::whole_file;
 

@@ -36,8 +36,9 @@ const FONT: &str = "sans-serif";
 const SVG_FONT_SCALE: f64 = 1.24;
 
 /// Text sizes, in SVG user units: figures are drawn at the width the page shows them (at most
-/// the page's column, 1080 px; see `page::WIDTH`), so a unit is a CSS pixel and these are the
-/// sizes a reader sees, next to the page's 15–16 px text. Nothing is drawn below `SMALL`.
+/// the page's column, 1080 px; see `page::parts::WIDTH`), so a unit is a CSS pixel and these
+/// are the sizes a reader sees, next to the page's 15–16 px text. Nothing is drawn below
+/// `SMALL`.
 pub const SMALL: f64 = 13.0;
 const LABEL: f64 = 14.0;
 const TITLE: f64 = 15.0;

@@ -750,7 +750,7 @@ mod tests {
 
     #[test]
     fn advantages_are_a_section_of_their_own() {
-        // The section as `inspect -e` builds it (inspect/mod.rs): `TokenStats::to_json` plus
+        // The section as `inspect -e` builds it (`add_advantages`): `TokenStats::to_json` plus
         // the estimator's name. Valid-token advantages [1.5, -0.5, 0, -1]: mean 0, population
         // std √((2.25 + 0.25 + 0 + 1)/4) = √0.875 = 0.93541435, min -1, max 1.5, one zero of
         // four tokens.

@@ -1,15 +1,44 @@
-//! The summarise step: every row's sums → each variant's token statistics, correct/incorrect
-//! weights and pass-rate buckets, and each pair's sign agreement and rank correlation.
+//! The comparison and its summarise step: every row's sums → each variant's token statistics,
+//! correct/incorrect weights and pass-rate buckets, and each pair's sign agreement and rank
+//! correlation. `render` writes the [`Comparison`] built here.
 
-use super::Collected;
-use super::Variant;
-use super::report::Comparison;
 use super::spearman::spearman;
 use crate::commands::analysis::buckets::{BucketSummary, RowBuckets};
+use crate::commands::analysis::collect::{Collected, Variant};
 use crate::commands::analysis::fragile::{Fragile, fragile_groups};
+use crate::commands::analysis::logged::LoggedCheck;
 use crate::commands::analysis::sums::Sums;
 use crate::commands::analysis::tokens::{RowSums, TokenStats};
+use crate::estimators::conventions::Convention;
 use crate::estimators::groups::Grouping;
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// The input's name.
+    pub file: String,
+    /// Rows in the input.
+    pub rows: usize,
+    /// Rows whose score is above `correct_above`.
+    pub correct_rows: usize,
+    /// The score a correct row is above.
+    pub correct_above: f64,
+    /// One summary per variant, in the order given.
+    pub variants: Vec<VariantSummary>,
+    /// One summary per pair of variants (i < j, row-major).
+    pub pairs: Vec<PairSummary>,
+    /// Numerically fragile groups of the input (groups by `step` and `uid`; inspect's
+    /// finding): where the trainers' float arithmetic departs from the exact answer, so the
+    /// variants' numbers there are advcalc's exact ones, not any trainer's. `None` without
+    /// a `uid` column.
+    pub fragile: Option<Fragile>,
+    /// The conventions the variants run under: a fragile-group finding is a warning when it
+    /// concerns one of them, else a note.
+    pub(crate) conventions: Vec<Convention>,
+    /// Another trainer's dump: its logged advantages against advcalc's recomputation under
+    /// its convention (`inspect`'s check, docs/trainers.md).
+    pub logged: Option<LoggedCheck>,
+}
 
 /// One variant's advantages, summarised.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,43 +1,14 @@
 //! The comparison as stable JSON (documented in docs/compare.md) and as aligned tables for a
-//! terminal.
+//! terminal (what `compare` prints; `report` reads the JSON).
 
 use serde_json::{Value, json};
 
-use super::summary::{PairSummary, VariantSummary};
+use super::summary::{Comparison, VariantSummary};
 use crate::commands::analysis::Warning;
 use crate::commands::analysis::buckets::BUCKETS;
-use crate::commands::analysis::fragile::{Fragile, fragile_findings, fragile_json, fragile_rows};
+use crate::commands::analysis::fragile::{fragile_findings, fragile_json, fragile_rows};
 use crate::commands::analysis::logged::LoggedCheck;
 use crate::commands::numbers::{fixed6, pct2};
-use crate::estimators::conventions::Convention;
-
-/// The whole comparison.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Comparison {
-    /// The input's name.
-    pub file: String,
-    /// Rows in the input.
-    pub rows: usize,
-    /// Rows whose score is above `correct_above`.
-    pub correct_rows: usize,
-    /// The score a correct row is above.
-    pub correct_above: f64,
-    /// One summary per variant, in the order given.
-    pub variants: Vec<VariantSummary>,
-    /// One summary per pair of variants (i < j, row-major).
-    pub pairs: Vec<PairSummary>,
-    /// Numerically fragile groups of the input (groups by `step` and `uid`; inspect's
-    /// finding): where the trainers' float arithmetic departs from the exact answer, so the
-    /// variants' numbers there are advcalc's exact ones, not any trainer's. `None` without
-    /// a `uid` column.
-    pub fragile: Option<Fragile>,
-    /// The conventions the variants run under: a fragile-group finding is a warning when it
-    /// concerns one of them, else a note.
-    pub(crate) conventions: Vec<Convention>,
-    /// Another trainer's dump: its logged advantages against advcalc's recomputation under
-    /// its convention (`inspect`'s check, docs/trainers.md).
-    pub logged: Option<LoggedCheck>,
-}
 
 impl Comparison {
     /// The comparison as JSON (documented in README and `docs/pipelines.md`).
