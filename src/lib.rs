@@ -25,7 +25,6 @@ pub mod cli;
 pub mod commands;
 pub use advcalc_config as config;
 pub mod dataset;
-mod engine;
 pub mod input;
 pub use advcalc_io::interrupt;
 
@@ -45,6 +44,7 @@ mod test_support;
 pub use advcalc_maths::error;
 // The lower floors' modules under their own names (not re-exported: the tests, benchmarks
 // and fuzz targets use those crates themselves).
+use advcalc_engine as engine;
 use advcalc_io as io;
 pub use advcalc_maths::error::{Error, ErrorKind, Result};
 use advcalc_maths::{data, estimators, loss, shaping};

@@ -121,6 +121,14 @@ fn the_maths_depends_on_nothing_and_the_configuration_on_no_heavy_crate() {
     for top_only in ["clap", "plotters", "indicatif"] {
         assert!(!io.contains(top_only), "advcalc-io depends on {top_only}");
     }
+    // the engine runs the passes; the command line and the figures are the commands'
+    let engine = closure(&graph, "advcalc-engine");
+    for top_only in ["clap", "plotters"] {
+        assert!(
+            !engine.contains(top_only),
+            "advcalc-engine depends on {top_only}"
+        );
+    }
     // the check can fail: the top floor does hold the heavy crates, through its own edges
     let top = closure(&graph, "advcalc");
     assert!(

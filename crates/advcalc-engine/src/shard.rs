@@ -2,22 +2,22 @@
 //! task needs only the shard of the steps its record batches hold. A shard serialises to
 //! bytes (Arrow IPC, `engine::exchange`) to cross process and machine boundaries.
 
-use crate::engine::job::Plan;
-use crate::engine::pipeline::Constants;
 use crate::estimators::AnyEstimatorPlan;
+use crate::job::Plan;
+use crate::pipeline::Constants;
 
 /// What pass 2 needs for some steps: their constants (KL coefficient, IS normalisation) and
 /// the estimator's plan for their rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanShard {
     /// The steps covered (`None`: the input has no step column).
-    pub(crate) steps: Vec<Option<i64>>,
+    pub steps: Vec<Option<i64>>,
     /// Fingerprint of the configuration the plan was made for.
-    pub(crate) config: u64,
+    pub config: u64,
     /// The steps' constants (KL coefficient, IS normalisation).
-    pub(crate) constants: Constants,
+    pub constants: Constants,
     /// The estimator's plan, restricted to the steps' rows.
-    pub(crate) plan: AnyEstimatorPlan,
+    pub plan: AnyEstimatorPlan,
 }
 
 impl Plan {

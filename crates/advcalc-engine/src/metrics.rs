@@ -8,11 +8,11 @@ use serde_json::{Map, Value, json};
 
 use crate::data::RowGroup;
 use crate::data::TokenRole;
-use crate::engine::job::{Job, Plan};
-use crate::engine::pipeline::Pipeline;
-use crate::engine::plan::training_batches;
+use crate::job::{Job, Plan};
 use crate::loss::AggMode;
 use crate::loss::length_bias::LengthBias;
+use crate::pipeline::Pipeline;
+use crate::plan::training_batches;
 use crate::shaping::correction::{
     self, Correction, IsLevel, RsAggregate, RsOption, RsStatistic, SAFETY_BOUND,
 };
@@ -67,7 +67,7 @@ pub struct StepParts {
     adv_min: Option<f64>,
     adv_max: Option<f64>,
     /// The loss stage's per-row sums (pass 2), by global row.
-    pub(crate) loss_rows: Vec<(usize, crate::loss::row::RowSums)>,
+    pub loss_rows: Vec<(usize, crate::loss::row::RowSums)>,
 }
 
 fn fmax(a: Option<f64>, b: f64) -> Option<f64> {

@@ -7,11 +7,6 @@ use std::collections::BTreeMap;
 use arrow_array::RecordBatch;
 
 use crate::data::{FloatBuffer, RowGroup, TokenOutputs, TokenRole};
-use crate::engine::metrics;
-use crate::engine::pipeline::{self, Constants, Pipeline, StepConstants};
-use crate::engine::plan::{self, step_constants, training_batches};
-use crate::engine::row_stats::{Scope, row_stats};
-use crate::engine::token_outputs::token_outputs;
 use crate::error::{Error, Result};
 use crate::estimators::{AnyEstimatorPlan, RowStats};
 use crate::interrupt;
@@ -21,8 +16,13 @@ use crate::io::schema::InputColumns;
 use crate::io::write::ColumnSource;
 use crate::loss::plan::LossPlan;
 use crate::loss::row::RowSums;
+use crate::metrics;
+use crate::pipeline::{self, Constants, Pipeline, StepConstants};
+use crate::plan::{self, step_constants, training_batches};
+use crate::row_stats::{Scope, row_stats};
 use crate::shaping::kl::KlController;
 use crate::shaping::scores::{self, Layout};
+use crate::token_outputs::token_outputs;
 
 /// A pipeline bound to the columns of one input.
 #[derive(Clone, Copy)]
@@ -55,26 +55,26 @@ pub enum StatsPass {
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The merged pass-1 statistics of every row, in input order.
-    pub(crate) stats: RowStats,
+    pub stats: RowStats,
     /// The estimator's batch work for every row and step.
-    pub(crate) plan: AnyEstimatorPlan,
+    pub plan: AnyEstimatorPlan,
     /// Per step: the KL coefficient used and the IS normalisation factor.
-    pub(crate) constants: Constants,
+    pub constants: Constants,
     /// Per step: the KL controller's (current KL, β) for the metrics.
-    pub(crate) kl_metrics: BTreeMap<Option<i64>, (f64, f64)>,
+    pub kl_metrics: BTreeMap<Option<i64>, (f64, f64)>,
     /// `--metrics` parts of pass 1 (rollout correction).
-    pub(crate) metric_parts: metrics::Parts,
+    pub metric_parts: metrics::Parts,
     /// The training batches: each step's global row indices (steps ascending).
-    pub(crate) training_batches: Vec<(Option<i64>, Vec<usize>)>,
+    pub training_batches: Vec<(Option<i64>, Vec<usize>)>,
     /// Things the user should know about the data.
-    pub(crate) warnings: Vec<String>,
+    pub warnings: Vec<String>,
     /// Things the user should know about the run (the loss stage's assumptions).
-    pub(crate) notes: Vec<String>,
+    pub notes: Vec<String>,
     /// Fingerprint of the configuration the plan was made for (0 inside the commands, which
     /// never mix them up); its shards carry it.
-    pub(crate) config: u64,
+    pub config: u64,
     /// The loss stage's part (`advcalc loss`).
-    pub(crate) loss: Option<LossPlan>,
+    pub loss: Option<LossPlan>,
 }
 
 impl Plan {

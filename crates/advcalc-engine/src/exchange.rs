@@ -19,13 +19,13 @@ use arrow_schema::{Field, Schema};
 use serde_json::{Value, json};
 
 use crate::data::{GroupKey, PositiveLogProbs, TokenRole};
-use crate::engine::pipeline::{Constants, StepConstants};
-use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
 use crate::estimators::state::{
     Column, Reading, Value as OwnValue, Written, key_from_text, key_text, malformed,
 };
 use crate::estimators::{Estimator, EstimatorPlan, RowStats, Stamp};
+use crate::pipeline::{Constants, StepConstants};
+use crate::shard::PlanShard;
 
 const KEY: &str = "advcalc.exchange";
 /// 2: the estimator's own state under its name (1: every estimator's fields in one layout).

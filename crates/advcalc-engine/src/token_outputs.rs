@@ -3,11 +3,11 @@
 //! columns when it runs.
 
 use crate::data::{LossColumns, RowGroup, TokenOutputs, TokenRole};
-use crate::engine::pipeline::{LossStage, Pipeline, Shaped};
 use crate::error::{Error, Result};
 use crate::estimators::AnyEstimatorPlan;
 use crate::loss::plan::LossPlan;
 use crate::loss::row::{RowInputs, RowSums, row};
+use crate::pipeline::{LossStage, Pipeline, Shaped};
 
 pub fn token_outputs(
     pipeline: &Pipeline,

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
 use crate::error::Result;
 use crate::estimators::{AnyEstimatorPlan, RowStats};
+use crate::pipeline::{Constants, Pipeline, StepConstants, is_norm_factor};
 
 /// The training batches: global row indices of each step, steps ascending, rows in file
 /// order. Without a `step` column the whole input is one batch.

@@ -4,14 +4,14 @@
 
 use rayon::prelude::*;
 
-use crate::engine::job::{Job, Plan, StatsPass};
-use crate::engine::kept::Kept;
-use crate::engine::metrics;
-use crate::engine::pipeline::Constants;
-use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::estimators::RowStats;
 use crate::io::dataset::Dataset;
+use crate::job::{Job, Plan, StatsPass};
+use crate::kept::Kept;
+use crate::metrics;
+use crate::pipeline::Constants;
+use crate::progress::Progress;
 
 /// Worker threads per core at most: more only adds threads that wait (each row group in
 /// flight is decoded memory, so thousands of threads hold thousands of row groups, and a

@@ -25,7 +25,7 @@
 //!   estimator's fields in one struct; the estimators of that layout encode its slots
 //!   ([`V1`]), so that their values never change.
 //!
-//! [`Config::to_yaml`]: crate::Config::to_yaml
+//! [`Config::to_yaml`]: crate::config::Config::to_yaml
 //! [`EstimatorPlan`]: crate::estimators::EstimatorPlan
 //! [`OwnPlan::fingerprint`]: crate::estimators::OwnPlan::fingerprint
 //! [`V1`]: crate::estimators::fingerprint::V1
@@ -33,22 +33,22 @@
 use std::hash::Hasher;
 
 use crate::config::Config;
-use crate::engine::pipeline::{Constants, StepConstants};
 use crate::estimators::AnyEstimatorPlan;
 use crate::estimators::fingerprint::Encode;
+use crate::pipeline::{Constants, StepConstants};
 
 const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// FNV-1a 64 of `bytes`.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h = Fnv1a::default();
     h.write(bytes);
     h.0
 }
 
 /// FNV-1a 64, fed in pieces.
-pub(crate) struct Fnv1a(u64);
+pub struct Fnv1a(u64);
 
 impl Default for Fnv1a {
     fn default() -> Self {
@@ -76,18 +76,18 @@ fn hash(value: &impl Encode) -> u64 {
 }
 
 /// The configuration's fingerprint: FNV-1a 64 of its resolved YAML.
-pub(crate) fn config(config: &Config) -> u64 {
+pub fn config(config: &Config) -> u64 {
     fnv1a(config.to_yaml().as_bytes())
 }
 
 /// The fingerprint of the step constants a pass ran with.
-pub(crate) fn constants(constants: &Constants) -> u64 {
+pub fn constants(constants: &Constants) -> u64 {
     hash(constants)
 }
 
 /// The fingerprint of what pass 2 computes some rows with (`Plan::fingerprint`): `plan`
 /// is the estimator's plan restricted to them; its `rows` field is left out.
-pub(crate) fn plan(
+pub fn plan(
     config: u64,
     steps: &[Option<i64>],
     constants: &[StepConstants],
@@ -162,7 +162,7 @@ mod tests {
             unreachable!("a test value")
         }
         fn write(&self, _: &mut crate::estimators::state::Written) {}
-        fn read(_: &crate::estimators::state::Reading) -> crate::Result<Self> {
+        fn read(_: &crate::estimators::state::Reading) -> crate::error::Result<Self> {
             unreachable!("a test value")
         }
         fn fingerprint<H: Hasher>(&self, rows: usize, h: &mut H) {

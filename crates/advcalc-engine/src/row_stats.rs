@@ -2,10 +2,10 @@
 //! the batch-level statistics need (design §5), then the estimator's own statistics.
 
 use crate::data::{RowGroup, TokenRole};
-use crate::engine::pipeline::{Pipeline, Shaped};
 use crate::error::Result;
 use crate::estimators::RowStats;
 use crate::loss::LossMode;
+use crate::pipeline::{Pipeline, Shaped};
 
 /// Which statistics a pass keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

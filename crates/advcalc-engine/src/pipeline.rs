@@ -50,9 +50,9 @@ pub struct LossStage {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Constants {
     /// For a step not listed (the configured β, no normalisation).
-    pub(crate) default: StepConstants,
+    pub default: StepConstants,
     /// The steps' own constants.
-    pub(crate) per_step: BTreeMap<Option<i64>, StepConstants>,
+    pub per_step: BTreeMap<Option<i64>, StepConstants>,
 }
 
 impl Constants {

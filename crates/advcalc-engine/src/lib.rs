@@ -1,8 +1,9 @@
-//! The engine: one pipeline's two passes over row groups (design §5), the plan between them,
+//! The engine, the fourth floor of the workspace (`docs/architecture.md`): one pipeline's two
+//! passes over row groups (design §5), the plan between them,
 //! row-group parallelism and in-order output.
 
 pub mod exchange;
-pub(crate) mod fingerprint;
+pub mod fingerprint;
 pub mod job;
 pub mod kept;
 pub mod metrics;
@@ -15,18 +16,27 @@ pub mod row_stats;
 pub mod shard;
 pub mod token_outputs;
 
+// The floors below under their own names (not re-exported).
+use advcalc_config as config;
+use advcalc_io as io;
+use advcalc_io::interrupt;
+use advcalc_maths::{data, error, estimators, loss, shaping};
+#[cfg(test)]
+#[path = "../../advcalc-maths/src/test_support.rs"]
+mod test_support;
+
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use crate::config::Config;
 use crate::data::TokenRole;
-use crate::engine::job::{GroupOutputs, Job, Plan, StatsPass};
-use crate::engine::pipeline::{Constants, Pipeline};
-use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
 use crate::estimators::{RowStats, Stamp};
 use crate::io::schema::InputColumns;
+use crate::job::{GroupOutputs, Job, Plan, StatsPass};
+use crate::pipeline::{Constants, Pipeline};
 use crate::shaping::scores::Layout;
+use crate::shard::PlanShard;
 
 /// The engine: a validated configuration bound to an input's schema. Its methods are the two
 /// passes on Arrow record batches and the work between them; [`Engine::compute`] runs them
@@ -36,7 +46,7 @@ use crate::shaping::scores::Layout;
 /// that an adaptive KL controller needs, [`Engine::constants`]); the statistics of every
 /// record batch, appended in input order, make the [`Plan`] plan, which shards by step
 /// ([`Plan::for_step`]) for pass 2. [`RowStats`] and [`PlanShard`] serialise to bytes
-/// ([`Exchange`](crate::Exchange)), so either pass can run in another process or on another
+/// ([`Exchange`](crate::exchange::Exchange)), so either pass can run in another process or on another
 /// machine. Results do not depend on how the input is cut into record batches (except the
 /// OTB estimators' column sums, added per record batch: last-bit f64 differences at most).
 /// Statistics and shards carry a stamp of the configuration and pass that made them, and a
@@ -159,7 +169,7 @@ impl Engine {
     }
 
     /// The engine's work per row group, for the commands' parallel passes over a file.
-    pub(crate) fn job(&self) -> Job<'_> {
+    pub fn job(&self) -> Job<'_> {
         Job {
             pipeline: &self.pipeline,
             columns: &self.columns,
@@ -394,7 +404,7 @@ impl Engine {
     }
 
     /// The whole pipeline on an input held in memory, in one call (files go through
-    /// [`crate::run`], which streams row groups from disk). Record batches are processed in
+    /// `advcalc::run`, which streams row groups from disk). Record batches are processed in
     /// parallel on the current rayon pool; results do not depend on the thread count. With
     /// [`Engine::with_metrics`], [`Computed::metrics`] holds what `run --metrics` writes.
     pub fn compute(&self, batches: &[RecordBatch]) -> Result<Computed> {
