@@ -121,7 +121,7 @@ mod tests {
     use crate::io::read::ParquetInput;
 
     fn demo() -> Dataset {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/demo.parquet");
         Dataset::single(&ParquetInput::open(&path).unwrap())
     }
 

@@ -58,7 +58,8 @@ use crate::shard::PlanShard;
 /// use arrow::buffer::OffsetBuffer;
 /// use arrow::datatypes::{DataType, Field, Schema};
 /// use arrow::record_batch::RecordBatch;
-/// use advcalc::{Config, ConfigSources, Engine};
+/// use advcalc_config::{Config, ConfigSources};
+/// use advcalc_engine::Engine;
 ///
 /// // two responses to one prompt, two tokens each; the scores sit on the last token
 /// let offsets = || OffsetBuffer::from_lengths([2, 2]);
@@ -83,7 +84,7 @@ use crate::shard::PlanShard;
 /// let first = advantages.as_any().downcast_ref::<ListArray>().unwrap().value(0);
 /// let first = first.as_any().downcast_ref::<Float32Array>().unwrap();
 /// assert!((first.value(0) - 0.707106).abs() < 1e-5);
-/// # Ok::<(), advcalc::Error>(())
+/// # Ok::<(), advcalc_maths::Error>(())
 /// ```
 pub struct Engine {
     pipeline: Pipeline,
