@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::commands::run::{DatasetOptions, RunOptions, RunSummary};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::io::dataset::{Dataset, is_dataset, path_step};
 use crate::io::format::Format;
+use advcalc_commands::run::{DatasetOptions, RunOptions, RunSummary};
 
 /// One file of a dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,7 +70,7 @@ pub fn run_files(
         })
         .collect::<Result<Vec<_>>>()?;
     let dataset = Dataset::from_files(name, base.clone(), keyed, opts.input_format)?;
-    crate::commands::dataset::run_opened(config, opts, dopts, dataset)
+    advcalc_commands::dataset::run_opened(config, opts, dopts, dataset)
 }
 
 /// [`run_files`] on a share of a dataset in object storage: the objects `rels` under the
@@ -98,7 +98,7 @@ pub fn run_objects(
         }
     };
     let dataset = Dataset::from_objects(name, &base, rels, opts.input_format)?;
-    crate::commands::dataset::run_objects_opened(config, opts, dopts, &base, dataset)
+    advcalc_commands::dataset::run_objects_opened(config, opts, dopts, &base, dataset)
 }
 
 /// Remove the temporary outputs in `dir` that killed processes of this host left (as `run`

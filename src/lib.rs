@@ -22,7 +22,11 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod commands;
+/// The commands besides [`run`]: each an entry point, its options and what it returns
+/// (`advcalc-commands`' modules).
+pub mod commands {
+    pub use advcalc_commands::{compare, config, estimators, inspect, losses, report};
+}
 pub use advcalc_config as config;
 pub mod dataset;
 pub mod input;
@@ -44,11 +48,11 @@ mod test_support;
 pub use advcalc_maths::error;
 // The lower floors' modules under their own names (not re-exported: the tests, benchmarks
 // and fuzz targets use those crates themselves).
+pub use advcalc_commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
 use advcalc_engine as engine;
 use advcalc_io as io;
 pub use advcalc_maths::error::{Error, ErrorKind, Result};
-use advcalc_maths::{data, estimators, loss, shaping};
-pub use commands::run::{DatasetOptions, RunOptions, RunSummary, run, run_with};
+use advcalc_maths::{estimators, shaping};
 pub use config::{AlgoConfig, Config, ConfigSources};
 pub use engine::exchange::Exchange;
 pub use engine::job::Plan;

@@ -129,6 +129,8 @@ fn the_maths_depends_on_nothing_and_the_configuration_on_no_heavy_crate() {
             "advcalc-engine depends on {top_only}"
         );
     }
+    // the command line is the top floor's alone
+    assert!(!closure(&graph, "advcalc-commands").contains("clap"));
     // the check can fail: the top floor does hold the heavy crates, through its own edges
     let top = closure(&graph, "advcalc");
     assert!(

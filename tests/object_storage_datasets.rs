@@ -604,7 +604,7 @@ fn keys_with_glob_characters_and_metrics_objects() {
 /// `batch` as an Arrow IPC file.
 fn ipc_bytes(batch: &arrow_array::RecordBatch) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut w = arrow_ipc::writer::FileWriter::try_new(&mut out, &batch.schema()).unwrap();
+    let mut w = arrow::ipc::writer::FileWriter::try_new(&mut out, &batch.schema()).unwrap();
     w.write(batch).unwrap();
     w.finish().unwrap();
     drop(w);

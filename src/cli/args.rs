@@ -8,12 +8,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::commands::compare::{CompareOptions, Variant};
 use crate::commands::inspect::InspectOptions;
 use crate::commands::report::ReportOptions;
-use crate::commands::run::{DatasetOptions, RunOptions};
 use crate::config::{Config, ConfigSources};
 use crate::error::{Error, Result};
 use crate::io::format::Format;
 use crate::io::trainers::Trainer;
 use crate::shaping::scores::Layout;
+use advcalc_commands::run::{DatasetOptions, RunOptions};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -1,9 +1,0 @@
-//! The comparison `compare` prints and `report` draws: the summaries (`summary`, with
-//! `spearman`) built from the variants' per-row sums (`collect`), and their JSON and tables
-//! (`render`).
-
-pub(crate) mod render;
-pub(crate) mod spearman;
-pub(crate) mod summary;
-
-pub use summary::{Comparison, PairSummary, VariantSummary};
