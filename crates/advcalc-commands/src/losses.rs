@@ -88,6 +88,44 @@ pub fn to_table() -> String {
     out
 }
 
+/// The docs' blocks generated from the declarations, by the name of their region
+/// (`tests/docs.rs` keeps the files in step): the table of `docs/loss.md`.
+pub fn doc_blocks() -> Vec<(&'static str, String)> {
+    vec![("losses", doc_table())]
+}
+
+/// `docs/loss.md`'s table: one row per loss, in `LossMode::ALL` order.
+fn doc_table() -> String {
+    let code = |items: &[&str]| -> String {
+        if items.is_empty() {
+            "—".to_string()
+        } else {
+            let quoted: Vec<String> = items.iter().map(|x| format!("`{x}`")).collect();
+            quoted.join(", ")
+        }
+    };
+    let mut out = String::from(
+        "| `loss_mode` | computes | verl | works | metrics | parameters |\n| --- | --- | --- | --- | --- | --- |\n",
+    );
+    for m in LossMode::ALL {
+        let i = m.info();
+        let name = match i.loss_type {
+            Some(t) => format!("`{}` (`loss_type` `{t}`)", m.name()),
+            None => format!("`{}`", m.name()),
+        };
+        out.push_str(&format!(
+            "| {name} | {} | `{}` | {} | {} | {} |\n",
+            // a `|` in a formula would end the cell
+            i.summary.replace('|', "\\|"),
+            i.source(),
+            scope(i),
+            code(&i.metrics.names()),
+            code(i.parameters),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
