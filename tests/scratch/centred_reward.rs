@@ -115,6 +115,7 @@ impl Estimate for CentredReward {
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards"),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

@@ -34,6 +34,32 @@ pub struct VerlKeys {
     pub use_kl_in_reward: bool,
 }
 
+impl VerlKeys {
+    /// The keys set away from verl's defaults.
+    pub fn changed(&self) -> Vec<&'static str> {
+        [
+            ("gamma", self.gamma != 1.0),
+            ("lam", self.lam != 1.0),
+            ("norm_adv_by_std_in_grpo", !self.norm_adv_by_std_in_grpo),
+        ]
+        .into_iter()
+        .filter(|(_, changed)| *changed)
+        .map(|(key, _)| key)
+        .collect()
+    }
+}
+
+/// The notes for verl's keys set away from their defaults that `e` declares it ignores
+/// (`Info::ignores`): what it does instead.
+pub fn ignored_notes(e: Estimator, verl: &VerlKeys, notes: &mut Vec<String>) {
+    let changed = verl.changed();
+    for (key, why) in e.info().ignores {
+        if changed.contains(key) {
+            notes.push(format!("{} {why}", e.name()));
+        }
+    }
+}
+
 /// Combinations of the estimator, the convention and the keys that cannot work, and notes
 /// for the ones that do nothing.
 pub fn check(
@@ -91,17 +117,13 @@ pub fn check(
     // says what it changes. `trl.reward_weights` is read by the TRL dump reader, not by an
     // estimator.
     // verl's keys too, set away from verl's defaults (the notes above already speak for
-    // gamma under OpenRLHF; grpo_vectorized and gdpo say what they do with the std)
-    let verl_changed = [
-        ("gamma", gamma != 1.0 && !e.is_openrlhf()),
-        ("lam", verl.lam != 1.0),
-        (
-            "norm_adv_by_std_in_grpo",
-            !verl.norm_adv_by_std_in_grpo
-                && !matches!(e, Estimator::GrpoVectorized | Estimator::Gdpo),
-        ),
-    ];
-    let verl_changed = verl_changed.iter().filter(|(_, c)| *c).map(|(k, _)| *k);
+    // gamma under OpenRLHF; a key the estimator declares it ignores gets its own note,
+    // `ignored_notes`)
+    let ignored = |key: &str| e.info().ignores.iter().any(|(k, _)| *k == key);
+    let verl_changed = verl
+        .changed()
+        .into_iter()
+        .filter(|&k| !(ignored(k) || (k == "gamma" && e.is_openrlhf())));
     for key in x.changed().into_iter().chain(verl_changed) {
         if !["convention", "trl.reward_weights"].contains(&key) && !reads.contains(&key) {
             notes.push(format!(
@@ -330,5 +352,44 @@ mod tests {
         // OpenRLHF's own note speaks for gamma; grpo_vectorized's for the std
         assert!(!notes("openrlhf_rloo", &["gamma=0.9"]).contains(&"gamma".to_string()));
         assert!(notes("grpo_vectorized", &["norm_adv_by_std_in_grpo=false"]).is_empty());
+    }
+
+    // A key an estimator declares it ignores (`Info::ignores`) gets the declaration's note,
+    // only when set away from its default; no other estimator gets it.
+    #[test]
+    fn an_ignored_verl_key_gets_the_estimators_own_note() {
+        let notes = |estimator: &str, set: &str| -> Vec<String> {
+            let sets = [format!("algorithm.{set}")];
+            let config = crate::Config::load(&crate::ConfigSources {
+                estimator: Some(estimator),
+                sets: &sets,
+                ..Default::default()
+            })
+            .unwrap();
+            config.notes
+        };
+        for e in ["grpo_vectorized", "gdpo"] {
+            let set = if e == "gdpo" {
+                vec!["norm_adv_by_std_in_grpo=false", "gdpo_reward_keys=[a]"]
+            } else {
+                vec!["norm_adv_by_std_in_grpo=false"]
+            };
+            let sets: Vec<String> = set.iter().map(|s| format!("algorithm.{s}")).collect();
+            let got = crate::Config::load(&crate::ConfigSources {
+                estimator: Some(e),
+                sets: &sets,
+                ..Default::default()
+            })
+            .unwrap()
+            .notes;
+            assert_eq!(
+                got,
+                [format!(
+                    "{e} divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)"
+                )]
+            );
+        }
+        assert!(notes("grpo_vectorized", "norm_adv_by_std_in_grpo=true").is_empty());
+        assert!(notes("grpo", "norm_adv_by_std_in_grpo=false").is_empty());
     }
 }

@@ -278,14 +278,7 @@ fn read_algorithm(s: &mut Section<'_>, notes: &mut Vec<String>, loss: bool) -> R
             "algorithm.filter_groups.enable is ignored: DAPO filtering chooses which groups are generated, and a dump holds the groups that were trained on".into(),
         );
     }
-    if matches!(adv_estimator, Estimator::GrpoVectorized | Estimator::Gdpo)
-        && !norm_adv_by_std_in_grpo
-    {
-        notes.push(format!(
-            "{} divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)",
-            adv_estimator.name()
-        ));
-    }
+    extensions::ignored_notes(adv_estimator, &verl, notes);
     Ok(AlgoConfig {
         gamma,
         lam,

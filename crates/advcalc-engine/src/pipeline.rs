@@ -28,7 +28,7 @@ pub struct Pipeline {
     pub bypass: bool,
     pub gamma: f64,
     pub lam: f64,
-    pub norm_by_std: bool,
+    pub norm_adv_by_std_in_grpo: bool,
     pub gdpo_keys: Vec<String>,
     pub gdpo_weights: Vec<f64>,
     /// advcalc's settings (`--convention`, `whiten_advantages`, ...), as validated.
@@ -108,7 +108,7 @@ impl Pipeline {
             bypass: algo.rollout_correction.bypass(),
             gamma: algo.gamma,
             lam: algo.lam,
-            norm_by_std: algo.norm_adv_by_std_in_grpo,
+            norm_adv_by_std_in_grpo: algo.norm_adv_by_std_in_grpo,
             gdpo_keys: if gdpo {
                 algo.gdpo_reward_keys.clone()
             } else {
@@ -137,7 +137,7 @@ impl Pipeline {
             estimator: self.estimator,
             gamma: self.gamma,
             lam: self.lam,
-            norm_by_std: self.norm_by_std,
+            norm_adv_by_std_in_grpo: self.norm_adv_by_std_in_grpo,
             gdpo_weights: &self.gdpo_weights,
             ext: &self.ext,
         }

@@ -21,7 +21,7 @@ pub struct Settings<'a> {
     pub gamma: f64,
     pub lam: f64,
     /// `norm_adv_by_std_in_grpo`.
-    pub norm_by_std: bool,
+    pub norm_adv_by_std_in_grpo: bool,
     /// `gdpo_reward_weights`, one per `gdpo_reward_keys` column.
     pub gdpo_weights: &'a [f64],
     /// advcalc's settings, each declared once (`config/extensions.rs`): `--convention`,
@@ -381,7 +381,7 @@ impl<S> TrainingBatch<'_, S> {
 
     /// verl V1 folds multi-output sessions (each scored by its last output) for exact
     /// grpo only (§6.3): the folded scalars, or `None` without session columns.
-    pub fn folded_sessions(&self, norm_by_std: bool) -> Option<Vec<f64>> {
+    pub fn folded_sessions(&self, norm_adv_by_std_in_grpo: bool) -> Option<Vec<f64>> {
         let (sessions, index) = self.stats.session.as_ref()?;
         let s = self.stats;
         let outputs: Vec<OutputRow> = self
@@ -395,7 +395,7 @@ impl<S> TrainingBatch<'_, S> {
                 has_valid: s.valid[r] > 0.0,
             })
             .collect();
-        Some(fold_sessions(&outputs, norm_by_std))
+        Some(fold_sessions(&outputs, norm_adv_by_std_in_grpo))
     }
 
     /// Store one scalar per row of the batch for pass 2 to broadcast.

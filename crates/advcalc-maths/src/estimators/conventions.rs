@@ -155,9 +155,9 @@ pub enum Scale {
 
 impl Scale {
     /// Whether the std division applies, given `norm_adv_by_std_in_grpo`.
-    fn divides(self, norm_by_std: bool) -> bool {
+    fn divides(self, norm_adv_by_std_in_grpo: bool) -> bool {
         match self {
-            Scale::ByStdWhenSet => norm_by_std,
+            Scale::ByStdWhenSet => norm_adv_by_std_in_grpo,
             Scale::MeanOnly => false,
         }
     }
@@ -490,12 +490,12 @@ pub enum Refusal {
 }
 
 /// The family member `e` under `opts.convention` for one batch, on groups already formed by
-/// the convention's rule. `norm_by_std` is verl's `norm_adv_by_std_in_grpo` (for `grpo`);
+/// the convention's rule. `norm_adv_by_std_in_grpo` is verl's key (for `grpo`);
 /// `has_tokens[i]`: row `i` has a valid token (prime-rl's MaxRL leaves the others out).
 pub fn family_scalars(
     e: Estimator,
     opts: &Extensions,
-    norm_by_std: bool,
+    norm_adv_by_std_in_grpo: bool,
     scores: &[f64],
     has_tokens: &[bool],
     grouping: &Grouping,
@@ -510,16 +510,18 @@ pub fn family_scalars(
         return Err(Refusal::Undefined(undefined(e, opts.convention)));
     };
     Ok(match under.rule {
-        Rule::Grpo(scale) => super::grpo::grpo(scores, grouping, scale.divides(norm_by_std)),
+        Rule::Grpo(scale) => {
+            super::grpo::grpo(scores, grouping, scale.divides(norm_adv_by_std_in_grpo))
+        }
         Rule::MeanStd(scale, std) => mean_std_scaled(
             scores,
             grouping,
-            scale.divides(norm_by_std),
+            scale.divides(norm_adv_by_std_in_grpo),
             std.population,
             std.epsilon,
         ),
         Rule::OpenrlhfMean(scale) => {
-            let shaping = if scale.divides(norm_by_std) {
+            let shaping = if scale.divides(norm_adv_by_std_in_grpo) {
                 Shaping::GroupNorm
             } else {
                 Shaping::Mean
@@ -533,7 +535,8 @@ pub fn family_scalars(
             scores,
             grouping,
             NemoOptions {
-                normalize_rewards: opts.nemo_normalize_rewards && scale.divides(norm_by_std),
+                normalize_rewards: opts.nemo_normalize_rewards
+                    && scale.divides(norm_adv_by_std_in_grpo),
                 ..opts.nemo()
             },
         ),
@@ -567,7 +570,7 @@ pub fn family_batch(
     let scalars = family_scalars(
         s.estimator,
         s.ext,
-        s.norm_by_std,
+        s.norm_adv_by_std_in_grpo,
         &batch.scores(),
         &has_tokens,
         &g,

@@ -88,6 +88,7 @@ impl Estimate for Gae {
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the critic's values (values)"),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

@@ -49,6 +49,10 @@ impl Estimate for Gdpo {
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
         family: Family::Independent,
+        ignores: &[(
+            "norm_adv_by_std_in_grpo",
+            "divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)",
+        )],
         overview: Overview {
             section: None,
             needs: Some("`uid`, one scalar column per `gdpo_reward_keys` entry"),

@@ -37,6 +37,7 @@ impl Estimate for Gpg {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

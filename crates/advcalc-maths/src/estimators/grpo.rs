@@ -12,7 +12,7 @@
 //! ```
 //!
 //! **Inputs**: per-row outcome scores `s` and the `uid` grouping of one training batch.
-//! **Parameters**: `norm_by_std` (`algorithm.norm_adv_by_std_in_grpo`); ε = 1e-6 (the trainer
+//! **Parameters**: `norm_adv_by_std_in_grpo` (verl's key, `algorithm.norm_adv_by_std_in_grpo`); ε = 1e-6 (the trainer
 //! never passes another).
 //!
 //! **Edge cases**, as verl:
@@ -37,14 +37,14 @@ use crate::estimators::{
 pub const EPSILON: f64 = 1e-6;
 
 /// Per-row GRPO advantage scalars for one batch.
-pub fn grpo(scores: &[f64], grouping: &Grouping, norm_by_std: bool) -> Vec<f64> {
+pub fn grpo(scores: &[f64], grouping: &Grouping, norm_adv_by_std_in_grpo: bool) -> Vec<f64> {
     debug_assert_eq!(scores.len(), grouping.group_of_row.len());
     let (mean, std) = group_mean_std(scores, grouping);
     scores
         .iter()
         .zip(&grouping.group_of_row)
         .map(|(&s, &g)| {
-            if norm_by_std {
+            if norm_adv_by_std_in_grpo {
                 (s - mean[g]) / (std[g] + EPSILON)
             } else {
                 s - mean[g]
@@ -112,6 +112,7 @@ impl Estimate for Grpo {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: Some("`uid` (opt. `session_id` + `output_index`)"),
@@ -134,10 +135,10 @@ impl Estimate for Grpo {
         if batch.settings.ext.convention != Convention::Verl {
             return conventions::family_batch(batch, plan);
         }
-        let norm_by_std = batch.settings.norm_by_std;
-        let scalars = match batch.folded_sessions(norm_by_std) {
+        let norm_adv_by_std_in_grpo = batch.settings.norm_adv_by_std_in_grpo;
+        let scalars = match batch.folded_sessions(norm_adv_by_std_in_grpo) {
             Some(folded) => folded,
-            None => grpo(&batch.scores(), &batch.grouping(), norm_by_std),
+            None => grpo(&batch.scores(), &batch.grouping(), norm_adv_by_std_in_grpo),
         };
         batch.set_scalars(plan, scalars);
         Ok(())

@@ -120,6 +120,7 @@ impl Estimate for GrpoBatchStd {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        ignores: &[],
         overview: Overview {
             section: Some("B2"),
             needs: None,

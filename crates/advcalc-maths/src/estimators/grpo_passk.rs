@@ -19,7 +19,7 @@ use crate::estimators::{
 pub fn grpo_passk(
     scores: &[f64],
     grouping: &Grouping,
-    norm_by_std: bool,
+    norm_adv_by_std_in_grpo: bool,
 ) -> Result<Vec<f64>, usize> {
     let (_, std) = group_mean_std(scores, grouping);
     let mut a = vec![0.0; scores.len()];
@@ -40,7 +40,7 @@ pub fn grpo_passk(
             .map(|&i| scores[i])
             .fold(f64::NEG_INFINITY, f64::max);
         let diff = scores[top] - second;
-        a[top] = if norm_by_std {
+        a[top] = if norm_adv_by_std_in_grpo {
             diff / (std[g] + EPSILON)
         } else {
             diff
@@ -62,6 +62,7 @@ impl Estimate for GrpoPassk {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,
@@ -80,7 +81,7 @@ impl Estimate for GrpoPassk {
     fn batch(batch: &TrainingBatch<'_>, plan: &mut EstimatorPlan) -> Result<()> {
         let g = batch.grouping();
         let scalars =
-            grpo_passk(&batch.scores(), &g, batch.settings.norm_by_std).map_err(|group| {
+            grpo_passk(&batch.scores(), &g, batch.settings.norm_adv_by_std_in_grpo).map_err(|group| {
                 let row = g.group_of_row.iter().position(|&x| x == group).unwrap_or(0);
                 Error::data(format!(
                     "{}: column `uid` row {}: group {} has 1 row, and Pass@k requires at least 2 samples per group (verl raises ValueError)",

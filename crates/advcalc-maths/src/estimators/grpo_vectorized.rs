@@ -96,6 +96,10 @@ impl Estimate for GrpoVectorized {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        ignores: &[(
+            "norm_adv_by_std_in_grpo",
+            "divides by the group std whatever norm_adv_by_std_in_grpo says: verl 0.9.1's trainer never passes the setting to it, and advcalc does the same; use -e grpo for Dr. GRPO (no std)",
+        )],
         overview: Overview {
             section: None,
             needs: None,

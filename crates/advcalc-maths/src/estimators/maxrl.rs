@@ -105,6 +105,7 @@ impl Estimate for Maxrl {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        ignores: &[],
         overview: Overview {
             section: Some("B3"),
             needs: None,

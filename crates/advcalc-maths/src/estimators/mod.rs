@@ -112,6 +112,10 @@ pub struct Info {
     pub needs_tokens: Option<&'static str>,
     /// Its family: a convention member with its rules, an OpenRLHF estimator, or neither.
     pub family: Family,
+    /// verl's `algorithm.*` keys it ignores although verl's trainer has them, each with what
+    /// it does instead: a key set away from its default gets that note (`ESTIMATOR WHY`)
+    /// instead of "not read".
+    pub ignores: &'static [(&'static str, &'static str)],
     /// Its row in `docs/estimators.md`'s overview tables, which are generated from it.
     pub overview: Overview,
 }

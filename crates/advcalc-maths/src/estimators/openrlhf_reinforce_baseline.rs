@@ -48,6 +48,7 @@ impl Estimate for OpenrlhfReinforceBaseline {
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
         family: Family::Openrlhf,
+        ignores: &[],
         overview: Overview {
             section: Some("B5"),
             needs: Some(

@@ -40,6 +40,7 @@ impl Estimate for OpenrlhfRloo {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Openrlhf,
+        ignores: &[],
         overview: Overview {
             section: Some("B5"),
             needs: Some(

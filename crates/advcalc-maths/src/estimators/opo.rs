@@ -94,6 +94,7 @@ impl Estimate for Opo {
         weights_in_pass1: false,
         needs_tokens: Some("each row's valid-token count (its baseline is length-weighted)"),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

@@ -360,6 +360,7 @@ impl Estimate for OptimalTokenBaseline {
         weights_in_pass1: true,
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

@@ -49,6 +49,7 @@ impl Estimate for Reinforce {
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards (a return-to-go over the policy tokens)"),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: Some("A1"),
             needs: None,

@@ -109,6 +109,7 @@ impl Estimate for ReinforcePlusPlus {
             "per-token rewards and each row's valid tokens (a return-to-go whitened over the batch's valid tokens)",
         ),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

@@ -41,6 +41,7 @@ impl Estimate for ReinforcePlusPlusBaseline {
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

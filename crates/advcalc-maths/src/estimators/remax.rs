@@ -42,6 +42,7 @@ impl Estimate for Remax {
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the greedy response's reward (reward_baselines)"),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: Some("`reward_baselines` (scalar)"),

@@ -60,6 +60,7 @@ impl Estimate for Rloo {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Convention(MEMBER),
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

@@ -240,6 +240,7 @@ impl Estimate for RlooLooStd {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: Some("B4"),
             needs: Some("`uid`, or `prompt_ids` (`nemo.group_by`)"),

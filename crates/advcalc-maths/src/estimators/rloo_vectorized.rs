@@ -38,6 +38,7 @@ impl Estimate for RlooVectorized {
         weights_in_pass1: false,
         needs_tokens: None,
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: None,
             needs: None,

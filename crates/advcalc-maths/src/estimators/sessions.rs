@@ -27,7 +27,7 @@ pub struct OutputRow<'a> {
 }
 
 /// Per-row advantage scalars for `grpo` over multi-output sessions.
-pub fn fold_sessions(rows: &[OutputRow<'_>], norm_by_std: bool) -> Vec<f64> {
+pub fn fold_sessions(rows: &[OutputRow<'_>], norm_adv_by_std_in_grpo: bool) -> Vec<f64> {
     // Sessions in order of first appearance; the final row is the largest output_index,
     // the first occurrence winning ties.
     let mut session_ids: HashMap<(&GroupKey, &GroupKey), usize> = HashMap::new();
@@ -48,7 +48,7 @@ pub fn fold_sessions(rows: &[OutputRow<'_>], norm_by_std: bool) -> Vec<f64> {
         .collect();
     let grouping = Grouping::by_key(final_row.iter().map(|&j| rows[j].uid));
     let scores: Vec<f64> = final_row.iter().map(|&j| rows[j].score).collect();
-    let advantages = grpo::grpo(&scores, &grouping, norm_by_std);
+    let advantages = grpo::grpo(&scores, &grouping, norm_adv_by_std_in_grpo);
     let session_scalar: Vec<f64> = final_row
         .iter()
         .zip(&advantages)

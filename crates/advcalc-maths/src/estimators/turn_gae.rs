@@ -80,6 +80,7 @@ impl Estimate for TurnGae {
             "per-token rewards, the calls of the response mask and the critic's values (values)",
         ),
         family: Family::Independent,
+        ignores: &[],
         overview: Overview {
             section: Some("A3"),
             needs: None,
