@@ -205,8 +205,56 @@ fn the_binary_and_the_python_package_use_the_facade_only() {
     }
 }
 
+/// The public types, traits and aliases `code` declares (`pub struct Name`, ...).
+fn public_type_names(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix("pub ")?;
+            let rest = ["struct ", "enum ", "trait ", "type "]
+                .iter()
+                .find_map(|k| rest.strip_prefix(k))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            name.starts_with(|c: char| c.is_ascii_uppercase())
+                .then_some(name)
+        })
+        .collect()
+}
+
+// One name per concept (docs/architecture.md's glossary): no two public types of the
+// workspace share a name, so a name read anywhere means one thing.
+#[test]
+fn no_two_public_types_of_the_workspace_share_a_name() {
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for f in library_sources() {
+        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+        for name in public_type_names(&code_only(&read(&f))) {
+            seen.entry(name).or_default().push(rel.clone());
+        }
+    }
+    assert!(seen.len() > 200, "only {} public types found", seen.len());
+    let shared: Vec<String> = seen
+        .iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(name, files)| format!("{name}: {}", files.join(", ")))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "public types sharing a name:\n{}",
+        shared.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_find_what_they_look_for() {
+    assert_eq!(
+        public_type_names(
+            "pub struct Info {\n    pub enum_field: u8,\n}\npub(crate) struct Hidden;\n  pub enum Kind { A }\npub type Result<T> = T;\npub fn f() {}"
+        ),
+        ["Info", "Kind", "Result"]
+    );
     assert_eq!(
         hidden_items("/// doc\n#[doc(hidden)]\npub mod io;\n    #[doc(hidden)] pub fn f() {}"),
         ["#[doc(hidden)]", "#[doc(hidden)] pub fn f() {}"]

@@ -15,7 +15,7 @@ use std::hash::Hasher;
 
 use crate::error::Result;
 use crate::estimators::fingerprint::Encode;
-use crate::estimators::state::{OwnPlan, OwnStats, Reading, Value, Written, malformed};
+use crate::estimators::state::{OwnPlan, OwnStats, Reading, StateValue, Written, malformed};
 use crate::estimators::{
     Estimate, EstimatorPlan, Family, Info, Kind, Overview, Rows, Tokens, TrainingBatch,
 };
@@ -74,7 +74,7 @@ impl OwnPlan for StepMeans {
         let entries = self
             .0
             .iter()
-            .map(|(s, m)| Value::from(vec![(*s).into(), m.to_bits().into()]));
+            .map(|(s, m)| StateValue::from(vec![(*s).into(), m.to_bits().into()]));
         out.value("means", entries.collect());
     }
     fn read(input: &Reading) -> Result<Self> {

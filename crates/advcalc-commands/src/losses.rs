@@ -1,4 +1,4 @@
-//! `advcalc losses`: every policy loss's declaration ([`Info`]) — its verl name (and bypass
+//! `advcalc losses`: every policy loss's declaration ([`LossInfo`]) — its verl name (and bypass
 //! mode's `loss_type`), what it computes in one line, where verl defines it, whether it works
 //! per token or per row, the metrics verl's loss function returns, the configuration keys it
 //! reads and what else to know — as JSON or a table, as `advcalc estimators` lists the
@@ -7,15 +7,15 @@
 use serde_json::{Value, json};
 
 use crate::loss::LossMode;
-use crate::loss::policy::{Info, Scope};
+use crate::loss::policy::{LossInfo, LossScope};
 
 /// Why `clip_cov`, which verl 0.9.1 also registers, is not listed.
 const CLIP_COV: &str = "clip_cov (verl 0.9.1 registers it too) is refused: verl picks its tokens with torch.randperm, which no replay reproduces.";
 
-fn scope(i: &Info) -> &'static str {
+fn scope(i: &LossInfo) -> &'static str {
     match i.scope {
-        Scope::Token => "per token",
-        Scope::Row => "per row",
+        LossScope::Token => "per token",
+        LossScope::Row => "per row",
     }
 }
 

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::data::{GroupKey, PositiveLogProbs, TokenRole};
 use crate::error::{Error, Result};
 use crate::estimators::state::{
-    Column, Reading, Value as OwnValue, Written, key_from_text, key_text, malformed,
+    Reading, StateColumn, StateValue, Written, key_from_text, key_text, malformed,
 };
 use crate::estimators::{Estimator, EstimatorPlan, RowStats, Stamp};
 use crate::pipeline::{Constants, StepConstants};
@@ -354,9 +354,9 @@ fn own_columns(own: Written) -> Vec<(String, ArrayRef)> {
         .into_iter()
         .map(|(name, column)| {
             let array: ArrayRef = match column {
-                Column::F64s(v) => Arc::new(Float64Array::from(v)),
-                Column::Bools(v) => Arc::new(BooleanArray::from(v)),
-                Column::OptU64s(v) => Arc::new(v.into_iter().collect::<UInt64Array>()),
+                StateColumn::F64s(v) => Arc::new(Float64Array::from(v)),
+                StateColumn::Bools(v) => Arc::new(BooleanArray::from(v)),
+                StateColumn::OptU64s(v) => Arc::new(v.into_iter().collect::<UInt64Array>()),
             };
             (format!("own.{name}"), array)
         })
@@ -395,44 +395,44 @@ fn own_reading(batch: &RecordBatch, meta: &Value) -> Reading {
 
 /// An own column back (`None`: of a type no own state writes). Nulls read as `false` in a
 /// boolean column; a float column's values are read as stored.
-fn own_column(array: &ArrayRef) -> Option<Column> {
+fn own_column(array: &ArrayRef) -> Option<StateColumn> {
     let any = array.as_any();
     if let Some(a) = any.downcast_ref::<Float64Array>() {
-        Some(Column::F64s(a.values().to_vec()))
+        Some(StateColumn::F64s(a.values().to_vec()))
     } else if let Some(a) = any.downcast_ref::<BooleanArray>() {
-        Some(Column::Bools(
+        Some(StateColumn::Bools(
             a.iter().map(|b| b.unwrap_or(false)).collect(),
         ))
     } else {
         let a = any.downcast_ref::<UInt64Array>()?;
-        Some(Column::OptU64s(a.iter().collect()))
+        Some(StateColumn::OptU64s(a.iter().collect()))
     }
 }
 
 /// An own value as JSON: integers as integers, whichever variant wrote them.
-fn to_json(v: &OwnValue) -> Value {
+fn to_json(v: &StateValue) -> Value {
     match v {
-        OwnValue::Null | OwnValue::Other => Value::Null,
-        OwnValue::U64(u) => Value::from(*u),
-        OwnValue::I64(i) => Value::from(*i),
-        OwnValue::Str(s) => Value::from(s.as_str()),
-        OwnValue::List(items) => items.iter().map(to_json).collect(),
+        StateValue::Null | StateValue::Other => Value::Null,
+        StateValue::U64(u) => Value::from(*u),
+        StateValue::I64(i) => Value::from(*i),
+        StateValue::Str(s) => Value::from(s.as_str()),
+        StateValue::List(items) => items.iter().map(to_json).collect(),
     }
 }
 
 /// JSON as an own value: what no own state writes (a boolean, a fraction, an object) as
-/// [`OwnValue::Other`].
-fn from_json(v: &Value) -> OwnValue {
+/// [`StateValue::Other`].
+fn from_json(v: &Value) -> StateValue {
     match v {
-        Value::Null => OwnValue::Null,
+        Value::Null => StateValue::Null,
         Value::Number(n) => n
             .as_u64()
-            .map(OwnValue::U64)
-            .or_else(|| n.as_i64().map(OwnValue::I64))
-            .unwrap_or(OwnValue::Other),
-        Value::String(s) => OwnValue::Str(s.clone()),
-        Value::Array(items) => OwnValue::List(items.iter().map(from_json).collect()),
-        Value::Bool(_) | Value::Object(_) => OwnValue::Other,
+            .map(StateValue::U64)
+            .or_else(|| n.as_i64().map(StateValue::I64))
+            .unwrap_or(StateValue::Other),
+        Value::String(s) => StateValue::Str(s.clone()),
+        Value::Array(items) => StateValue::List(items.iter().map(from_json).collect()),
+        Value::Bool(_) | Value::Object(_) => StateValue::Other,
     }
 }
 
@@ -444,12 +444,12 @@ mod tests {
     // reader refuses it with its own malformed-bytes error.
     #[test]
     fn own_values_through_json() {
-        let v = OwnValue::List(vec![
-            OwnValue::Null,
-            OwnValue::I64(-3),
-            OwnValue::U64(u64::MAX),
-            OwnValue::from("s7".to_string()),
-            OwnValue::List(vec![]),
+        let v = StateValue::List(vec![
+            StateValue::Null,
+            StateValue::I64(-3),
+            StateValue::U64(u64::MAX),
+            StateValue::from("s7".to_string()),
+            StateValue::List(vec![]),
         ]);
         let json = to_json(&v);
         assert_eq!(
@@ -458,7 +458,10 @@ mod tests {
         );
         assert_eq!(from_json(&json), v);
         let other: Value = serde_json::from_str(r#"[true, 0.5, {"a": 1}]"#).unwrap();
-        assert_eq!(from_json(&other), OwnValue::List(vec![OwnValue::Other; 3]));
+        assert_eq!(
+            from_json(&other),
+            StateValue::List(vec![StateValue::Other; 3])
+        );
         assert_eq!(step_from_json(&json!(7)).unwrap(), Some(7));
         assert_eq!(step_from_json(&Value::Null).unwrap(), None);
         assert!(step_from_json(&json!(0.5)).is_err());
@@ -488,7 +491,7 @@ mod tests {
         assert_eq!(back.bools("b").unwrap(), [true, false, true]);
         assert_eq!(back.opt_u64s("u").unwrap(), [Some(1), None, Some(3)]);
         assert_eq!(back.value("v").as_u64(), Some(5));
-        assert_eq!(back.value("w"), &OwnValue::Null);
+        assert_eq!(back.value("w"), &StateValue::Null);
         // a column read as another type is malformed, a missing one too
         assert!(back.has("b") && back.f64s("b").is_err());
         assert!(!back.has("y") && back.f64s("y").is_err());

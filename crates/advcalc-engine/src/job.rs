@@ -19,7 +19,7 @@ use crate::loss::row::RowSums;
 use crate::metrics;
 use crate::pipeline::{self, Constants, Pipeline, StepConstants};
 use crate::plan::{self, step_constants, training_batches};
-use crate::row_stats::{Scope, row_stats};
+use crate::row_stats::{StatsScope, row_stats};
 use crate::shaping::kl::KlController;
 use crate::shaping::scores::{self, Layout};
 use crate::token_outputs::token_outputs;
@@ -273,8 +273,8 @@ impl<'a> Job<'a> {
             _ => metrics::Parts::new(),
         };
         let scope = match pass {
-            StatsPass::Statistics => Scope::WithEstimator,
-            StatsPass::Constants => Scope::Common,
+            StatsPass::Statistics => StatsScope::WithEstimator,
+            StatsPass::Constants => StatsScope::Common,
         };
         let stats = row_stats(self.pipeline, group, &shaped, scope, self.file)?;
         Ok((stats, parts))

@@ -9,7 +9,7 @@ use crate::pipeline::{Pipeline, Shaped};
 
 /// Which statistics a pass keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum StatsScope {
     /// The common per-row scalars only (the constants pre-pass: KL sums, IS parts).
     Common,
     /// Those and the estimator's own (pass 1).
@@ -20,7 +20,7 @@ pub fn row_stats(
     pipeline: &Pipeline,
     group: RowGroup,
     shaped: &Shaped,
-    scope: Scope,
+    scope: StatsScope,
     file: &str,
 ) -> Result<RowStats> {
     let rows = group.rows();
@@ -44,9 +44,9 @@ pub fn row_stats(
         positive_log_probs: group.positive_log_probs.clone(),
         ..Default::default()
     };
-    if scope == Scope::WithEstimator && pipeline.advantages_given() {
+    if scope == StatsScope::WithEstimator && pipeline.advantages_given() {
         stats.loss_tokens = kl_cov_tokens(pipeline, &group, shaped);
-    } else if scope == Scope::WithEstimator {
+    } else if scope == StatsScope::WithEstimator {
         let settings = pipeline.settings();
         let view = shaped.rows(pipeline, &settings, &group, file);
         stats.own = Some(pipeline.estimator.row_stats(&view)?);

@@ -127,7 +127,7 @@ impl Read for PositionalReader {
 
 /// What `get_read` hands out: buffered positional reads of a local file, or an object's
 /// bytes (from memory where prefetched).
-pub enum Reader {
+pub enum RangeReader {
     // Buffered in large reads: copying a column chunk into the output goes through this
     // reader, and 8 KiB reads cost a system call each.
     File(std::io::BufReader<PositionalReader>),
@@ -135,18 +135,18 @@ pub enum Reader {
     Object(object::ObjectReader),
 }
 
-impl Read for Reader {
+impl Read for RangeReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
-            Reader::File(r) => r.read(buf),
+            RangeReader::File(r) => r.read(buf),
             #[cfg(feature = "cloud")]
-            Reader::Object(r) => r.read(buf),
+            RangeReader::Object(r) => r.read(buf),
         }
     }
 }
 
 impl ChunkReader for PositionalFile {
-    type T = Reader;
+    type T = RangeReader;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         if start > self.len {
@@ -156,7 +156,7 @@ impl ChunkReader for PositionalFile {
             )));
         }
         match &self.backing {
-            Backing::File(file) => Ok(Reader::File(std::io::BufReader::with_capacity(
+            Backing::File(file) => Ok(RangeReader::File(std::io::BufReader::with_capacity(
                 1 << 20,
                 PositionalReader {
                     file: file.clone(),
@@ -164,7 +164,7 @@ impl ChunkReader for PositionalFile {
                 },
             ))),
             #[cfg(feature = "cloud")]
-            Backing::Object(o) => Ok(Reader::Object(o.reader(start, self.len))),
+            Backing::Object(o) => Ok(RangeReader::Object(o.reader(start, self.len))),
         }
     }
 

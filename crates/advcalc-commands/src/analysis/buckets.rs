@@ -6,7 +6,7 @@ use crate::data::GroupKey;
 use crate::engine::job::Plan;
 use advcalc_maths::estimators::groups::Grouping;
 
-use crate::analysis::tokens::RowSums;
+use crate::analysis::tokens::AdvantageSums;
 
 /// Group pass-rate buckets: the fraction of a group's rows that are correct. The two ends
 /// are exact: groups all wrong or all right carry no signal for the GRPO family.
@@ -70,7 +70,7 @@ impl RowBuckets {
     }
 
     /// One variant's summary per bucket, from its rows' sums.
-    pub fn summaries(&self, rows: &[RowSums]) -> Vec<BucketSummary> {
+    pub fn summaries(&self, rows: &[AdvantageSums]) -> Vec<BucketSummary> {
         let mut out: Vec<BucketSummary> = self
             .groups
             .iter()

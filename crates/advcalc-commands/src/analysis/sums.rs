@@ -2,7 +2,7 @@
 //! advantages (O(rows) scalars, never tokens), each row's raw score, and per pair of
 //! variants integer sign-agreement counts. Row groups' sums are appended in row-group order.
 
-use crate::analysis::tokens::RowSums;
+use crate::analysis::tokens::AdvantageSums;
 use crate::engine::job::GroupOutputs;
 
 /// Every variant's sums over some rows (one row group's, or the whole file's in order).
@@ -10,7 +10,7 @@ pub struct Sums {
     /// Raw score (Σ token scores) per row.
     pub score: Vec<f64>,
     /// `rows[v][i]`: variant v, row i.
-    pub rows: Vec<Vec<RowSums>>,
+    pub rows: Vec<Vec<AdvantageSums>>,
     /// Per pair (i < j, row-major): (tokens valid under both, same sign).
     pub pairs: Vec<(u64, u64)>,
 }
@@ -38,7 +38,7 @@ impl Sums {
                 (0..n_rows)
                     .map(|i| {
                         let s = o.group.span(i);
-                        let mut r = RowSums::empty();
+                        let mut r = AdvantageSums::empty();
                         // Without a branch per token (masks are random 0s and 1s): a
                         // masked-out token adds 0.0 to the sums, which leaves them as they are.
                         for (&a, &m) in o.outputs.advantages[s.clone()].iter().zip(&o.mask[s]) {

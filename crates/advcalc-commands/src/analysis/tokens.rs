@@ -1,12 +1,12 @@
 //! Advantage statistics over valid tokens (response mask after rejection = 1): per row, the
-//! sums compare's pass keeps (`RowSums`), and over a set of rows added in row order, the
+//! sums compare's pass keeps (`AdvantageSums`), and over a set of rows added in row order, the
 //! statistics compare and `inspect -e` report (`TokenStats`).
 
 use serde_json::{Map, Value, json};
 
 /// Per row and variant: sums over the row's valid tokens' advantages.
 #[derive(Debug, Clone, Copy)]
-pub struct RowSums {
+pub struct AdvantageSums {
     /// Valid tokens.
     pub valid: u64,
     /// Σ advantage.
@@ -23,10 +23,10 @@ pub struct RowSums {
     pub max: f64,
 }
 
-impl RowSums {
+impl AdvantageSums {
     /// No token yet.
     pub fn empty() -> Self {
-        RowSums {
+        AdvantageSums {
             valid: 0,
             sum: 0.0,
             sum_sq: 0.0,
@@ -57,8 +57,8 @@ pub struct TokenStats {
 
 impl TokenStats {
     /// Add up rows' sums in the given order (0 everywhere without a valid token).
-    pub fn of<'a>(rows: impl IntoIterator<Item = &'a RowSums>) -> Self {
-        let mut t = RowSums::empty();
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a AdvantageSums>) -> Self {
+        let mut t = AdvantageSums::empty();
         for r in rows {
             t.valid += r.valid;
             t.sum += r.sum;

@@ -68,8 +68,8 @@ fn svg(
     Ok(out)
 }
 
-/// A line with its label and colour; `None` values leave a gap.
-pub struct Line {
+/// One plotted line with its label and colour; `None` values leave a gap.
+pub struct Series {
     pub label: String,
     pub colour: RGBColor,
     pub points: Vec<(f64, Option<f64>)>,
@@ -132,7 +132,7 @@ pub const REFERENCE: RGBColor = RGBColor(90, 90, 90);
 
 /// Lines over a shared x axis (steps, pass rates); the page writes their legend beside the
 /// figure, where it never hides a line.
-pub fn lines(axes: &Axes<'_>, series: &[Line], size: (u32, u32)) -> Result<String> {
+pub fn lines(axes: &Axes<'_>, series: &[Series], size: (u32, u32)) -> Result<String> {
     let (x0, x1) = axes.x_range.unwrap_or_else(|| {
         range(
             series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),

@@ -78,7 +78,7 @@ impl PutPolicy {
 
 /// What the store says of the object written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
+pub struct Uploaded {
     pub size: u64,
     pub e_tag: Option<String>,
     pub version: Option<String>,
@@ -87,7 +87,7 @@ pub struct Written {
 }
 
 /// Put the finished file `local` at `url`.
-pub fn upload(local: &std::path::Path, url: &ObjectUrl, policy: &PutPolicy) -> Result<Written> {
+pub fn upload(local: &std::path::Path, url: &ObjectUrl, policy: &PutPolicy) -> Result<Uploaded> {
     upload_to(&store_for(url)?, &url.key, &url.url, local, policy)
 }
 
@@ -98,7 +98,7 @@ pub fn upload_to(
     name: &str,
     local: &std::path::Path,
     policy: &PutPolicy,
-) -> Result<Written> {
+) -> Result<Uploaded> {
     let read_error = |e: std::io::Error| {
         Error::data(format!(
             "{name}: cannot read the finished output {}",
@@ -140,7 +140,7 @@ pub fn upload_to(
             }
         }
     })?;
-    Ok(Written {
+    Ok(Uploaded {
         size,
         e_tag: written.e_tag,
         version: written.version,
@@ -183,7 +183,7 @@ pub fn put_bytes(
     name: &str,
     bytes: Bytes,
     mode: PutMode,
-) -> Result<Written> {
+) -> Result<Uploaded> {
     crate::interrupt::check()?;
     let size = bytes.len() as u64;
     let opts = PutOptions {
@@ -195,7 +195,7 @@ pub fn put_bytes(
             object_store::Error::Precondition { .. } => changed_meanwhile(name).with_source(e),
             e => store_error(name, "cannot write", e),
         })?;
-    Ok(Written {
+    Ok(Uploaded {
         size,
         e_tag: written.e_tag,
         version: written.version,

@@ -481,13 +481,18 @@ pub fn spool(
     let sink = BufWriter::new(handle);
     match trainer {
         Trainer::Trl => trl::spool(&mut input, opts, allow_nonfinite, sink, name)?,
-        Trainer::NemoRl => spool_jsonl::<nemo_rl::Reader>(&mut input, allow_nonfinite, sink, name)?,
+        Trainer::NemoRl => {
+            spool_jsonl::<nemo_rl::NemoRlReader>(&mut input, allow_nonfinite, sink, name)?
+        }
         Trainer::PrimeRl => {
-            spool_jsonl::<prime_rl::Reader>(&mut input, allow_nonfinite, sink, name)?
+            spool_jsonl::<prime_rl::PrimeRlReader>(&mut input, allow_nonfinite, sink, name)?
         }
-        Trainer::OpenInstruct => {
-            spool_jsonl::<open_instruct::Reader>(&mut input, allow_nonfinite, sink, name)?
-        }
+        Trainer::OpenInstruct => spool_jsonl::<open_instruct::OpenInstructReader>(
+            &mut input,
+            allow_nonfinite,
+            sink,
+            name,
+        )?,
     }
     Ok((spool, input))
 }

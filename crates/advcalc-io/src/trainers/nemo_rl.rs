@@ -74,7 +74,7 @@ fn step_of(path: &Path) -> Option<i64> {
 
 /// Reads NeMo-RL's rows; the groups are formed per file (one step each).
 #[derive(Default)]
-pub struct Reader {
+pub struct NemoRlReader {
     step: i64,
     /// The step's prompts (token ids) → their group index.
     prompts: HashMap<Vec<i64>, usize>,
@@ -108,7 +108,7 @@ fn number(v: &Json, key: &str, at: &str) -> Result<f64> {
         .ok_or_else(|| Error::data(format!("{at}: `{key}` holds {}, not a number", v.kind())))
 }
 
-impl LineReader for Reader {
+impl LineReader for NemoRlReader {
     const FIELDS: &[(&str, &str)] = &[
         ("rollout_log_probs", "`generation_logprobs`"),
         ("old_log_probs", "`prev_logprobs`"),
@@ -297,13 +297,13 @@ mod tests {
         )
     }
 
-    fn read(reader: &mut Reader, text: &str, at: &str) -> Result<DumpRow> {
+    fn read(reader: &mut NemoRlReader, text: &str, at: &str) -> Result<DumpRow> {
         let fields = crate::json_line::parse_object(text).unwrap();
         reader.row(&Line::from(fields), at)
     }
 
-    fn reader(step: &str) -> Reader {
-        let mut r = Reader::default();
+    fn reader(step: &str) -> NemoRlReader {
+        let mut r = NemoRlReader::default();
         r.file(Path::new(step), step).unwrap();
         r
     }
@@ -397,7 +397,7 @@ mod tests {
 
     #[test]
     fn the_step_comes_from_the_file_name() {
-        let mut r = Reader::default();
+        let mut r = NemoRlReader::default();
         assert!(r.file(Path::new("a/train_data_step12.jsonl"), "x").is_ok());
         assert_eq!(r.step, 12);
         assert!(r.file(Path::new("a/rows.jsonl"), "x").is_err());

@@ -91,7 +91,7 @@ struct StepSeen {
 }
 
 #[derive(Default)]
-pub struct Reader {
+pub struct OpenInstructReader {
     /// The step of the previous line.
     current: Option<i64>,
     /// Every step read so far (a step seen again after another one is an error).
@@ -103,7 +103,7 @@ pub struct Reader {
     metadata_notes: Vec<String>,
 }
 
-impl Reader {
+impl OpenInstructReader {
     /// Note the run's metadata file beside `shard`, once.
     fn note_metadata(&mut self, shard: &Path) {
         let Some((run, _)) = shard_of(shard) else {
@@ -194,7 +194,7 @@ fn number(fields: &Line<'_>, key: &str, at: &str) -> Result<f64> {
         .ok_or_else(|| Error::data(format!("{at}: `{key}` is {}, not a number", v.kind())))
 }
 
-impl LineReader for Reader {
+impl LineReader for OpenInstructReader {
     const FIELDS: &[(&str, &str)] = &[("rollout_log_probs", "`logprobs`")];
     const TREES: &[&str] = &["response_tokens", "logprobs"];
     const LOG_PROBS: LogProbColumns = LogProbColumns {
@@ -279,14 +279,14 @@ mod tests {
         )
     }
 
-    fn read(reader: &mut Reader, text: &str, at: &str) -> Result<DumpRow> {
+    fn read(reader: &mut OpenInstructReader, text: &str, at: &str) -> Result<DumpRow> {
         let fields = json_line::parse_object(text).expect("valid line");
         reader.row(&Line::from(fields), at)
     }
 
     #[test]
     fn a_line_is_one_row_of_its_step_and_prompt_group() {
-        let mut r = Reader::default();
+        let mut r = OpenInstructReader::default();
         let row = read(
             &mut r,
             &line(0, 0, 0, r#", "logprobs": [-0.5, NaN]"#),
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn null_log_probs_are_nan_and_counted() {
-        let mut r = Reader::default();
+        let mut r = OpenInstructReader::default();
         let row = read(&mut r, &line(3, 0, 0, r#", "logprobs": null"#), "f line 1").expect("row");
         let lp = row.rollout_log_probs.expect("log-probs");
         assert_eq!(lp.len(), 2);
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn bad_fields_name_the_line_and_the_field() {
-        let mut r = Reader::default();
+        let mut r = OpenInstructReader::default();
         let no_reward =
             line(0, 0, 0, r#", "logprobs": [-1, -2]"#).replace(r#""reward": 1.0, "#, "");
         let e = read(&mut r, &no_reward, "f line 7").unwrap_err();
@@ -351,7 +351,7 @@ mod tests {
     #[test]
     fn interleaved_steps_are_an_error_naming_the_line() {
         let lp = r#", "logprobs": [-1, -2]"#;
-        let mut r = Reader::default();
+        let mut r = OpenInstructReader::default();
         read(&mut r, &line(0, 0, 0, lp), "f line 1").expect("row");
         read(&mut r, &line(1, 0, 0, lp), "f line 2").expect("row");
         let e = read(&mut r, &line(0, 1, 0, lp), "f line 3").unwrap_err();
@@ -363,7 +363,7 @@ mod tests {
         );
         assert!(e.hint().is_some_and(|h| h.contains("sort")));
         // within a step, sample_idx counts up by one
-        let mut r = Reader::default();
+        let mut r = OpenInstructReader::default();
         read(&mut r, &line(0, 0, 0, lp), "f line 1").expect("row");
         let e = read(&mut r, &line(0, 2, 0, lp), "f line 2").unwrap_err();
         assert!(
@@ -371,7 +371,7 @@ mod tests {
                 .starts_with("f line 2: sample_idx 2 follows 0"),
             "{e}"
         );
-        let mut r = Reader::default();
+        let mut r = OpenInstructReader::default();
         let e = read(&mut r, &line(5, 3, 0, lp), "f line 1").unwrap_err();
         assert!(e.to_string().contains("starts at sample_idx 3"), "{e}");
     }
@@ -417,7 +417,7 @@ mod tests {
             r#"{"run_name": "r", "git_commit": "abc", "model_name": "m", "timestamp": "t"}"#,
         )
         .expect("write");
-        let mut r = Reader::default();
+        let mut r = OpenInstructReader::default();
         r.file(&shard, "s").expect("file");
         r.file(&shard, "s").expect("file");
         let notes = r.notes();

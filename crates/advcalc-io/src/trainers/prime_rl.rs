@@ -141,7 +141,7 @@ pub fn files(path: &Path, name: &str) -> Result<Vec<PathBuf>> {
 
 /// Reads one episode per line.
 #[derive(Default)]
-pub struct Reader {
+pub struct PrimeRlReader {
     /// The current file's `step_N` (none for a lone file outside the layout).
     step: Option<i64>,
     /// Steps read from `train/all/` (no advantages yet).
@@ -150,7 +150,7 @@ pub struct Reader {
     step_differs: Option<String>,
 }
 
-impl LineReader for Reader {
+impl LineReader for PrimeRlReader {
     const FIELDS: &[(&str, &str)] = &[("rollout_log_probs", "the nodes' `logprobs`")];
     const TREES: &[&str] = &["traces", "group", "run"];
     const LOG_PROBS: LogProbColumns = LogProbColumns {
@@ -500,7 +500,7 @@ mod tests {
 
     fn row(line: &str) -> Result<DumpRow> {
         let fields = crate::json_line::parse_object(line).unwrap();
-        let mut r = Reader {
+        let mut r = PrimeRlReader {
             step: Some(3),
             ..Default::default()
         };
@@ -606,7 +606,7 @@ mod tests {
     fn a_dispatch_step_other_than_the_directorys_is_noted_once() {
         let line = episode(&format!("[{}]", trace(NODES))).replace("\"step\":3", "\"step\":2");
         let fields = crate::json_line::parse_object(&line).unwrap();
-        let mut r = Reader {
+        let mut r = PrimeRlReader {
             step: Some(3),
             ..Default::default()
         };

@@ -8,7 +8,7 @@ use std::hash::Hasher;
 
 use crate::error::Result;
 use crate::estimators::fingerprint::V1;
-use crate::estimators::state::{OwnPlan, OwnStats, Reading, Value, Written, malformed};
+use crate::estimators::state::{OwnPlan, OwnStats, Reading, StateValue, Written, malformed};
 
 /// Count, mean and sum of squared deviations of the masked values (Chan et al.'s mergeable
 /// form of Welford's algorithm), in f64.
@@ -193,7 +193,7 @@ impl OwnPlan for StepWhitening {
             self.0
                 .iter()
                 .map(|(s, w)| {
-                    Value::from(vec![
+                    StateValue::from(vec![
                         (*s).into(),
                         w.mean.to_bits().into(),
                         w.inv_std.to_bits().into(),

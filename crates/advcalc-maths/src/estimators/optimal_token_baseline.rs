@@ -22,7 +22,8 @@ use crate::data::{GroupKey, TokenRole};
 use crate::error::Result;
 use crate::estimators::fingerprint::V1;
 use crate::estimators::state::{
-    OwnPlan, OwnStats, Reading, Value, Written, bits, from_bits, key_from_text, key_text, malformed,
+    OwnPlan, OwnStats, Reading, StateValue, Written, bits, from_bits, key_from_text, key_text,
+    malformed,
 };
 use crate::estimators::tir_optimal_token_baseline::compact_index;
 use crate::estimators::{
@@ -103,11 +104,11 @@ pub struct GroupColumns(pub BTreeMap<(Option<i64>, GroupKey), ColumnSums>);
 
 impl GroupColumns {
     /// Per group: [step, its label as text, num's bits, den's bits].
-    fn to_value(&self) -> Value {
+    fn to_value(&self) -> StateValue {
         self.0
             .iter()
             .map(|((s, k), c)| {
-                Value::from(vec![
+                StateValue::from(vec![
                     (*s).into(),
                     key_text(k).into(),
                     bits(&c.num),
@@ -117,7 +118,7 @@ impl GroupColumns {
             .collect()
     }
 
-    fn from_value(v: &Value) -> Result<Self> {
+    fn from_value(v: &StateValue) -> Result<Self> {
         v.as_list()
             .ok_or_else(|| malformed("expected an array"))?
             .iter()

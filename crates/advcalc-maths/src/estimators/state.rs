@@ -79,31 +79,31 @@ impl OwnPlan for () {
 #[derive(Debug, Default)]
 pub struct Written {
     /// In the order written.
-    pub columns: Vec<(String, Column)>,
+    pub columns: Vec<(String, StateColumn)>,
     /// A name written twice keeps its last value.
-    pub meta: BTreeMap<String, Value>,
+    pub meta: BTreeMap<String, StateValue>,
 }
 
 impl Written {
     pub fn f64s(&mut self, name: &str, values: &[f64]) {
-        self.column(name, Column::F64s(values.to_vec()));
+        self.column(name, StateColumn::F64s(values.to_vec()));
     }
 
     pub fn bools(&mut self, name: &str, values: &[bool]) {
-        self.column(name, Column::Bools(values.to_vec()));
+        self.column(name, StateColumn::Bools(values.to_vec()));
     }
 
     /// Optional unsigned integers (`None` as null).
     pub fn opt_u64s(&mut self, name: &str, values: impl IntoIterator<Item = Option<u64>>) {
-        self.column(name, Column::OptU64s(values.into_iter().collect()));
+        self.column(name, StateColumn::OptU64s(values.into_iter().collect()));
     }
 
-    fn column(&mut self, name: &str, column: Column) {
+    fn column(&mut self, name: &str, column: StateColumn) {
         self.columns.push((name.to_string(), column));
     }
 
     /// A value beside the columns.
-    pub fn value(&mut self, name: &str, value: Value) {
+    pub fn value(&mut self, name: &str, value: StateValue) {
         self.meta.insert(name.to_string(), value);
     }
 }
@@ -113,8 +113,8 @@ impl Written {
 pub struct Reading {
     /// In the bytes' order; the first of a name counts. `None`: a column of a type no own
     /// state writes (present, but not readable as any).
-    pub columns: Vec<(String, Option<Column>)>,
-    pub meta: BTreeMap<String, Value>,
+    pub columns: Vec<(String, Option<StateColumn>)>,
+    pub meta: BTreeMap<String, StateValue>,
 }
 
 impl Reading {
@@ -124,7 +124,7 @@ impl Reading {
     }
 
     /// `None`: not written; `Some(None)`: of a type no own state writes.
-    fn column(&self, name: &str) -> Option<Option<&Column>> {
+    fn column(&self, name: &str) -> Option<Option<&StateColumn>> {
         self.columns
             .iter()
             .find(|(n, _)| n == name)
@@ -133,34 +133,34 @@ impl Reading {
 
     pub fn f64s(&self, name: &str) -> Result<Vec<f64>> {
         match self.column(name) {
-            Some(Some(Column::F64s(v))) => Ok(v.clone()),
+            Some(Some(StateColumn::F64s(v))) => Ok(v.clone()),
             _ => Err(malformed(name)),
         }
     }
 
     pub fn bools(&self, name: &str) -> Result<Vec<bool>> {
         match self.column(name) {
-            Some(Some(Column::Bools(v))) => Ok(v.clone()),
+            Some(Some(StateColumn::Bools(v))) => Ok(v.clone()),
             _ => Err(malformed(name)),
         }
     }
 
     pub fn opt_u64s(&self, name: &str) -> Result<Vec<Option<u64>>> {
         match self.column(name) {
-            Some(Some(Column::OptU64s(v))) => Ok(v.clone()),
+            Some(Some(StateColumn::OptU64s(v))) => Ok(v.clone()),
             _ => Err(malformed(name)),
         }
     }
 
-    /// A value ([`Value::Null`] when not written).
-    pub fn value(&self, name: &str) -> &Value {
+    /// A value ([`StateValue::Null`] when not written).
+    pub fn value(&self, name: &str) -> &StateValue {
         self.meta.get(name).unwrap_or(&NULL)
     }
 }
 
 /// A per-row column of an own state.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Column {
+pub enum StateColumn {
     /// Floats, exactly (NaN's payload and −0.0 included).
     F64s(Vec<f64>),
     /// Read back with a missing value as `false`.
@@ -172,28 +172,28 @@ pub enum Column {
 /// A value an own state writes beside its columns: what the exchange bytes hold as JSON
 /// (where an integer is an integer whichever variant wrote it).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum StateValue {
     /// Nothing (also what a name not written reads as).
     Null,
     U64(u64),
-    /// An integer that may be negative (read back as [`Value::U64`] when it is not).
+    /// An integer that may be negative (read back as [`StateValue::U64`] when it is not).
     I64(i64),
     Str(String),
-    List(Vec<Value>),
+    List(Vec<StateValue>),
     /// A value of another kind in the bytes (a boolean, a fraction, a map): no own state
     /// reads one (nor writes one: written, it is a null).
     Other,
 }
 
-/// What [`Reading::value`] and [`Value::at`] give for nothing.
-static NULL: Value = Value::Null;
+/// What [`Reading::value`] and [`StateValue::at`] give for nothing.
+static NULL: StateValue = StateValue::Null;
 
-impl Value {
+impl StateValue {
     /// A non-negative integer.
     pub fn as_u64(&self) -> Option<u64> {
         match *self {
-            Value::U64(u) => Some(u),
-            Value::I64(i) => u64::try_from(i).ok(),
+            StateValue::U64(u) => Some(u),
+            StateValue::I64(i) => u64::try_from(i).ok(),
             _ => None,
         }
     }
@@ -201,8 +201,8 @@ impl Value {
     /// An integer in `i64`'s range.
     pub fn as_i64(&self) -> Option<i64> {
         match *self {
-            Value::U64(u) => i64::try_from(u).ok(),
-            Value::I64(i) => Some(i),
+            StateValue::U64(u) => i64::try_from(u).ok(),
+            StateValue::I64(i) => Some(i),
             _ => None,
         }
     }
@@ -210,77 +210,80 @@ impl Value {
     /// A string.
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            Value::Str(s) => Some(s),
+            StateValue::Str(s) => Some(s),
             _ => None,
         }
     }
 
     /// A list's items.
-    pub fn as_list(&self) -> Option<&[Value]> {
+    pub fn as_list(&self) -> Option<&[StateValue]> {
         match self {
-            Value::List(v) => Some(v),
+            StateValue::List(v) => Some(v),
             _ => None,
         }
     }
 
-    /// A list's item ([`Value::Null`] past its end or when not a list).
-    pub fn at(&self, i: usize) -> &Value {
+    /// A list's item ([`StateValue::Null`] past its end or when not a list).
+    pub fn at(&self, i: usize) -> &StateValue {
         self.as_list().and_then(|v| v.get(i)).unwrap_or(&NULL)
     }
 
-    /// A step ([`Value::from`] an `Option<i64>`: null for no step) back.
+    /// A step ([`StateValue::from`] an `Option<i64>`: null for no step) back.
     pub fn step(&self) -> Result<Option<i64>> {
         match self {
-            Value::Null => Ok(None),
+            StateValue::Null => Ok(None),
             v => v.as_i64().map(Some).ok_or_else(|| malformed("step")),
         }
     }
 }
 
-impl From<u64> for Value {
+impl From<u64> for StateValue {
     fn from(u: u64) -> Self {
-        Value::U64(u)
+        StateValue::U64(u)
     }
 }
 
-impl From<usize> for Value {
+impl From<usize> for StateValue {
     fn from(u: usize) -> Self {
-        Value::U64(u as u64)
+        StateValue::U64(u as u64)
     }
 }
 
-impl From<Option<i64>> for Value {
+impl From<Option<i64>> for StateValue {
     fn from(step: Option<i64>) -> Self {
-        step.map_or(Value::Null, Value::I64)
+        step.map_or(StateValue::Null, StateValue::I64)
     }
 }
 
-impl From<String> for Value {
+impl From<String> for StateValue {
     fn from(s: String) -> Self {
-        Value::Str(s)
+        StateValue::Str(s)
     }
 }
 
-impl From<Vec<Value>> for Value {
-    fn from(v: Vec<Value>) -> Self {
-        Value::List(v)
+impl From<Vec<StateValue>> for StateValue {
+    fn from(v: Vec<StateValue>) -> Self {
+        StateValue::List(v)
     }
 }
 
-impl FromIterator<Value> for Value {
-    fn from_iter<I: IntoIterator<Item = Value>>(iter: I) -> Self {
-        Value::List(iter.into_iter().collect())
+impl FromIterator<StateValue> for StateValue {
+    fn from_iter<I: IntoIterator<Item = StateValue>>(iter: I) -> Self {
+        StateValue::List(iter.into_iter().collect())
     }
 }
 
 /// Floats as values: their IEEE bit patterns, so that every value (NaN and −0.0 included)
 /// comes back exactly ([`from_bits`]).
-pub fn bits(values: &[f64]) -> Value {
-    values.iter().map(|x| Value::U64(x.to_bits())).collect()
+pub fn bits(values: &[f64]) -> StateValue {
+    values
+        .iter()
+        .map(|x| StateValue::U64(x.to_bits()))
+        .collect()
 }
 
 /// [`bits`]' floats back.
-pub fn from_bits(v: &Value) -> Result<Vec<f64>> {
+pub fn from_bits(v: &StateValue) -> Result<Vec<f64>> {
     v.as_list()
         .ok_or_else(|| malformed("floats"))?
         .iter()

@@ -8,7 +8,7 @@ use crate::analysis::collect::{Collected, Variant};
 use crate::analysis::fragile::{Fragile, fragile_groups};
 use crate::analysis::logged::LoggedCheck;
 use crate::analysis::sums::Sums;
-use crate::analysis::tokens::{RowSums, TokenStats};
+use crate::analysis::tokens::{AdvantageSums, TokenStats};
 use advcalc_maths::estimators::conventions::Convention;
 use advcalc_maths::estimators::groups::Grouping;
 
@@ -162,7 +162,7 @@ fn fragile_of(prepared: &[crate::engine::job::Plan], score: &[f64]) -> Option<Fr
 /// tokens valid under both, rank correlation over the rows valid under both.
 fn pair_summaries(
     variants: &[Variant],
-    rows: &[Vec<RowSums>],
+    rows: &[Vec<AdvantageSums>],
     pair_counts: &[(u64, u64)],
 ) -> Vec<PairSummary> {
     let n = variants.len();

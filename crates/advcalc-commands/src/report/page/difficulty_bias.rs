@@ -6,7 +6,7 @@ use crate::error::Result;
 use super::super::difficulty;
 use super::super::gather::Facts;
 use super::super::html::{Style, escape};
-use super::super::plots::{self, Axes, Line, colour};
+use super::super::plots::{self, Axes, Series, colour};
 use super::parts::{PageSection, WIDTH, figure_with_legend};
 use super::sources::Compare;
 
@@ -47,11 +47,11 @@ pub(super) fn difficulty_bias(f: &Facts) -> Result<PageSection> {
             (pts, false)
         }
     };
-    let lines: Vec<Line> = f
+    let lines: Vec<Series> = f
         .variants
         .iter()
         .enumerate()
-        .map(|(v, facts)| Line {
+        .map(|(v, facts)| Series {
             label: facts.label.clone(),
             colour: colour(v),
             points: points.iter().map(|(x, m)| (*x, m[v])).collect(),

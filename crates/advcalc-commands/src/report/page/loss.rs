@@ -4,7 +4,7 @@ use crate::error::Result;
 
 use super::super::gather::Facts;
 use super::super::html::{Style, escape};
-use super::super::plots::{self, Axes, Line, colour};
+use super::super::plots::{self, Axes, Series, colour};
 use super::parts::{PageSection, WIDTH, figure_with_legend};
 use super::sources::Loss;
 
@@ -26,11 +26,11 @@ pub(super) fn loss(f: &Facts) -> Result<PageSection> {
             });
         }
     };
-    let lines: Vec<Line> = l
+    let lines: Vec<Series> = l
         .curves
         .iter()
         .enumerate()
-        .map(|(k, (mode, points))| Line {
+        .map(|(k, (mode, points))| Series {
             label: if *mode == l.agg {
                 format!("{} (configured)", mode.name())
             } else {

@@ -2,7 +2,7 @@
 //! of HTML more than one section writes (where numbers come from is `sources`).
 
 use super::super::html::escape;
-use super::super::plots::{self, Line, css};
+use super::super::plots::{self, Series, css};
 
 /// Bins of the advantage and IS-weight histograms.
 pub(super) const BINS: usize = 60;
@@ -31,7 +31,7 @@ pub(super) fn figure(svg: String) -> String {
 }
 
 /// A figure with its lines' legend under it (swatch and label per line), then `more` (HTML).
-pub(super) fn figure_with_legend(svg: String, lines: &[Line], more: &str) -> String {
+pub(super) fn figure_with_legend(svg: String, lines: &[Series], more: &str) -> String {
     let keys: Vec<String> = lines
         .iter()
         .map(|l| {

@@ -6,7 +6,7 @@ use crate::shaping::correction::IsLevel;
 
 use super::super::gather::Facts;
 use super::super::html::{Style, escape};
-use super::super::plots::{self, Axes, Line, Reference, colour};
+use super::super::plots::{self, Axes, Reference, Series, colour};
 use super::parts::{PageSection, STEP_CHART, dashed_swatch, figure, figure_with_legend, step_name};
 use super::sources::{Advantages, Inspect, Metrics};
 
@@ -37,7 +37,7 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
     let adv_steps: Vec<Advantages> = f.variants.iter().map(Advantages::of).collect();
     let grey = plotters::style::RGBColor(60, 60, 60);
     let one = |label: &str, pts| {
-        vec![Line {
+        vec![Series {
             label: label.into(),
             colour: grey,
             points: pts,
@@ -84,12 +84,12 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
                 .collect()
         };
         let is_lines = [
-            Line {
+            Series {
                 label: "mean".into(),
                 colour: colour(0),
                 points: pts("rollout_corr/rollout_is_mean"),
             },
-            Line {
+            Series {
                 label: "max".into(),
                 colour: colour(1),
                 points: pts("rollout_corr/rollout_is_max"),
@@ -141,10 +141,10 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
         &one("rejected", series("rejection/rejected_token_fraction")),
         size,
     )?));
-    let std_lines: Vec<Line> = adv_steps
+    let std_lines: Vec<Series> = adv_steps
         .iter()
         .enumerate()
-        .map(|(v, a)| Line {
+        .map(|(v, a)| Series {
             label: f.variants[v].label.clone(),
             colour: colour(v),
             points: (0..steps.len())

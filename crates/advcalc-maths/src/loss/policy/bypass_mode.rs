@@ -3,9 +3,9 @@
 //! log-probs (π_old is the rollout policy), with the correction computed inside the loss per
 //! micro-batch (`loss::row`). `algorithm.rollout_correction.loss_type` picks one of two:
 //!
-//! - `ppo_clip` ([`PpoClip`]): vanilla's ℓ and gradient ([`super::vanilla`]) against the
+//! - `ppo_clip` ([`BypassPpoClip`]): vanilla's ℓ and gradient ([`super::vanilla`]) against the
 //!   rollout; rejection (`rollout_rs`) masks tokens, IS weights are not applied.
-//! - `reinforce` ([`Reinforce`]): ℓ = −A·log π·w, dℓ/d log π = −A·w, w the truncated IS
+//! - `reinforce` ([`BypassReinforce`]): ℓ = −A·log π·w, dℓ/d log π = −A·w, w the truncated IS
 //!   weight (`rollout_is`), applied by the caller; rejection masks tokens.
 //!
 //! - Inputs: A, log π, log π_old (the rollout's), the loss mask.
@@ -16,7 +16,7 @@
 //! - Edge cases: `loss_mode: bypass_mode` in the actor section is refused (verl sets it
 //!   itself); `rollout_is_batch_normalize` is refused in bypass mode (not replayed yet).
 
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// `algorithm.rollout_correction.loss_type` in bypass mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,14 +35,14 @@ const REFUSED: (&str, &str) = (
 const NOTE: &str = "set by algorithm.rollout_correction.bypass_mode=true, not by loss_mode";
 
 /// Bypass mode's `ppo_clip`: vanilla against the rollout.
-pub struct PpoClip;
+pub struct BypassPpoClip;
 
-impl PolicyLoss for PpoClip {
-    const INFO: Info = Info {
+impl PolicyLoss for BypassPpoClip {
+    const INFO: LossInfo = LossInfo {
         summary: "bypass mode's ppo_clip: vanilla's clipped surrogate against the rollout's log-probs",
         line: 2413,
         loss_type: Some("ppo_clip"),
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::ALL,
         parameters: &[
             "clip_ratio_low",
@@ -66,14 +66,14 @@ impl PolicyLoss for PpoClip {
 }
 
 /// Bypass mode's `reinforce`: −A·log π, weighted by the truncated IS weight.
-pub struct Reinforce;
+pub struct BypassReinforce;
 
-impl PolicyLoss for Reinforce {
-    const INFO: Info = Info {
+impl PolicyLoss for BypassReinforce {
+    const INFO: LossInfo = LossInfo {
         summary: "bypass mode's reinforce: −A·log π·w, w the truncated IS weight to the rollout",
         line: 2413,
         loss_type: Some("reinforce"),
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::PPO_KL,
         parameters: &[
             "algorithm.rollout_correction.loss_type",

@@ -11,17 +11,17 @@
 //!   not the loss); an inverted range gives 1 + ε_h, as torch.clamp does.
 
 use super::torch::{ratio, torch_clamp};
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// CISPO's clipped importance-sampling weight.
 pub struct Cispo;
 
 impl PolicyLoss for Cispo {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "CISPO: −sg(clip(r))·A·log π, the clipped ratio as a weight",
         line: 2047,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::ALL,
         parameters: &["clip_ratio_low", "clip_ratio_high"],
         clip_range: Some(super::vanilla::CLIP_RANGE),

@@ -12,17 +12,17 @@
 //! - Edge cases: the 1e-8 terms keep the KL finite at π = 1; an invalid token has ℓ = 0.
 
 use super::dppo_tv::{CLIP_RANGE, term};
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// DPPO with a binary-KL trust region.
 pub struct DppoKl;
 
 impl PolicyLoss for DppoKl {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "DPPO: −A·sg(min(r, c))·log π on tokens whose binary KL to π_old is in the trust region",
         line: 1460,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::ALL,
         parameters: &["clip_ratio_low", "clip_ratio_high", "clip_ratio_c"],
         clip_range: Some(CLIP_RANGE),

@@ -13,17 +13,17 @@
 //!   the gradient never flows through r.
 
 use super::torch::ratio;
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// DPPO with a total-variation trust region.
 pub struct DppoTv;
 
 impl PolicyLoss for DppoTv {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "DPPO: −A·sg(min(r, c))·log π on tokens whose |π − π_old| is in the trust region",
         line: 1379,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::ALL,
         parameters: &["clip_ratio_low", "clip_ratio_high", "clip_ratio_c"],
         clip_range: Some(CLIP_RANGE),

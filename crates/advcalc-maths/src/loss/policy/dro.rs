@@ -8,17 +8,17 @@
 //! - Metrics: `ppo_kl` alone, −Δ per token.
 //! - Edge cases: none beyond β's range.
 
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// DRO's penalised policy gradient.
 pub struct Dro;
 
 impl PolicyLoss for Dro {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "DRO: −(A·log π − ½β·Δ²), the policy gradient with a quadratic log-ratio penalty",
         line: 2014,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::PPO_KL,
         parameters: &["policy_loss.dro_beta"],
         clip_range: None,

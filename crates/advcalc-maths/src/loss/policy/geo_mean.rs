@@ -15,17 +15,17 @@
 //!   −0·exp(0) = 0 and no gradient; the gradient depends on the micro-batch's row count.
 
 use super::torch::{clamp_grad, min_grad};
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// GMPO, per row ([`row`]).
 pub struct GeoMean;
 
 impl PolicyLoss for GeoMean {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "GMPO: per row −Ā·exp(mean of the sign-clipped Δ), the geometric-mean ratio",
         line: 1928,
         loss_type: None,
-        scope: Scope::Row,
+        scope: LossScope::Row,
         metrics: Metrics::ALL,
         parameters: &["clip_ratio_low", "clip_ratio_high"],
         clip_range: Some(

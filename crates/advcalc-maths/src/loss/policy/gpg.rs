@@ -7,17 +7,17 @@
 //! - Metrics: verl's gpg returns none of `pg_clipfrac`, `pg_clipfrac_lower`, `ppo_kl`.
 //! - Edge cases: none; ℓ is −A·log π even far off-policy.
 
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// GPG's plain policy gradient.
-pub struct Gpg;
+pub struct GpgLoss;
 
-impl PolicyLoss for Gpg {
-    const INFO: Info = Info {
+impl PolicyLoss for GpgLoss {
+    const INFO: LossInfo = LossInfo {
         summary: "GPG: −A·log π, the plain policy gradient",
         line: 1707,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::NONE,
         parameters: &[],
         clip_range: None,

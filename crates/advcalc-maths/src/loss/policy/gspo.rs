@@ -13,17 +13,17 @@
 //!   capped there, with no gradient.
 
 use super::torch::{clamp_grad, max_grad};
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// GSPO, per row ([`row`]).
 pub struct Gspo;
 
 impl PolicyLoss for Gspo {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "GSPO: PPO's clip on the row's geometric-mean ratio exp(mean Δ)",
         line: 1545,
         loss_type: None,
-        scope: Scope::Row,
+        scope: LossScope::Row,
         metrics: Metrics::ALL,
         parameters: &["clip_ratio_low", "clip_ratio_high"],
         clip_range: Some(super::vanilla::CLIP_RANGE),

@@ -13,17 +13,17 @@
 //! - Edge cases: the choice depends on the micro-batch split; a micro-batch with a valid
 //!   token always penalises at least one.
 
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// KL-Cov.
 pub struct KlCov;
 
 impl PolicyLoss for KlCov {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "KL-Cov: −A·e^Δ, plus ppo_kl_coef·|Δ| on the top kl_cov_ratio tokens by covariance",
         line: 1848,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::PPO_KL,
         parameters: &["policy_loss.kl_cov_ratio", "policy_loss.ppo_kl_coef"],
         clip_range: None,

@@ -20,7 +20,7 @@
 //! `clip_cov` is not here: verl picks its tokens with `torch.randperm`, which no replay
 //! reproduces; the configuration refuses it.
 //!
-//! One file per loss, named as its `loss_mode`, holds its maths and its declaration ([`Info`],
+//! One file per loss, named as its `loss_mode`, holds its maths and its declaration ([`LossInfo`],
 //! through [`PolicyLoss`]); the `registry!` list below names each once and generates
 //! [`LossMode`] and every dispatch over the losses. Adding a loss: write `policy/NAME.rs`
 //! with a unit struct implementing [`PolicyLoss`], declare `pub mod NAME;` and add
@@ -92,7 +92,7 @@ impl Metrics {
 
 /// What a loss's value is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum LossScope {
     /// Each token's ℓ from the token alone ([`PolicyLoss::token`]).
     Token,
     /// Each token's ℓ needs its whole row (`gspo`'s row mean, `geo_mean`'s row loss): the
@@ -103,7 +103,7 @@ pub enum Scope {
 /// A loss's declaration: everything `advcalc losses`, the configuration and the dispatch
 /// need to know about it. The name is the file's (the registry adds it).
 #[derive(Debug, Clone, Copy)]
-pub struct Info {
+pub struct LossInfo {
     /// What it computes, in one line.
     pub summary: &'static str,
     /// Its line in verl's `core_algos.py` ([`SOURCE`]).
@@ -111,7 +111,7 @@ pub struct Info {
     /// For `bypass_mode`'s two losses: the `algorithm.rollout_correction.loss_type` that
     /// selects this one.
     pub loss_type: Option<&'static str>,
-    pub scope: Scope,
+    pub scope: LossScope,
     /// The metrics verl's loss function returns.
     pub metrics: Metrics,
     /// The configuration keys it reads (under `actor_rollout_ref.actor` unless they say
@@ -127,7 +127,7 @@ pub struct Info {
     pub notes: &'static [&'static str],
 }
 
-impl Info {
+impl LossInfo {
     /// Where verl defines it: `core_algos.py:LINE`.
     pub fn source(&self) -> String {
         format!("{SOURCE}:{}", self.line)
@@ -137,11 +137,11 @@ impl Info {
 /// One policy loss: its declaration and, for a token-wise one, each token's term. The
 /// engine calls it through [`LossMode`]'s generated dispatch.
 pub trait PolicyLoss {
-    const INFO: Info;
+    const INFO: LossInfo;
 
-    /// One token's term under a token-wise loss ([`Scope::Token`]); `kl_cov`'s chosen
+    /// One token's term under a token-wise loss ([`LossScope::Token`]); `kl_cov`'s chosen
     /// tokens add [`kl_cov::extra`], and an IS weight is applied by the caller as for every
-    /// loss. A row-wise loss ([`Scope::Row`]) is never called here: `loss::row` calls its
+    /// loss. A row-wise loss ([`LossScope::Row`]) is never called here: `loss::row` calls its
     /// own row function.
     fn token(_p: &PolicyParams, _a: f32, _logp: f32, _old: f32) -> Term {
         unreachable!("a row-wise loss works per row")
@@ -206,7 +206,7 @@ macro_rules! registry {
             }
 
             /// The loss's declaration.
-            pub fn info(self) -> &'static Info {
+            pub fn info(self) -> &'static LossInfo {
                 match self {
                     $(LossMode::$variant => &<$module::$ty as PolicyLoss>::INFO,)*
                 }
@@ -228,19 +228,19 @@ registry! {
     DppoKl => dppo_kl::DppoKl,
     Gspo => gspo::Gspo,
     Sapo => sapo::Sapo,
-    Gpg => gpg::Gpg,
+    Gpg => gpg::GpgLoss,
     KlCov => kl_cov::KlCov,
     GeoMean => geo_mean::GeoMean,
     Dro => dro::Dro,
     Cispo => cispo::Cispo,
     // bypass mode's two losses, under one name
-    BypassPpoClip => bypass_mode::PpoClip,
-    BypassReinforce => bypass_mode::Reinforce,
+    BypassPpoClip => bypass_mode::BypassPpoClip,
+    BypassReinforce => bypass_mode::BypassReinforce,
 }
 
 impl LossMode {
     /// The loss named `name` (the first of bypass mode's two for `bypass_mode`, whose
-    /// [`Info::refused`] the configuration checks); `None`: advcalc replays no such loss.
+    /// [`LossInfo::refused`] the configuration checks); `None`: advcalc replays no such loss.
     pub fn from_name(name: &str) -> Option<LossMode> {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
@@ -334,7 +334,7 @@ mod tests {
             assert_eq!(LossMode::from_name(m.name()).unwrap().name(), m.name());
             assert!(!info.summary.is_empty() && info.line > 0, "{}", m.name());
             assert_eq!(
-                info.scope == Scope::Row,
+                info.scope == LossScope::Row,
                 matches!(m, LossMode::Gspo | LossMode::GeoMean)
             );
             assert_eq!(

@@ -12,17 +12,17 @@
 //!   (`loss::row`); at r = 1 the gradient is −A, not vanilla's −A·r.
 
 use super::torch::ratio;
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// SAPO's soft gate.
 pub struct Sapo;
 
 impl PolicyLoss for Sapo {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "SAPO: −A·σ(τ(r − 1))·4/τ, a sigmoid gate instead of the clip",
         line: 1622,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::ALL,
         parameters: &["tau_pos", "tau_neg"],
         clip_range: None,

@@ -14,17 +14,17 @@
 //!   configuration) would clamp every r to 1 + ε_h, as torch does.
 
 use super::torch::{clamp_grad, max_grad, min_grad, ratio};
-use super::{Info, Metrics, PolicyLoss, PolicyParams, Scope, Term};
+use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
 
 /// PPO's clipped surrogate.
 pub struct Vanilla;
 
 impl PolicyLoss for Vanilla {
-    const INFO: Info = Info {
+    const INFO: LossInfo = LossInfo {
         summary: "PPO's clipped surrogate, dual-clipped where A < 0",
         line: 1285,
         loss_type: None,
-        scope: Scope::Token,
+        scope: LossScope::Token,
         metrics: Metrics::ALL,
         parameters: &["clip_ratio_low", "clip_ratio_high", "clip_ratio_c"],
         clip_range: Some(CLIP_RANGE),
