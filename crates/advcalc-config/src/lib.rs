@@ -39,7 +39,7 @@ pub mod yaml11;
 use advcalc_maths::{error, estimators, loss, nearest, settings, shaping};
 
 use crate::error::{Error, Reason, Result};
-use crate::estimators::Estimator;
+use crate::estimators::{Column, Estimator};
 use crate::settings::{Invalid, Keys};
 use section::Section;
 
@@ -302,7 +302,8 @@ fn gdpo_rewards(
     weights: Option<Vec<f64>>,
 ) -> Result<(Vec<String>, Vec<f64>)> {
     let keys = keys.unwrap_or_default();
-    if estimator != Estimator::Gdpo {
+    // only an estimator that reads the reward components (gdpo) needs them
+    if !estimator.info().reads(Column::RewardComponents) {
         return Ok((keys, weights.unwrap_or_default()));
     }
     if keys.is_empty() {

@@ -94,7 +94,8 @@ impl Pipeline {
             // without KL in the reward β is never used
             _ => (None, KlController::Fixed { value: 0.0 }),
         };
-        let gdpo = algo.adv_estimator == Estimator::Gdpo;
+        // the reward components, for the estimator that reads them (gdpo)
+        let gdpo = algo.adv_estimator.info().reads(Column::RewardComponents);
         Pipeline {
             ext: algo.ext.clone(),
             estimator: algo.adv_estimator,

@@ -148,6 +148,11 @@ pub struct Overview {
 }
 
 impl Info {
+    /// Whether it reads `column` (beyond the mask and scores every estimator reads).
+    pub fn reads(&self, column: Column) -> bool {
+        self.columns.contains(&column)
+    }
+
     /// Whether it runs on sequence-level input (one score per row, no tokens).
     pub fn sequence_level(&self) -> bool {
         self.needs_tokens.is_none()
