@@ -155,7 +155,7 @@ pub fn truncate_weights(spec: &IsSpec, weights: &mut [f32]) {
 }
 
 /// The per-token statistic of one option at log ratio `lr` (clamped).
-fn token_statistic(statistic: RsStatistic, lr: f32) -> f32 {
+pub(crate) fn token_statistic(statistic: RsStatistic, lr: f32) -> f32 {
     let x = lr.clamp(-SAFETY_BOUND, SAFETY_BOUND);
     match statistic {
         RsStatistic::K1 => -x,
