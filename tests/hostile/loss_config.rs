@@ -14,6 +14,8 @@
 use advcalc::{Config, ConfigSources, ErrorKind};
 use advcalc_maths::loss::LossMode;
 use advcalc_maths::loss::plan::LossPlan;
+use advcalc_maths::loss::policy::AnyLossStats;
+use advcalc_maths::loss::policy::kl_cov::KlCovRows;
 use advcalc_maths::loss::row::{KlCovTokens, RowInputs, RowSums, row};
 
 /// The most rows the synthetic step has (larger mini-batches are checked as configuration
@@ -53,15 +55,16 @@ pub fn check(text: &str) -> Result<Replay, advcalc::Error> {
     }
     let rows = if 2 * g <= MAX_ROWS { 2 * g } else { g };
     let step = Step::new(rows, g);
-    let kl_cov: Option<Vec<KlCovTokens>> = (spec.mode == LossMode::KlCov).then(|| {
-        (0..rows)
+    let kl_cov: Option<AnyLossStats> = (spec.mode == LossMode::KlCov).then(|| {
+        let tokens: Vec<KlCovTokens> = (0..rows)
             .map(|r| {
                 (0..WIDTH)
                     .filter(|&t| step.mask[r][t] > 0.0)
                     .map(|t| (step.advantages[r][t], step.log_probs[r][t], t))
                     .collect()
             })
-            .collect()
+            .collect();
+        AnyLossStats::KlCov(KlCovRows(tokens))
     });
     let valid: Vec<f64> = step
         .mask
@@ -69,7 +72,7 @@ pub fn check(text: &str) -> Result<Replay, advcalc::Error> {
         .map(|m| m.iter().map(|&x| x as f64).sum())
         .collect();
     let batches = vec![(None, (0..rows).collect::<Vec<usize>>())];
-    let plan = LossPlan::new(&spec, &batches, &valid, kl_cov.as_deref()).map_err(|u| {
+    let plan = LossPlan::new(&spec, &batches, &valid, kl_cov.as_ref()).map_err(|u| {
         advcalc::Error::data(format!(
             "{} rows do not cut into mini-batches of {}",
             u.rows, u.mini_batch_rows

@@ -137,7 +137,7 @@ impl Exchange for RowStats {
             own,
             dropped_scores: uint(&meta, "dropped_scores")? as usize,
             positive_log_probs,
-            loss_tokens: None,
+            loss: None,
             stamp: match &meta["stamp"] {
                 Value::Null => None,
                 s => Some(Stamp {

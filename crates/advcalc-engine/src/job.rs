@@ -337,7 +337,7 @@ impl<'a> Job<'a> {
                     &stage.spec,
                     &training_batches,
                     &stats.valid,
-                    stats.loss_tokens.as_deref(),
+                    stats.loss.as_ref(),
                 )
                 .map_err(|u| {
                     let at = u.step.map(|s| format!(" step {s}:")).unwrap_or_default();

@@ -4,7 +4,7 @@
 use crate::data::{RowGroup, TokenRole};
 use crate::error::Result;
 use crate::estimators::RowStats;
-use crate::loss::LossMode;
+use crate::loss::policy::LossRows;
 use crate::pipeline::{Pipeline, Shaped};
 
 /// Which statistics a pass keeps.
@@ -45,7 +45,7 @@ pub fn row_stats(
         ..Default::default()
     };
     if scope == StatsScope::WithEstimator && pipeline.advantages_given() {
-        stats.loss_tokens = kl_cov_tokens(pipeline, &group, shaped);
+        stats.loss = loss_stats(pipeline, &group, shaped);
     } else if scope == StatsScope::WithEstimator {
         let settings = pipeline.settings();
         let view = shaped.rows(pipeline, &settings, &group, file);
@@ -57,33 +57,22 @@ pub fn row_stats(
     Ok(stats)
 }
 
-/// kl_cov on IN's advantages: each row's mask-1 tokens as (A, log π, index), from which the
-/// plan makes each micro-batch's choice.
-fn kl_cov_tokens(
+/// The loss's own pass-1 statistics on IN's advantages (`PolicyLoss::row_stats`: kl_cov's
+/// tokens); `None` without a loss stage or without the columns it reads.
+fn loss_stats(
     pipeline: &Pipeline,
     group: &RowGroup,
     shaped: &Shaped,
-) -> Option<Vec<crate::loss::row::KlCovTokens>> {
+) -> Option<crate::loss::policy::AnyLossStats> {
     let stage = pipeline.loss.as_ref()?;
-    if stage.spec.mode != LossMode::KlCov {
-        return None;
-    }
-    let a = group.token(TokenRole::Advantages)?;
-    let logp = group
-        .token(TokenRole::LogProbs)
-        .or(group.token(TokenRole::OldLogProbs))?;
-    // the slice once, not a look-up of the shared buffer per token
-    let mask: &[f32] = &shaped.mask;
-    Some(
-        (0..group.rows())
-            .map(|i| {
-                let s = group.span(i);
-                s.clone()
-                    .enumerate()
-                    .filter(|&(_, t)| mask[t] > 0.0)
-                    .map(|(k, t)| (a[t], logp[t], k))
-                    .collect()
-            })
-            .collect(),
-    )
+    let rows = LossRows {
+        group,
+        advantages: group.token(TokenRole::Advantages)?,
+        log_probs: group
+            .token(TokenRole::LogProbs)
+            .or(group.token(TokenRole::OldLogProbs))?,
+        // the slice once, not a look-up of the shared buffer per token
+        mask: &shaped.mask,
+    };
+    Some(stage.spec.mode.row_stats(&rows))
 }

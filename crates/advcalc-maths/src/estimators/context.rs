@@ -107,9 +107,11 @@ pub struct RowStats {
     /// Which pass made these statistics, so the plan can refuse the wrong ones; `None` for
     /// an empty value that nothing was appended to yet.
     pub stamp: Option<Stamp>,
-    /// The loss stage's kl_cov on IN's advantages: each row's mask-1 tokens as (A, log π,
-    /// token index), for its per-micro-batch choice (not in the exchange bytes).
-    pub loss_tokens: Option<Vec<crate::loss::row::KlCovTokens>>,
+    /// The loss stage's own statistics on IN's advantages ([`PolicyLoss::Stats`]: kl_cov's
+    /// tokens, for its per-micro-batch choice), `advcalc loss` only; not in the exchange bytes.
+    ///
+    /// [`PolicyLoss::Stats`]: crate::loss::policy::PolicyLoss::Stats
+    pub loss: Option<crate::loss::policy::AnyLossStats>,
 }
 
 /// What made a [`RowStats`] (or a plan shard): fingerprints of the resolved configuration
@@ -178,9 +180,14 @@ impl RowStats {
             }
             (mine, theirs) => mine.or(theirs),
         };
-        if let Some(tokens) = other.loss_tokens {
-            self.loss_tokens.get_or_insert_with(Vec::new).extend(tokens);
-        }
+        self.loss = match (self.loss.take(), other.loss) {
+            (Some(mut mine), Some(theirs)) => {
+                // two losses' statistics: refused as mixed
+                mixed |= !mine.append(theirs);
+                Some(mine)
+            }
+            (mine, theirs) => mine.or(theirs),
+        };
         self.dropped_scores += other.dropped_scores;
         self.positive_log_probs =
             PositiveLogProbs::merge(self.positive_log_probs.take(), other.positive_log_probs);

@@ -5,7 +5,9 @@
 
 use crate::loss::aggregate::BatchInfo;
 use crate::loss::partition::{Partition, Uneven, partition};
-use crate::loss::row::{KlCovCut, KlCovTokens, RowPlace, kl_cov_cut};
+use crate::loss::policy::AnyLossStats;
+use crate::loss::policy::kl_cov::KlCovRows;
+use crate::loss::row::{KlCovCut, RowPlace, kl_cov_cut};
 use crate::loss::{LossMode, LossSpec};
 
 /// The loss stage's part of the plan.
@@ -20,13 +22,13 @@ pub struct LossPlan {
 
 impl LossPlan {
     /// The plan for an input of `valid.len()` rows (`valid`: each row's loss-mask tokens),
-    /// whose training batches are `batches`. `kl_cov_tokens`: for kl_cov, each row's
-    /// mask-1 tokens as (A, log π, token index).
+    /// whose training batches are `batches`. `stats`: the loss's own pass-1 statistics
+    /// (kl_cov's: each row's mask-1 tokens as (A, log π, token index)).
     pub fn new(
         spec: &LossSpec,
         batches: &[(Option<i64>, Vec<usize>)],
         valid: &[f64],
-        kl_cov_tokens: Option<&[KlCovTokens]>,
+        stats: Option<&AnyLossStats>,
     ) -> Result<LossPlan, Uneven> {
         let partition = partition(
             batches,
@@ -53,8 +55,8 @@ impl LossPlan {
         let kl_cov = partition
             .micros
             .iter()
-            .map(|rows| match (spec.mode, kl_cov_tokens) {
-                (LossMode::KlCov, Some(tokens)) => {
+            .map(|rows| match (spec.mode, stats) {
+                (LossMode::KlCov, Some(AnyLossStats::KlCov(KlCovRows(tokens)))) => {
                     let all: Vec<(f32, f32, (usize, usize))> = rows
                         .iter()
                         .flat_map(|&r| tokens[r].iter().map(move |&(a, l, t)| (a, l, (r, t))))

@@ -59,6 +59,7 @@ impl PolicyLoss for BypassPpoClip {
             "rejection computed inside the loss per micro-batch; no IS weights",
         ],
     };
+    type Stats = ();
 
     fn token(p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         super::vanilla::term(p, a, logp, old)
@@ -89,6 +90,7 @@ impl PolicyLoss for BypassReinforce {
             "rejection and truncated IS weights computed inside the loss per micro-batch",
         ],
     };
+    type Stats = ();
 
     fn token(_p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         Term {

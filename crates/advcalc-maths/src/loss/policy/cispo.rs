@@ -28,6 +28,7 @@ impl PolicyLoss for Cispo {
         refused: None,
         notes: &["pg_clipfrac_lower is returned and always 0"],
     };
+    type Stats = ();
 
     fn token(p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         let (dc, r, _) = ratio(logp, old);

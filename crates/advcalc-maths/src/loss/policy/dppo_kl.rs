@@ -29,6 +29,7 @@ impl PolicyLoss for DppoKl {
         refused: None,
         notes: &[],
     };
+    type Stats = ();
 
     fn token(p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         term(p, a, logp, old, |prob, old_prob| {

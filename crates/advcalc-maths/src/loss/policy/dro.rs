@@ -25,6 +25,7 @@ impl PolicyLoss for Dro {
         refused: None,
         notes: &[],
     };
+    type Stats = ();
 
     fn token(p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         let d = logp - old;

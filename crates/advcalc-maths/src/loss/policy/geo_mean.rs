@@ -36,6 +36,7 @@ impl PolicyLoss for GeoMean {
             "a loss per row, averaged over the micro-batch's rows: the gradient depends on the split",
         ],
     };
+    type Stats = ();
 }
 
 /// `geo_mean` over one row: the row's loss −Ā·exp(mean_t of the sign-clipped Δ) (before

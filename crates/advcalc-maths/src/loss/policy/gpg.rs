@@ -24,6 +24,7 @@ impl PolicyLoss for GpgLoss {
         refused: None,
         notes: &[],
     };
+    type Stats = ();
 
     fn token(_p: &PolicyParams, a: f32, logp: f32, _old: f32) -> Term {
         Term {

@@ -30,6 +30,7 @@ impl PolicyLoss for Gspo {
         refused: None,
         notes: &["pg_clipfrac_lower is returned and always 0 (no dual clip)"],
     };
+    type Stats = ();
 }
 
 /// `gspo` over one row (`mask` its loss mask): every token's term.

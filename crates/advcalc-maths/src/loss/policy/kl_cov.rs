@@ -13,7 +13,19 @@
 //! - Edge cases: the choice depends on the micro-batch split; a micro-batch with a valid
 //!   token always penalises at least one.
 
-use super::{LossInfo, LossScope, Metrics, PolicyLoss, PolicyParams, Term};
+use super::{LossInfo, LossRows, LossScope, LossStats, Metrics, PolicyLoss, PolicyParams, Term};
+use crate::loss::row::KlCovTokens;
+
+/// kl_cov's pass 1 on IN's advantages: each row's mask-1 tokens as (A, log π, token index),
+/// in row order, from which the plan makes each micro-batch's choice (`loss::plan`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KlCovRows(pub Vec<KlCovTokens>);
+
+impl LossStats for KlCovRows {
+    fn append(&mut self, next: Self) {
+        self.0.extend(next.0);
+    }
+}
 
 /// KL-Cov.
 pub struct KlCov;
@@ -30,6 +42,20 @@ impl PolicyLoss for KlCov {
         refused: None,
         notes: &["its tokens are chosen per micro-batch: the gradient depends on the split"],
     };
+    type Stats = KlCovRows;
+
+    fn row_stats(rows: &LossRows<'_>, stats: &mut KlCovRows) {
+        for i in 0..rows.group.rows() {
+            let s = rows.group.span(i);
+            let tokens = s
+                .clone()
+                .enumerate()
+                .filter(|&(_, t)| rows.mask[t] > 0.0)
+                .map(|(k, t)| (rows.advantages[t], rows.log_probs[t], k))
+                .collect();
+            stats.0.push(tokens);
+        }
+    }
 
     fn token(_p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         let d = logp - old;

@@ -139,6 +139,14 @@ impl LossInfo {
 pub trait PolicyLoss {
     const INFO: LossInfo;
 
+    /// Its own pass-1 statistics of IN's rows, beside the common per-row ones (kl_cov: each
+    /// row's mask-1 tokens, from which the plan makes each micro-batch's choice); `()` for a
+    /// loss that needs none. The engine carries them as an [`AnyLossStats`].
+    type Stats: LossStats;
+
+    /// Pass 1: its statistics of one row group's rows, appended to `stats` in row order.
+    fn row_stats(_rows: &LossRows<'_>, _stats: &mut Self::Stats) {}
+
     /// One token's term under a token-wise loss ([`LossScope::Token`]); `kl_cov`'s chosen
     /// tokens add [`kl_cov::extra`], and an IS weight is applied by the caller as for every
     /// loss. A row-wise loss ([`LossScope::Row`]) is never called here: `loss::row` calls its
@@ -146,6 +154,30 @@ pub trait PolicyLoss {
     fn token(_p: &PolicyParams, _a: f32, _logp: f32, _old: f32) -> Term {
         unreachable!("a row-wise loss works per row")
     }
+}
+
+/// What a loss keeps of its own between the passes ([`PolicyLoss::Stats`]): built per row
+/// group and appended in row-group order.
+pub trait LossStats: std::fmt::Debug + Clone + Default + PartialEq + Send + Sync {
+    /// Append the next row group's statistics.
+    fn append(&mut self, next: Self);
+}
+
+impl LossStats for () {
+    fn append(&mut self, _: ()) {}
+}
+
+/// One row group as a loss's pass 1 sees it: IN's advantages and log-probs (the current
+/// policy's, else the old one's), and the mask after rejection.
+pub struct LossRows<'a> {
+    /// The decoded row group (its rows' spans).
+    pub group: &'a crate::data::RowGroup,
+    /// IN's `advantages`.
+    pub advantages: &'a [f32],
+    /// `log_probs`, or `old_log_probs` without them.
+    pub log_probs: &'a [f32],
+    /// The response mask after rejection.
+    pub mask: &'a [f32],
 }
 
 /// The clip ranges and each loss's own parameters.
@@ -193,6 +225,31 @@ macro_rules! registry {
             )*
         }
 
+        /// One loss's own pass-1 statistics ([`PolicyLoss::Stats`]), as the engine carries
+        /// them (`RowStats::loss`).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum AnyLossStats {
+            $(
+                #[doc = concat!("[`", stringify!($module), "::", stringify!($ty), "`]'s.")]
+                $variant(<$module::$ty as PolicyLoss>::Stats),
+            )*
+        }
+
+        impl AnyLossStats {
+            /// Append the next row group's statistics; `false` (nothing appended) when they
+            /// are another loss's.
+            pub fn append(&mut self, next: AnyLossStats) -> bool {
+                match (self, next) {
+                    $((AnyLossStats::$variant(mine), AnyLossStats::$variant(theirs)) => {
+                        mine.append(theirs);
+                        true
+                    })*
+                    #[allow(unreachable_patterns)]
+                    _ => false,
+                }
+            }
+        }
+
         impl LossMode {
             /// Every loss, in the list's order.
             pub const ALL: [LossMode; [$(stringify!($variant)),*].len()] =
@@ -209,6 +266,17 @@ macro_rules! registry {
             pub fn info(self) -> &'static LossInfo {
                 match self {
                     $(LossMode::$variant => &<$module::$ty as PolicyLoss>::INFO,)*
+                }
+            }
+
+            /// Pass 1: the loss's own statistics of one row group ([`PolicyLoss::row_stats`]).
+            pub fn row_stats(self, rows: &LossRows<'_>) -> AnyLossStats {
+                match self {
+                    $(LossMode::$variant => {
+                        let mut stats = Default::default();
+                        <$module::$ty as PolicyLoss>::row_stats(rows, &mut stats);
+                        AnyLossStats::$variant(stats)
+                    })*
                 }
             }
 

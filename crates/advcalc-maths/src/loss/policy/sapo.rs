@@ -32,6 +32,7 @@ impl PolicyLoss for Sapo {
             "pg_clipfrac and pg_clipfrac_lower are returned and always 0",
         ],
     };
+    type Stats = ();
 
     fn token(p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         let (dc, r, dr) = ratio(logp, old);

@@ -31,6 +31,7 @@ impl PolicyLoss for Vanilla {
         refused: None,
         notes: &[],
     };
+    type Stats = ();
 
     fn token(p: &PolicyParams, a: f32, logp: f32, old: f32) -> Term {
         term(p, a, logp, old)
