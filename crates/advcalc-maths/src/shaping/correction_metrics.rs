@@ -62,11 +62,34 @@ pub struct CorrectionParts {
     rows: Vec<RowValues>,
 }
 
+/// `f64::max` and `f64::min` (a NaN ignored) with one answer between +0.0 and −0.0: +0.0,
+/// as verl's metrics show it (−0.0 only when both are). The standard library leaves that
+/// choice open, and a debug and a release build made different ones (`rollout_is_seq_min`
+/// of the corpus case `is_sequence_icepop_bn`).
+fn larger(a: f64, b: f64) -> f64 {
+    if a == 0.0 && b == 0.0 {
+        zeros(a, b)
+    } else {
+        a.max(b)
+    }
+}
+fn smaller(a: f64, b: f64) -> f64 {
+    if a == 0.0 && b == 0.0 {
+        zeros(a, b)
+    } else {
+        a.min(b)
+    }
+}
+/// Of two zeros, −0.0 only when both are: the sign bits and-ed.
+fn zeros(a: f64, b: f64) -> f64 {
+    f64::from_bits(a.to_bits() & b.to_bits())
+}
+
 fn fmax(a: Option<f64>, b: f64) -> Option<f64> {
-    Some(a.map_or(b, |a| a.max(b)))
+    Some(a.map_or(b, |a| larger(a, b)))
 }
 fn fmin(a: Option<f64>, b: f64) -> Option<f64> {
-    Some(a.map_or(b, |a| a.min(b)))
+    Some(a.map_or(b, |a| smaller(a, b)))
 }
 
 /// The larger / smaller of two optional extremes (`None`: nothing seen yet).
@@ -261,12 +284,12 @@ fn unbiased_std(v: &[f64]) -> f64 {
 
 /// The largest of `v`, −∞ when empty.
 fn max_of(v: impl Iterator<Item = f64>) -> f64 {
-    v.fold(f64::NEG_INFINITY, f64::max)
+    v.fold(f64::NEG_INFINITY, larger)
 }
 
 /// The smallest of `v`, +∞ when empty.
 fn min_of(v: impl Iterator<Item = f64>) -> f64 {
-    v.fold(f64::INFINITY, f64::min)
+    v.fold(f64::INFINITY, smaller)
 }
 
 /// verl's std of the clamped values from their sum and sum of squares over `n` valid
@@ -497,6 +520,31 @@ mod tests {
     //! masked means (≤ 4e-9 here) and f32 token arithmetic (exp in f32: ~1e-7), hence the
     //! tolerance.
     use super::*;
+
+    // A tie between +0.0 and −0.0 is +0.0 whichever comes first (the bits, not ==), −0.0
+    // only when every zero is; otherwise the standard library's answer, a NaN ignored.
+    #[test]
+    fn extremes_of_signed_zeros_are_positive_zero() {
+        for v in [[0.0, -0.0], [-0.0, 0.0]] {
+            assert_eq!(min_of(v.into_iter()).to_bits(), 0.0f64.to_bits());
+            assert_eq!(max_of(v.into_iter()).to_bits(), 0.0f64.to_bits());
+        }
+        let negative = [-0.0, -0.0].into_iter();
+        assert_eq!(min_of(negative).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(
+            min_of([1.0, -0.0, f64::NAN].into_iter()).to_bits(),
+            (-0.0f64).to_bits()
+        );
+        assert_eq!(
+            max_of([-1.0, f64::NAN, -0.0].into_iter()).to_bits(),
+            (-0.0f64).to_bits()
+        );
+        assert_eq!(
+            fmin(Some(-0.0), 0.0).map(f64::to_bits),
+            Some(0.0f64.to_bits())
+        );
+        assert_eq!(min_of(std::iter::empty()), f64::INFINITY);
+    }
     use crate::data::{FloatBuffer, TokenColumn, TokenRole};
     use crate::shaping::correction::{IsSpec, RsStatistic};
     use crate::test_support::assert_close;
