@@ -571,7 +571,8 @@ def compare(
 
 def estimators() -> List[Dict[str, Any]]:
     """Every estimator (``advcalc estimators --json``): name, source, kind, summary, the
-    columns it reads and the settings it uses."""
+    columns it reads, the settings it uses and its ``overview`` (the cells of
+    docs/estimators.md's overview tables)."""
     return json.loads(_load().estimators())
 
 
