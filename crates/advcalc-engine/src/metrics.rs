@@ -271,49 +271,23 @@ mod tests {
     //! ```
     use super::*;
     use crate::config::{Config, ConfigSources};
-    use crate::data::FloatBuffer;
     use crate::test_support::assert_close;
 
     const MASK: [&[f32]; 2] = [&[1.0, 1.0, 0.0], &[1.0, 1.0]];
     const OLD: [&[f32]; 2] = [&[-1.0, -0.5, -3.0], &[-2.0, -1.0]];
     const ROLLOUT: [&[f32]; 2] = [&[-1.0, -1.0, -2.0], &[-1.5, -0.75]];
 
-    fn flat(rows: &[&[f32]]) -> FloatBuffer {
-        FloatBuffer::from(rows.concat())
-    }
-
     /// Rows `range` of the batch as one row group, with an optional step per row.
     fn group(range: std::ops::Range<usize>, step: Option<Vec<i64>>) -> RowGroup {
-        let (mask, old, rollout) = (
+        RowGroup::from_rows(
+            range.start,
             &MASK[range.clone()],
-            &OLD[range.clone()],
-            &ROLLOUT[range.clone()],
-        );
-        let mut offsets = vec![0];
-        for r in mask {
-            offsets.push(offsets.last().unwrap() + r.len());
-        }
-        let tokens = *offsets.last().unwrap();
-        RowGroup {
-            first_row: range.start,
-            mask: crate::data::TokenColumn {
-                offsets,
-                values: flat(mask),
-            },
-            scores: FloatBuffer::from(vec![0.0f32; tokens]),
-            scalar_scores: None,
-            tokens: vec![
-                (TokenRole::OldLogProbs, flat(old)),
-                (TokenRole::RolloutLogProbs, flat(rollout)),
+            &[
+                (TokenRole::OldLogProbs, &OLD[range.clone()]),
+                (TokenRole::RolloutLogProbs, &ROLLOUT[range]),
             ],
-            reward_baselines: None,
-            components: Vec::new(),
-            uid: None,
             step,
-            session: None,
-            dropped_scores: 0,
-            positive_log_probs: None,
-        }
+        )
     }
 
     /// The `--set` overrides of a rollout_correction section: (option, threshold) for IS

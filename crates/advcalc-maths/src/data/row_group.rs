@@ -80,6 +80,43 @@ impl PositiveLogProbs {
 }
 
 impl RowGroup {
+    /// A row group from per-row values (the rest empty: no labels, scores 0): `mask` the
+    /// rows' response masks, `tokens` token columns with a row per mask row, `step` each
+    /// row's step. What a test or a client that holds plain rows builds; the I/O layer
+    /// decodes its own from Arrow without copying.
+    pub fn from_rows(
+        first_row: usize,
+        mask: &[&[f32]],
+        tokens: &[(TokenRole, &[&[f32]])],
+        step: Option<Vec<i64>>,
+    ) -> RowGroup {
+        let mut offsets = vec![0];
+        for r in mask {
+            offsets.push(offsets.last().unwrap() + r.len());
+        }
+        let width = *offsets.last().unwrap();
+        RowGroup {
+            first_row,
+            mask: TokenColumn {
+                offsets,
+                values: FloatBuffer::from(mask.concat()),
+            },
+            scores: FloatBuffer::from(vec![0.0f32; width]),
+            scalar_scores: None,
+            tokens: tokens
+                .iter()
+                .map(|&(role, rows)| (role, FloatBuffer::from(rows.concat())))
+                .collect(),
+            reward_baselines: None,
+            components: Vec::new(),
+            uid: None,
+            step,
+            session: None,
+            dropped_scores: 0,
+            positive_log_probs: None,
+        }
+    }
+
     pub fn rows(&self) -> usize {
         self.mask.rows()
     }

@@ -521,6 +521,10 @@ mod tests {
     //! tolerance.
     use super::*;
 
+    use crate::data::TokenRole;
+    use crate::shaping::correction::{IsSpec, RsStatistic};
+    use crate::test_support::assert_close;
+
     // A tie between +0.0 and −0.0 is +0.0 whichever comes first (the bits, not ==), −0.0
     // only when every zero is; otherwise the standard library's answer, a NaN ignored.
     #[test]
@@ -545,9 +549,6 @@ mod tests {
         );
         assert_eq!(min_of(std::iter::empty()), f64::INFINITY);
     }
-    use crate::data::{FloatBuffer, TokenColumn, TokenRole};
-    use crate::shaping::correction::{IsSpec, RsStatistic};
-    use crate::test_support::assert_close;
 
     const ATOL: f64 = 3e-7;
     const RTOL: f64 = 1e-6;
@@ -556,42 +557,17 @@ mod tests {
     const OLD: [&[f32]; 2] = [&[-1.0, -0.5, -3.0], &[-2.0, -1.0]];
     const ROLLOUT: [&[f32]; 2] = [&[-1.0, -1.0, -2.0], &[-1.5, -0.75]];
 
-    fn flat(rows: &[&[f32]]) -> FloatBuffer {
-        FloatBuffer::from(rows.concat())
-    }
-
     /// Rows `range` of the batch as one row group, with an optional step per row.
     fn group(range: std::ops::Range<usize>, step: Option<Vec<i64>>) -> RowGroup {
-        let (mask, old, rollout) = (
+        RowGroup::from_rows(
+            range.start,
             &MASK[range.clone()],
-            &OLD[range.clone()],
-            &ROLLOUT[range.clone()],
-        );
-        let mut offsets = vec![0];
-        for r in mask {
-            offsets.push(offsets.last().unwrap() + r.len());
-        }
-        let tokens = *offsets.last().unwrap();
-        RowGroup {
-            first_row: range.start,
-            mask: TokenColumn {
-                offsets,
-                values: flat(mask),
-            },
-            scores: FloatBuffer::from(vec![0.0f32; tokens]),
-            scalar_scores: None,
-            tokens: vec![
-                (TokenRole::OldLogProbs, flat(old)),
-                (TokenRole::RolloutLogProbs, flat(rollout)),
+            &[
+                (TokenRole::OldLogProbs, &OLD[range.clone()]),
+                (TokenRole::RolloutLogProbs, &ROLLOUT[range]),
             ],
-            reward_baselines: None,
-            components: Vec::new(),
-            uid: None,
             step,
-            session: None,
-            dropped_scores: 0,
-            positive_log_probs: None,
-        }
+        )
     }
 
     /// IS weight settings as verl's `rollout_is`, `rollout_is_threshold` and
