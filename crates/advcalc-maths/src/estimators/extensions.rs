@@ -14,21 +14,11 @@ use crate::settings::{Map, SettingList};
 use crate::shaping::openrlhf_kl::{ApproxKl, OpenrlhfKl};
 
 impl Extensions {
-    /// Every key, in the list's order (dotted below a subsection), then the estimators' own.
-    pub fn keys() -> Vec<&'static str> {
-        <Extensions as SettingList>::keys()
-    }
-
     /// Every key with its value (the resolved configuration's), subsections nested.
     pub fn to_map(&self) -> Map {
         let mut m = Map::new();
         SettingList::to_map(self, &mut m);
         m
-    }
-
-    /// The keys whose values differ from their defaults, in the list's order.
-    pub fn changed(&self) -> Vec<&'static str> {
-        SettingList::changed(self)
     }
 }
 
@@ -38,8 +28,8 @@ impl Extensions {
 // `settings.ext.FIELD`. A setting only one estimator reads is declared in its file instead
 // (its `Estimate::Options`), and read as `settings.ext.estimators.NAME.FIELD`.
 crate::settings! {
-    /// advcalc's extension keys, validated: one field per entry of the `settings!` list in
-    /// `config/extensions.rs`, which declares each key once, and every estimator's own.
+    /// advcalc's extension keys, validated: one field per entry of this `settings!` list, which
+    /// declares each key once, and every estimator's own.
     pub struct Extensions {
     /// `convention` (or `--convention`): whose numbers the GRPO/RLOO family gives.
     "convention" => convention: Convention = Convention::Verl,
