@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::dataset::{Dataset, is_dataset, path_step};
+use crate::io::dataset::{Dataset, path_step};
 use crate::io::format::Format;
+use crate::io::input_source::InputSource;
 use advcalc_commands::run::{DatasetOptions, RunOptions, RunSummary};
 
 /// One file of a dataset.
@@ -27,13 +28,14 @@ pub struct DatasetFile {
 }
 
 /// The files of the dataset IN names, in dataset order (by step, then by relative path), with
-/// the CLI's checks (one schema, steps in paths); `None` when IN is not a dataset (one file, or
-/// a directory of verl JSONL files). `format`: `--input-format`.
+/// the CLI's checks (one schema, steps in paths); `None` when IN is not a local dataset (one
+/// file, or a directory of verl JSONL files). `format`: `--input-format`.
 pub fn files(path: &Path, format: Option<Format>) -> Result<Option<Vec<DatasetFile>>> {
-    if !is_dataset(path, format)? {
+    // a dataset in object storage is listed by the Python package's own client
+    let InputSource::Dataset { path, format } = InputSource::resolve(path, format)? else {
         return Ok(None);
-    }
-    let dataset = Dataset::open(path, format)?;
+    };
+    let dataset = Dataset::open(&path, format)?;
     Ok(Some(
         dataset
             .parts

@@ -1,7 +1,7 @@
 //! Reading one input as the CLI reads it, for clients that hold its record batches in memory
-//! (the Python package's `compute` on a path): the JSONL test a client makes before reading,
-//! one Parquet or Arrow IPC file opened with the CLI's checks and read by row group, and the
-//! panic hook that keeps the decoder's caught panics quiet.
+//! (the Python package's `compute` on a path): what IN is, resolved as the CLI resolves it
+//! ([`InputSource`]), one Parquet or Arrow IPC file opened with the CLI's checks and read by
+//! row group, and the panic hook that keeps the decoder's caught panics quiet.
 
 use std::path::Path;
 
@@ -11,38 +11,15 @@ use arrow_schema::SchemaRef;
 use crate::error::Result;
 use crate::io::format::Format;
 
-/// Whether IN is a verl JSONL dump, told before it is read (only [`crate::run`] writes a JSONL
-/// dump's output): `format` when given, else a directory holding `.jsonl` files, else the
-/// file's extension.
-pub fn is_jsonl(path: &Path, format: Option<Format>) -> Result<bool> {
-    Ok(match format {
-        Some(f) => f == Format::Jsonl,
-        None if path.is_dir() => {
-            crate::io::jsonl::directory_has_jsonl(path, &path.display().to_string())?
-        }
-        None => Format::of(path, None) == Format::Jsonl,
-    })
-}
+pub use crate::io::input_source::InputSource;
 
-/// The trainer whose dump IN is (`format` when it names one, else told by the layout:
-/// `docs/trainers.md`); `None` for any other input, or a layout that cannot be read (its
-/// reader then reports why). Its estimator and convention are the configuration's defaults
-/// ([`ConfigSources::input_defaults`](crate::ConfigSources::input_defaults), from [`dump_defaults`]).
+/// The trainer whose dump IN is ([`InputSource::resolve`]: `format` when it names one, else
+/// told by the layout, `docs/trainers.md`); `None` for any other input, or a path that cannot
+/// be resolved (its reader then reports why). Its estimator and convention are the
+/// configuration's defaults ([`ConfigSources::input_defaults`](crate::ConfigSources::input_defaults),
+/// from [`dump_defaults`]).
 pub fn dump_trainer(path: &Path, format: Option<Format>) -> Option<crate::Trainer> {
-    let explicit = match format {
-        Some(Format::Trainer(t)) => Some(t),
-        Some(_) => return None,
-        None => None,
-    };
-    if let Some(s) = path
-        .to_str()
-        .filter(|s| crate::io::location::object_scheme(s).is_some())
-    {
-        // an object: told by its key's file name, as a local file is
-        let file = s.rsplit('/').next().unwrap_or_default();
-        return explicit.or_else(|| crate::io::trainers::by_file_name(file));
-    }
-    crate::io::trainers::detect(path, explicit).ok().flatten()
+    InputSource::resolve(path, format).ok()?.trainer()
 }
 
 /// What another trainer's dump suggests for the configuration where no source says
@@ -62,16 +39,16 @@ pub fn dump_defaults(trainer: crate::Trainer) -> crate::config::InputDefaults {
 pub struct InputFile(crate::io::input::Input);
 
 impl InputFile {
-    /// Open IN with the CLI's checks and messages (which name the file). `allow_nonfinite` lets
-    /// a JSONL dump's NaN and ±inf scores through (`--allow-nonfinite`); `dump` is what another
-    /// trainer's dump does not record ([`DumpOptions::of`](crate::DumpOptions::of)).
+    /// Open IN, one file as `source` names it, with the CLI's checks and messages (which name
+    /// the file). `allow_nonfinite` lets a JSONL dump's NaN and ±inf scores through
+    /// (`--allow-nonfinite`); `dump` is what another trainer's dump does not record
+    /// ([`DumpOptions::of`](crate::DumpOptions::of)).
     pub fn open(
-        path: &Path,
-        format: Option<Format>,
+        source: &InputSource,
         allow_nonfinite: bool,
         dump: &crate::DumpOptions,
     ) -> Result<InputFile> {
-        crate::io::input::Input::open(path, format, allow_nonfinite, dump).map(InputFile)
+        crate::io::input::Input::open(source, allow_nonfinite, dump).map(InputFile)
     }
 
     /// Whether the input's NaN scores are its trainer's own, which `config`'s convention

@@ -793,3 +793,33 @@ fn an_input_without_rows_says_so_and_nothing_of_a_correction_not_configured() {
     );
     assert!(!tmp.path().join("gae.parquet").exists());
 }
+
+#[test]
+fn stdin_named_as_a_dump_or_jsonl_is_a_usage_error_in_every_command() {
+    // `--input-format trl -` panicked ("unreachable") before IN was resolved in one place
+    for format in ["trl", "nemo-rl", "jsonl"] {
+        for args in [
+            vec![
+                "run",
+                "-e",
+                "grpo",
+                "--input-format",
+                format,
+                "-",
+                "out.parquet",
+            ],
+            vec!["inspect", "--input-format", format, "-"],
+            vec!["compare", "-e", "grpo,rloo", "--input-format", format, "-"],
+        ] {
+            let out = advcalc()
+                .args(&args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("not from stdin"), "{args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+}

@@ -20,7 +20,7 @@ use pyo3::types::PyBytes;
 
 use advcalc::commands::compare::{CompareOptions, Variant, compare as compare_dump};
 use advcalc::commands::inspect::{InspectOptions, inspect as inspect_dump};
-use advcalc::input::InputFile;
+use advcalc::input::{InputFile, InputSource};
 use advcalc::{
     Config, ConfigSources, DatasetOptions, Engine, ErrorKind, Exchange, Format, Layout, PlanShard,
     RowStats, RunOptions,
@@ -284,14 +284,13 @@ fn compute_path(
     let done = run_engine(py, move || {
         // a JSONL dump is told by its name (or a directory's .jsonl files) before it is read,
         // so that only `run` parses it
-        let format = read.format()?;
-        if advcalc::input::is_jsonl(&src, format)? {
+        let source = InputSource::resolve(&src, read.format()?)?;
+        if source.is_jsonl() {
             return Ok(None);
         }
-        let config = config.load_for(advcalc::input::dump_trainer(&src, format))?;
+        let config = config.load_for(source.trainer())?;
         let input = InputFile::open(
-            &src,
-            format,
+            &source,
             read.allow_nonfinite,
             &advcalc::DumpOptions::of(&config),
         )?;

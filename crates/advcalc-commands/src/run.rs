@@ -29,9 +29,10 @@ use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::atomic::{check_destination, same_file};
-use crate::io::dataset::{Dataset, is_dataset};
+use crate::io::dataset::Dataset;
 use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
+use crate::io::input_source::InputSource;
 use crate::io::ipc;
 use crate::io::read::ParquetInput;
 use crate::io::sequence_output;
@@ -90,11 +91,10 @@ pub fn run_with(
     opts: &RunOptions,
     dataset: &DatasetOptions,
 ) -> Result<RunSummary> {
+    // what IN is, decided once; without `cloud` an object URL IN is refused here
+    let source = InputSource::resolve(&opts.input, opts.input_format)?;
     #[cfg(not(feature = "cloud"))]
-    {
-        crate::io::location::refuse_object_url(&opts.input)?;
-        crate::io::location::refuse_object_url(&opts.output)?;
-    }
+    crate::io::location::refuse_object_url(&opts.output)?;
     if let Some(metrics) = &opts.metrics {
         // under OUT's rules, before any work: never IN, never OUT, create-only
         crate::io::whole_file::check_side_output(
@@ -105,32 +105,29 @@ pub fn run_with(
             &[&opts.output],
         )?;
     }
+    match &source {
+        #[cfg(feature = "cloud")]
+        InputSource::ObjectDataset { url, .. } => {
+            return crate::dataset::run_objects(config, opts, dataset, url);
+        }
+        // a local dataset, into a local directory or (with `cloud`) a prefix in object storage
+        InputSource::Dataset { .. } => return crate::dataset::run(config, opts, dataset),
+        _ => {}
+    }
     #[cfg(feature = "cloud")]
-    {
-        use crate::io::location::object_url;
-        if let Some(url) = crate::io::object::list::dataset_url_of(&opts.input)? {
-            return crate::dataset::run_objects(config, opts, dataset, &url);
-        }
-        let input_is_object = object_url(&opts.input)?.is_some();
-        if !input_is_object && is_dataset(&opts.input, opts.input_format)? {
-            // a local dataset, into a local directory or a prefix in object storage
-            return crate::dataset::run(config, opts, dataset);
-        }
-        if let Some(out) = object_url(&opts.output)? {
-            return run_to_object(config, opts, dataset, &out);
-        }
-        if input_is_object {
-            return run_file(config, opts, dataset);
-        }
+    if let Some(out) = crate::io::location::object_url(&opts.output)? {
+        return run_to_object(config, opts, dataset, &source, &out);
     }
-    if is_dataset(&opts.input, opts.input_format)? {
-        return crate::dataset::run(config, opts, dataset);
-    }
-    run_file(config, opts, dataset)
+    run_file(config, opts, dataset, &source)
 }
 
-/// [`run_with`] on one file (IN not a dataset).
-fn run_file(config: &Config, opts: &RunOptions, dataset: &DatasetOptions) -> Result<RunSummary> {
+/// [`run_with`] on one file (IN not a dataset), `source` as resolved from `opts.input`.
+fn run_file(
+    config: &Config,
+    opts: &RunOptions,
+    dataset: &DatasetOptions,
+    source: &InputSource,
+) -> Result<RunSummary> {
     if dataset.resume {
         return Err(Error::usage(format!(
             "{}: --resume finishes a dataset run (IN a directory or a glob), not a file",
@@ -164,8 +161,7 @@ fn run_file(config: &Config, opts: &RunOptions, dataset: &DatasetOptions) -> Res
     // within the pool: a trainer dump's reader parses on its threads
     let opened = pool.install(|| {
         Input::open(
-            &opts.input,
-            opts.input_format,
+            source,
             opts.allow_nonfinite,
             &crate::io::trainers::DumpOptions::of(config),
         )
@@ -233,6 +229,7 @@ fn run_to_object(
     config: &Config,
     opts: &RunOptions,
     dataset: &DatasetOptions,
+    source: &InputSource,
     out: &crate::io::object::url::ObjectUrl,
 ) -> Result<RunSummary> {
     use crate::io::object::{sink, store::store_for};
@@ -259,7 +256,7 @@ fn run_to_object(
         output_format,
         ..opts.clone()
     };
-    let summary = run_file(config, &local_opts, dataset)?;
+    let summary = run_file(config, &local_opts, dataset, source)?;
     let policy = sink::PutPolicy {
         force: opts.force,
         ..Default::default()

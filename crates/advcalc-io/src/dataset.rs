@@ -14,7 +14,7 @@ use arrow_schema::SchemaRef;
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
-use crate::format::{Format, is_stdio};
+use crate::format::Format;
 use crate::ipc;
 use crate::read::ParquetInput;
 use crate::walk::Visited;
@@ -184,28 +184,8 @@ pub struct Dataset {
     rows: usize,
 }
 
-/// Whether IN names a dataset: a directory (that is not a verl JSONL dump), or a path with
-/// glob characters that is not an existing file.
-pub fn is_dataset(path: &Path, format: Option<Format>) -> Result<bool> {
-    if is_stdio(path) {
-        return Ok(false);
-    }
-    if matches!(format, Some(Format::Trainer(_))) {
-        return Ok(false);
-    }
-    if format.is_none() && crate::trainers::detect(path, None)?.is_some() {
-        return Ok(false);
-    }
-    if path.is_dir() {
-        if format == Some(Format::Jsonl) {
-            return Ok(false);
-        }
-        let name = path.display().to_string();
-        return Ok(!crate::jsonl::directory_has_jsonl(path, &name)?);
-    }
-    Ok(!path.exists() && is_glob(&path.to_string_lossy()))
-}
-
+/// Whether `s` holds glob characters (a path that is not an existing file is then a dataset:
+/// `InputSource::resolve`).
 pub fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }

@@ -7,7 +7,8 @@ use std::path::Path;
 use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
-use crate::format::{Format, is_stdio};
+use crate::format::Format;
+use crate::input_source::InputSource;
 use crate::ipc;
 use crate::jsonl::{self, JsonlInput};
 use crate::read::ParquetInput;
@@ -35,27 +36,37 @@ enum Spool {
 }
 
 impl Input {
-    /// Open IN (`-`: stdin), its format from `format`, else the extension (a directory holding
-    /// `.jsonl` files is a JSONL dump). `allow_nonfinite` lets a JSONL dump's NaN and ±inf
-    /// scores through (`--allow-nonfinite`); otherwise the reader refuses them, naming the line.
-    /// Another trainer's dump is recognised by its layout (`io::trainers::detect`) and read
-    /// with `dump` (what the dump does not record).
-    pub fn open(
-        path: &Path,
-        format: Option<Format>,
-        allow_nonfinite: bool,
-        dump: &DumpOptions,
-    ) -> Result<Self> {
-        #[cfg(not(feature = "cloud"))]
-        crate::location::refuse_object_url(path)?;
-        #[cfg(feature = "cloud")]
-        if let Some(url) = crate::location::object_url(path)? {
-            return Self::open_object(&url, format, allow_nonfinite, dump);
-        }
-        let name = if is_stdio(path) {
-            "<stdin>".to_string()
-        } else {
-            path.display().to_string()
+    /// Open IN, one file as `source` names it (`InputSource::resolve`): read in place when it
+    /// is Parquet, else spooled into a temporary Parquet file. `allow_nonfinite` lets a JSONL
+    /// dump's NaN and ±inf scores through (`--allow-nonfinite`); otherwise the reader refuses
+    /// them, naming the line. Another trainer's dump is read with `dump` (what the dump does
+    /// not record). A dataset is not one file: [`open`] opens it.
+    pub fn open(source: &InputSource, allow_nonfinite: bool, dump: &DumpOptions) -> Result<Self> {
+        let name = source.name();
+        let (path, format) = match source {
+            #[cfg(feature = "cloud")]
+            InputSource::Object { url, format } => {
+                return Self::open_object(url, *format, allow_nonfinite, dump);
+            }
+            InputSource::Dataset { .. } => {
+                return Err(Error::usage(format!(
+                    "{name}: a dataset (a directory or a glob), not one file"
+                ))
+                .with_hint("give one file of it"));
+            }
+            #[cfg(feature = "cloud")]
+            InputSource::ObjectDataset { .. } => {
+                return Err(Error::usage(format!(
+                    "{name}: a dataset (a prefix or a glob), not one object"
+                ))
+                .with_hint("give one object of it"));
+            }
+            InputSource::Stdin { format } => (Path::new(crate::format::STDIO), *format),
+            InputSource::File { path, format } => (path.as_path(), *format),
+            InputSource::Jsonl { path } => (path.as_path(), Format::Jsonl),
+            InputSource::TrainerDump { path, trainer } => {
+                (path.as_path(), Format::Trainer(*trainer))
+            }
         };
         Self::open_as(path, name, format, allow_nonfinite, dump)
     }
@@ -94,12 +105,12 @@ impl Input {
         };
         // a trainer's dump file is told by its name (TRL's completions_NNNNN.parquet is
         // Parquet, but not one the passes read as it is): fetched and read as a local one
-        let trainer_dump = match format {
-            Some(Format::Trainer(_)) => true,
-            Some(_) => false,
-            None => trainers::by_file_name(&file_name).is_some(),
+        let local_format = match format {
+            Some(f) => f,
+            None => trainers::by_file_name(&file_name)
+                .map_or_else(|| Format::of(Path::new(&file_name), None), Format::Trainer),
         };
-        if !trainer_dump && Format::of(Path::new(&file_name), format) == Format::Parquet {
+        if local_format == Format::Parquet {
             return Ok(Input {
                 parquet: ParquetInput::open_object(source)?,
                 jsonl: None,
@@ -117,58 +128,34 @@ impl Input {
         source.download_to(&mut out)?;
         std::io::Write::flush(&mut out).map_err(io)?;
         drop(out);
-        let mut input = Self::open_as(&local, name, format, allow_nonfinite, dump)?;
+        let mut input = Self::open_as(&local, name, local_format, allow_nonfinite, dump)?;
         input._spool.push(Spool::Dir(dir));
         Ok(input)
     }
 
-    /// [`Input::open`] on the local file or directory `path`, naming it `name` in messages.
+    /// [`Input::open`] on the local file or directory `path` of the resolved `format`,
+    /// naming it `name` in messages.
     fn open_as(
         path: &Path,
         name: String,
-        format: Option<Format>,
+        format: Format,
         allow_nonfinite: bool,
         dump: &DumpOptions,
     ) -> Result<Self> {
-        let explicit = match format {
-            Some(Format::Trainer(t)) => Some(t),
-            _ => None,
-        };
-        let detected = match format {
-            None | Some(Format::Trainer(_)) if !is_stdio(path) => trainers::detect(path, explicit)?,
-            _ => None,
-        };
-        if let Some(t) = detected {
-            let (spool, trainer) =
-                trainers::spool(t, path, &name, dump, allow_nonfinite, &std::env::temp_dir())?;
-            let parquet = ParquetInput::open_named(spool.path(), &name)?;
-            return Ok(Input {
-                parquet,
-                jsonl: None,
-                trainer: Some(trainer),
-                _spool: vec![Spool::File(spool)],
-            });
-        }
-        let format = match format {
-            None if !is_stdio(path) && path.is_dir() => {
-                if jsonl::directory_is_jsonl(path, &name)? {
-                    Format::Jsonl
-                } else {
-                    Format::Parquet
-                }
-            }
-            format => Format::of(path, format),
-        };
         let (spool, jsonl) = match format {
             Format::Parquet => (None, None),
-            Format::Trainer(_) => unreachable!("spooled above"),
+            Format::Trainer(t) => {
+                let (spool, trainer) =
+                    trainers::spool(t, path, &name, dump, allow_nonfinite, &std::env::temp_dir())?;
+                let parquet = ParquetInput::open_named(spool.path(), &name)?;
+                return Ok(Input {
+                    parquet,
+                    jsonl: None,
+                    trainer: Some(trainer),
+                    _spool: vec![Spool::File(spool)],
+                });
+            }
             Format::Jsonl => {
-                if is_stdio(path) {
-                    return Err(Error::usage(
-                        "JSONL is read from a file or a directory, not from stdin",
-                    )
-                    .with_hint("give the file (or verl's rollout_data_dir) as IN"));
-                }
                 let (spool, jsonl) =
                     jsonl::spool(path, &name, allow_nonfinite, &std::env::temp_dir())?;
                 (Some(spool), Some(jsonl))
@@ -240,37 +227,27 @@ impl Opened {
     }
 }
 
-/// Open IN: a directory (not a JSONL dump) or a glob is a dataset, and so is a prefix or a glob
-/// in object storage (`Dataset::open_objects`); anything else is one file ([`Input::open`]).
-pub fn open(
-    path: &Path,
-    format: Option<Format>,
-    allow_nonfinite: bool,
-    dump: &DumpOptions,
-) -> Result<Opened> {
-    use crate::dataset::{Dataset, is_dataset};
-    #[cfg(not(feature = "cloud"))]
-    crate::location::refuse_object_url(path)?;
-    #[cfg(feature = "cloud")]
-    if let Some(url) = crate::object::list::dataset_url_of(path)? {
-        return Ok(Opened {
-            dataset: Dataset::open_objects(&url, format)?,
+/// Open IN as `source` names it: a dataset (a directory or a glob, a prefix or a glob in
+/// object storage) part by part (`Dataset::open`, `Dataset::open_objects`), anything else as
+/// one file ([`Input::open`]).
+pub fn open(source: &InputSource, allow_nonfinite: bool, dump: &DumpOptions) -> Result<Opened> {
+    use crate::dataset::Dataset;
+    match source {
+        #[cfg(feature = "cloud")]
+        InputSource::ObjectDataset { url, format } => Ok(Opened {
+            dataset: Dataset::open_objects(url, *format)?,
             file: None,
-        });
-    }
-    #[cfg(feature = "cloud")]
-    let is_object = crate::location::object_url(path)?.is_some();
-    #[cfg(not(feature = "cloud"))]
-    let is_object = false;
-    if !is_object && is_dataset(path, format)? {
-        return Ok(Opened {
-            dataset: Dataset::open(path, format)?,
+        }),
+        InputSource::Dataset { path, format } => Ok(Opened {
+            dataset: Dataset::open(path, *format)?,
             file: None,
-        });
+        }),
+        _ => {
+            let file = Input::open(source, allow_nonfinite, dump)?;
+            Ok(Opened {
+                dataset: Dataset::single(&file.parquet),
+                file: Some(file),
+            })
+        }
     }
-    let file = Input::open(path, format, allow_nonfinite, dump)?;
-    Ok(Opened {
-        dataset: Dataset::single(&file.parquet),
-        file: Some(file),
-    })
 }

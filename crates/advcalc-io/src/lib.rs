@@ -13,6 +13,7 @@ pub mod decode;
 pub mod float_lists;
 pub mod format;
 pub mod input;
+pub mod input_source;
 pub mod interrupt;
 pub mod ipc;
 pub mod json_fields;

@@ -952,8 +952,8 @@ mod tests {
             let ipc_path = dir.path().join(file);
             crate::ipc::export_parquet(&out_path, &ipc_path, format, false).unwrap();
             // and an Arrow IPC IN's schema metadata is the input's key-value metadata
-            let spooled =
-                crate::input::Input::open(&ipc_path, None, false, &Default::default()).unwrap();
+            let source = crate::input_source::InputSource::resolve(&ipc_path, None).unwrap();
+            let spooled = crate::input::Input::open(&source, false, &Default::default()).unwrap();
             let mut seen = spooled.parquet.key_value_metadata();
             seen.sort();
             let mut expected = given.clone();

@@ -25,6 +25,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::dataset::Dataset;
 use crate::io::input::Input;
+use crate::io::input_source::InputSource;
 use crate::io::trainers::{DumpOptions, LOGGED_ADVANTAGE, Trainer};
 use crate::shaping::scores::Layout;
 use advcalc_config::Config;
@@ -334,14 +335,8 @@ fn known_causes(
     c: &Config,
 ) -> Result<Vec<String>> {
     let mut causes = Vec::new();
-    let spool = |d: &DumpOptions| {
-        Input::open(
-            path,
-            Some(crate::io::format::Format::Trainer(trainer)),
-            true,
-            d,
-        )
-    };
+    let spool =
+        |d: &DumpOptions| Input::open(&InputSource::dump(path.to_path_buf(), trainer), true, d);
     match trainer {
         Trainer::OpenInstruct => {
             let mut other = c.clone();
@@ -387,15 +382,10 @@ fn known_causes(
 /// The group size the reader used (given, or inferred).
 fn used_group_size(path: &Path, trainer: Trainer, dump: &DumpOptions) -> Option<usize> {
     dump.group_size.or_else(|| {
-        Input::open(
-            path,
-            Some(crate::io::format::Format::Trainer(trainer)),
-            true,
-            dump,
-        )
-        .ok()?
-        .trainer?
-        .group_size
+        Input::open(&InputSource::dump(path.to_path_buf(), trainer), true, dump)
+            .ok()?
+            .trainer?
+            .group_size
     })
 }
 

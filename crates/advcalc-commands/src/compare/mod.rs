@@ -24,6 +24,7 @@ use crate::analysis::comparison::summary::summarise;
 use crate::engine::passes::thread_pool;
 use crate::error::Result;
 use crate::io::input;
+use crate::io::input_source::InputSource;
 
 /// Run every variant over `opts.input` and summarise their advantages side by side.
 pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison> {
@@ -32,8 +33,10 @@ pub fn compare(variants: &[Variant], opts: &CompareOptions) -> Result<Comparison
         .map(|v| crate::io::trainers::DumpOptions::of(&v.config))
         .unwrap_or_default();
     // within a pool of --threads: a trainer dump's reader parses on its threads
-    let opened = thread_pool(opts.threads)?
-        .install(|| input::open(&opts.input, opts.input_format, opts.allow_nonfinite, &dump))?;
+    let opened = thread_pool(opts.threads)?.install(|| {
+        let source = InputSource::resolve(&opts.input, opts.input_format)?;
+        input::open(&source, opts.allow_nonfinite, &dump)
+    })?;
     let input = &opened.dataset;
     // a trainer's own NaN scores, under its convention, are not a fault
     let own = opened.own_nan_scores(variants.iter().map(|v| &v.config));

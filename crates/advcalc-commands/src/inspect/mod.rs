@@ -33,6 +33,7 @@ use crate::error::Result;
 use crate::io::dataset::Dataset;
 use crate::io::format::Format;
 use crate::io::input;
+use crate::io::input_source::InputSource;
 use crate::shaping::scores::Layout;
 use advcalc_config::Config;
 
@@ -92,8 +93,7 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
     // within the pool: a trainer dump's reader parses on its threads
     let opened = pool.install(|| {
         input::open(
-            &opts.input,
-            opts.input_format,
+            &InputSource::resolve(&opts.input, opts.input_format)?,
             true,
             &crate::io::trainers::DumpOptions::of(config),
         )

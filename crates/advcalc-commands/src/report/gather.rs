@@ -23,6 +23,7 @@ use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::dataset::Dataset;
 use crate::io::input;
+use crate::io::input_source::InputSource;
 use crate::io::jsonl::SEQUENCE_LEVEL_KEY;
 use crate::shaping::correction::Correction;
 use advcalc_config::Config;
@@ -96,8 +97,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     // within a pool of --threads: a trainer dump's reader parses on its threads
     let opened = thread_pool(opts.read.threads)?.install(|| {
         input::open(
-            &opts.read.input,
-            opts.read.input_format,
+            &InputSource::resolve(&opts.read.input, opts.read.input_format)?,
             opts.read.allow_nonfinite,
             &crate::io::trainers::DumpOptions::of(&variants[0].config),
         )
