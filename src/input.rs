@@ -58,6 +58,13 @@ impl InputFile {
         self.0.own_nan_scores(config)
     }
 
+    /// What its reader says of how it read IN (another trainer's dump: the group size it
+    /// inferred, the reward weights it took, the rows without a reward), as `run` prints them
+    /// before the configuration's notes.
+    pub fn notes(&self) -> &[String] {
+        self.0.trainer.as_ref().map_or(&[], |t| t.notes.as_slice())
+    }
+
     /// The input's name in messages (`<stdin>` for `-`).
     pub fn name(&self) -> &str {
         self.0.parquet.name()

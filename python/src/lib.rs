@@ -288,12 +288,14 @@ fn compute_path(
         if source.is_jsonl() {
             return Ok(None);
         }
-        let config = config.load_for(source.trainer())?;
+        let mut config = config.load_for(source.trainer())?;
         let input = InputFile::open(
             &source,
             read.allow_nonfinite,
             &advcalc::DumpOptions::of(&config),
         )?;
+        // the reader's notes first, as `run` prints them
+        config.notes.splice(0..0, input.notes().iter().cloned());
         let allow_nonfinite = read.allow_nonfinite || input.own_nan_scores(&config);
         let batches = advcalc::thread_pool(read.threads)?.install(|| {
             (0..input.num_row_groups())

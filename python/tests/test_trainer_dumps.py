@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import advcalc
-from conftest import cli_json
+from conftest import cli, cli_json
 
 TRL = Path(__file__).resolve().parents[2] / "fixtures" / "trainers" / "dumps" / "trl" / "run1"
 WEIGHTS = ["algorithm.trl.reward_weights=[1.0,0.5]"]
@@ -76,3 +76,30 @@ def test_every_trainers_dump_reads_from_python_as_from_the_cli(run: str, setting
     assert check["differing"] == 0, check
     args = ["inspect", "--json", str(src)] + [a for s in settings for a in ("--set", s)]
     assert cli_json(*args)["logged_advantages"] == check
+
+
+@pytest.mark.parametrize(
+    "run", ["trl/run1", "nemo-rl/run1", "prime-rl/run1", "open-instruct/run1"]
+)
+def test_compute_says_what_the_cli_says_of_each_readers_dump(run: str, tmp_path: Path) -> None:
+    """The reader's notes (TRL: the group size inferred, the reward weights taken, the rows
+    without a reward) reach Python as ConfigNote warnings, the same ones `advcalc run`
+    prints, in the same order."""
+    import warnings
+
+    from advcalc._errors import python_names
+
+    src = DUMPS / run
+    done = cli("run", str(src), str(tmp_path / "out.parquet"))
+    said = [
+        python_names(line[len("note: "):])
+        for line in done.stderr.splitlines()
+        if line.startswith("note: ")
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        advcalc.compute(src)
+    notes = [str(w.message) for w in caught if issubclass(w.category, advcalc.ConfigNote)]
+    assert notes == said
+    if run == "trl/run1":
+        assert len(notes) == 3, notes

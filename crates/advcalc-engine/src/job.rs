@@ -247,6 +247,7 @@ impl<'a> Job<'a> {
                 allow_nonfinite: self.allow_nonfinite,
                 row_base: self.row_base,
                 path_step: self.path_step,
+                skip_metrics_only: !self.metrics,
             },
             self.file,
             first_row,

@@ -21,6 +21,10 @@ pub struct DecodeOptions {
     /// In a dataset: the step the file's path names (`step=N`): every row's step when the
     /// file has no `step` column, else what that column must hold.
     pub path_step: Option<i64>,
+    /// Leave the metrics-only columns (`InputColumns::metrics_only`) undecoded, even when
+    /// the batch holds them: a run without metrics never reads them from a file (its
+    /// projection leaves them out), so a batch held in memory must not be refused for them.
+    pub skip_metrics_only: bool,
 }
 
 impl DecodeOptions {
@@ -76,6 +80,9 @@ pub fn decode(
             .is_none()
         {
             continue; // not in this pass's projection
+        }
+        if options.skip_metrics_only && columns.metrics_only.contains(&role) {
+            continue; // what the CLI's projection would not have read
         }
         let (array, col) = get(index)?;
         let values = columns::token_column(array, TokenKind::Values, &col)?;
