@@ -896,3 +896,106 @@ fn zero_is_printed_without_a_sign() {
         "{text}"
     );
 }
+
+/// `inspect --deny-warnings` on a shipped fixture under its run's own configuration.
+fn deny_warnings_on(fixture: &str, args: &[&str]) -> Output {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(fixture);
+    advcalc()
+        .args(["inspect", "--deny-warnings"])
+        .args(args)
+        .arg(&path)
+        .output()
+        .unwrap()
+}
+
+/// What a command printed, stdout (the report, its warnings) then stderr (notes, errors).
+fn everything(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(out))
+}
+
+#[test]
+fn every_clean_fixture_passes_deny_warnings_under_its_own_configuration() {
+    // each fixture under the configuration its run was made with (expected.json, make_demo.py):
+    // a warning here is one that cries wolf
+    let trl_weights = "algorithm.trl.reward_weights=[1.0,0.5]";
+    for (fixture, args) in [
+        ("demo.parquet", vec!["-e", "grpo"]),
+        ("demo.parquet", vec!["-e", "rloo"]),
+        ("trainers/dumps/nemo-rl/run1", vec![]),
+        ("trainers/dumps/open-instruct/run1", vec![]),
+        (
+            "trainers/dumps/open-instruct/run_centered",
+            vec!["--no-norm-adv-by-std"],
+        ),
+        ("trainers/dumps/prime-rl/run1", vec![]),
+        ("trainers/dumps/trl/run1", vec!["--set", trl_weights]),
+        ("trainers/dumps/trl/run_chat", vec!["--set", trl_weights]),
+    ] {
+        let out = deny_warnings_on(fixture, &args);
+        let err = everything(&out);
+        assert_eq!(out.status.code(), Some(0), "{fixture} {args:?}: {err}");
+        assert!(!err.contains("warning:"), "{fixture} {args:?}: {err}");
+    }
+}
+
+#[test]
+fn deny_warnings_fails_on_each_planted_fault_in_the_fixtures() {
+    let trl_weights = "algorithm.trl.reward_weights=[1.0,0.5]";
+    for (fixture, args, code) in [
+        // the demo's rewards on tool tokens, which GAE drops
+        ("demo.parquet", vec!["-e", "gae"], "masked_reward"),
+        ("demo.parquet", vec!["-e", "gae"], "ends_in_tool_token"),
+        // TRL's reward weights left out: the logged advantages disagree
+        (
+            "trainers/dumps/trl/run1",
+            vec![],
+            "logged_advantages_differ",
+        ),
+        // a TRL row without a reward, read under verl's rules (its NaN is not TRL's own)
+        (
+            "trainers/dumps/trl/run1",
+            vec!["--convention", "verl", "--set", trl_weights],
+            "non_finite_values",
+        ),
+        // open-instruct's centred advantages recomputed as standard ones
+        (
+            "trainers/dumps/open-instruct/run_centered",
+            vec![],
+            "logged_advantages_differ",
+        ),
+    ] {
+        let out = deny_warnings_on(fixture, &args);
+        let err = everything(&out);
+        assert_eq!(out.status.code(), Some(1), "{fixture} {args:?}: {err}");
+        assert!(
+            err.contains(&format!("warning: {code}:")),
+            "{fixture} {args:?} should warn {code}: {err}"
+        );
+    }
+}
+
+#[test]
+fn non_finite_values_in_a_column_the_estimator_does_not_read_are_a_note() {
+    // open-instruct's run holds a NaN rollout log-prob, which grpo never reads
+    let out = deny_warnings_on("trainers/dumps/open-instruct/run1", &[]);
+    let err = everything(&out);
+    assert!(
+        err.contains("note: non_finite_unread: non-finite values in columns grpo does not read (rollout_log_probs 1 NaN"),
+        "{err}"
+    );
+    // a TRL dump's own NaN score (under its convention) is the reader's note alone
+    let out = deny_warnings_on(
+        "trainers/dumps/trl/run1",
+        &["--set", "algorithm.trl.reward_weights=[1.0,0.5]"],
+    );
+    let err = everything(&out);
+    assert!(err.contains("their score is NaN, which TRL"), "{err}");
+    assert!(!err.contains("non_finite"), "{err}");
+    // nor does a sequence-level dump print the token checks its note says do not apply
+    let text = String::from_utf8_lossy(&out.stdout);
+    for absent in ["tool spans per row", "rewards on mask-0 tokens", "KL (old"] {
+        assert!(!text.contains(absent), "{absent}: {text}");
+    }
+}

@@ -114,6 +114,7 @@ impl Estimate for CentredReward {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards"),
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

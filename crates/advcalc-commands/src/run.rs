@@ -138,7 +138,7 @@ fn run_file(
     let out_format = Format::of(&opts.output, opts.output_format);
     if let Format::Jsonl | Format::Trainer(_) = out_format {
         let what = match out_format {
-            Format::Trainer(t) => format!("a {} dump", t.title()),
+            Format::Trainer(t) => format!("{} dump", t.a_title()),
             _ => "JSONL".to_string(),
         };
         return Err(Error::usage(format!(

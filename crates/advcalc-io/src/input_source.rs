@@ -67,8 +67,8 @@ impl InputSource {
                 )
                 .with_hint("give the file (or verl's rollout_data_dir) as IN")),
                 Format::Trainer(t) => Err(Error::usage(format!(
-                    "a {} dump is read from a file or a directory, not from stdin",
-                    t.title()
+                    "{} dump is read from a file or a directory, not from stdin",
+                    t.a_title()
                 ))
                 .with_hint("give the dump's file or the run's directory as IN")),
                 format => Ok(InputSource::Stdin { format }),

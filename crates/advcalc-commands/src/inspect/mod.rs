@@ -99,7 +99,8 @@ pub fn inspect(config: &Config, opts: &InspectOptions) -> Result<Report> {
         )
     })?;
     let input = &opened.dataset;
-    let inspection = Inspection::new(config, input, opts.layout)?;
+    let inspection = Inspection::new(config, input, opts.layout)?
+        .with_own_nan_scores(opened.own_nan_scores(std::iter::once(config)));
     let projection = inspection.projection();
     let units = input.units();
     let progress = Progress::new(input.rows() as u64, opts.progress);

@@ -114,7 +114,8 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     // a trainer's own NaN scores, under its convention, are not a fault
     let allow_nonfinite =
         opts.read.allow_nonfinite || opened.own_nan_scores(variants.iter().map(|v| &v.config));
-    let inspection = Inspection::new(first, input, opts.read.layout)?;
+    let inspection = Inspection::new(first, input, opts.read.layout)?
+        .with_own_nan_scores(opened.own_nan_scores(std::iter::once(first)));
     let engines = variants
         .iter()
         .map(|v| {

@@ -99,6 +99,16 @@ impl Trainer {
         }
     }
 
+    /// "a TRL", "an open-instruct": the title with its article, for "{} dump" in messages.
+    pub fn a_title(self) -> String {
+        let article = if self.title().starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        format!("{article} {}", self.title())
+    }
+
     pub fn from_name(name: &str) -> Option<Trainer> {
         Self::ALL.into_iter().find(|t| t.name() == name)
     }

@@ -59,6 +59,7 @@ impl Estimate for Drgrpo {
         settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Convention(MEMBER),
         ignores: &[],
         overview: Overview {

@@ -87,6 +87,7 @@ impl Estimate for Gae {
         settings: &["gamma", "lam", "whiten_advantages"],
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the critic's values (values)"),
+        rewards_under_mask: true,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

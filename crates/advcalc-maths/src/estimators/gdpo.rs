@@ -48,6 +48,7 @@ impl Estimate for Gdpo {
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[(
             "norm_adv_by_std_in_grpo",

@@ -36,6 +36,7 @@ impl Estimate for Gpg {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

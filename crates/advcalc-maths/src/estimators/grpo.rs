@@ -111,6 +111,7 @@ impl Estimate for Grpo {
         settings: &["norm_adv_by_std_in_grpo", "convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Convention(MEMBER),
         ignores: &[],
         overview: Overview {

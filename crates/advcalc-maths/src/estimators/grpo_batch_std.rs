@@ -119,6 +119,7 @@ impl Estimate for GrpoBatchStd {
         settings: &["convention"],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Convention(MEMBER),
         ignores: &[],
         overview: Overview {

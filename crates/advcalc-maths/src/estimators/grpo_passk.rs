@@ -61,6 +61,7 @@ impl Estimate for GrpoPassk {
         settings: &["norm_adv_by_std_in_grpo"],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

@@ -95,6 +95,7 @@ impl Estimate for GrpoVectorized {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[(
             "norm_adv_by_std_in_grpo",

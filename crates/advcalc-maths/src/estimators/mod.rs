@@ -110,6 +110,11 @@ pub struct Info {
     /// run on one synthesized token per row it would give other numbers than on the real
     /// rows.
     pub needs_tokens: Option<&'static str>,
+    /// It reads the rewards token by token under the response mask, so a reward on a mask-0
+    /// token (a tool token, or the last position of a row that ends in one) is dropped; the
+    /// others sum every token's reward into the row's score. `inspect` warns of such rewards
+    /// only for these.
+    pub rewards_under_mask: bool,
     /// Its family: a convention member with its rules, an OpenRLHF estimator, or neither.
     pub family: Family,
     /// verl's `algorithm.*` keys it ignores although verl's trainer has them, each with what

@@ -40,6 +40,7 @@ impl Estimate for OpenrlhfGroupNorm {
         ],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Openrlhf,
         ignores: &[],
         overview: Overview {

@@ -47,6 +47,7 @@ impl Estimate for OpenrlhfReinforceBaseline {
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
+        rewards_under_mask: false,
         family: Family::Openrlhf,
         ignores: &[],
         overview: Overview {

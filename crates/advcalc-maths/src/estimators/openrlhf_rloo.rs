@@ -39,6 +39,7 @@ impl Estimate for OpenrlhfRloo {
         ],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Openrlhf,
         ignores: &[],
         overview: Overview {

@@ -93,6 +93,7 @@ impl Estimate for Opo {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: Some("each row's valid-token count (its baseline is length-weighted)"),
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

@@ -360,6 +360,7 @@ impl Estimate for OptimalTokenBaseline {
         settings: &[],
         weights_in_pass1: true,
         needs_tokens: Some("per-token log-probabilities (old_log_probs, sum_pi_squared)"),
+        rewards_under_mask: true,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

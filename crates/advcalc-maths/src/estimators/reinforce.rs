@@ -48,6 +48,7 @@ impl Estimate for Reinforce {
         settings: &["gamma"],
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards (a return-to-go over the policy tokens)"),
+        rewards_under_mask: true,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

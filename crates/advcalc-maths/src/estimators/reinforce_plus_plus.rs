@@ -108,6 +108,7 @@ impl Estimate for ReinforcePlusPlus {
         needs_tokens: Some(
             "per-token rewards and each row's valid tokens (a return-to-go whitened over the batch's valid tokens)",
         ),
+        rewards_under_mask: true,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

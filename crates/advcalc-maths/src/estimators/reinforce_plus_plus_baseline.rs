@@ -40,6 +40,7 @@ impl Estimate for ReinforcePlusPlusBaseline {
         needs_tokens: Some(
             "each row's valid-token count (it whitens over the batch's valid tokens)",
         ),
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

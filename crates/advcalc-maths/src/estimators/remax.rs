@@ -41,6 +41,7 @@ impl Estimate for Remax {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: Some("per-token rewards and the greedy response's reward (reward_baselines)"),
+        rewards_under_mask: true,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

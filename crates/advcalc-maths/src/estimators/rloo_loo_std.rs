@@ -239,6 +239,7 @@ impl Estimate for RlooLooStd {
         settings: &["nemo.group_by"],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

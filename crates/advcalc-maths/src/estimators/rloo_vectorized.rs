@@ -37,6 +37,7 @@ impl Estimate for RlooVectorized {
         settings: &[],
         weights_in_pass1: false,
         needs_tokens: None,
+        rewards_under_mask: false,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

@@ -79,6 +79,7 @@ impl Estimate for TurnGae {
         needs_tokens: Some(
             "per-token rewards, the calls of the response mask and the critic's values (values)",
         ),
+        rewards_under_mask: true,
         family: Family::Independent,
         ignores: &[],
         overview: Overview {

@@ -2,6 +2,8 @@
 //! can be measured, the configuration what is shaped (KL in reward) and rejected. A
 //! configured check whose columns are missing is skipped with a note, never an error.
 
+use std::collections::BTreeSet;
+
 use crate::data::TokenRole;
 use crate::engine::pipeline::Pipeline;
 use crate::error::Result;
@@ -10,14 +12,18 @@ use crate::loss::{AggMode, LossMode};
 use crate::shaping::kl::KlController;
 use crate::shaping::scores::Layout;
 use advcalc_config::Config;
+use advcalc_maths::estimators::Estimator;
 use advcalc_maths::estimators::conventions::Convention;
 
 /// What to measure, and how.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Checks {
     pub layout: Layout,
     /// The score column's name (`rm_scores`, `token_level_scores` or `score`).
     pub score_column: String,
+    /// IN has one score per row and no tokens (verl's JSONL, a TRL dump): the token checks
+    /// do not apply.
+    pub sequence_level: bool,
     /// The file has `uid`.
     pub groups: bool,
     /// `actor_rollout_ref.rollout.n`.
@@ -25,6 +31,15 @@ pub struct Checks {
     /// The trainer the run is for (`--convention`): fragile-group findings that concern
     /// only other trainers are notes, not warnings.
     pub convention: Convention,
+    /// The configured estimator (verl's default `gae` when none is): the findings about
+    /// rewards on mask-0 tokens warn only for one that drops them (`Info::rewards_under_mask`).
+    pub estimator: Estimator,
+    /// The columns `advcalc run` reads under this configuration, where it refuses non-finite
+    /// values (`None`: its columns cannot be resolved on this input, so every column counts).
+    pub read: Option<BTreeSet<String>>,
+    /// The score's NaNs are the trainer's own (a TRL row without a reward, under
+    /// `--convention trl`): its reader's note says what they become, and no warning repeats it.
+    pub own_nan_scores: bool,
     /// verl's `old_log_probs` for the KL check: `rollout_log_probs` in bypass mode.
     pub kl_old: Option<TokenRole>,
     /// The file has verl's `old_log_probs` and `ref_log_prob`.
@@ -58,16 +73,26 @@ pub struct LossChecks {
 impl Checks {
     pub fn new(config: &Config, columns: &InputColumns, layout: Layout) -> Result<Self> {
         let mut pipeline = Pipeline::new(&config.algorithm);
+        let schema = &columns.schema;
+        let read = InputColumns::resolve(schema.clone(), &pipeline.needs(), "IN")
+            .ok()
+            .map(|c| {
+                c.projection(false)
+                    .into_iter()
+                    .map(|i| schema.field(i).name().clone())
+                    .collect()
+            });
         let present = |role| columns.token(role).is_some();
         let mut notes = Vec::new();
         let metadata = columns.schema.metadata();
+        let sequence_level = metadata.contains_key(crate::io::jsonl::SEQUENCE_LEVEL_KEY);
         if let Some(trainer) = metadata
             .get(crate::io::trainers::TRAINER_KEY)
             .and_then(|t| crate::io::trainers::Trainer::from_name(t))
         {
             notes.push(format!(
-                "IN is a {} dump, read as {} forms its groups (docs/trainers.md){}",
-                trainer.title(),
+                "IN is {} dump, read as {} forms its groups (docs/trainers.md){}",
+                trainer.a_title(),
                 trainer.title(),
                 if trainer.sequence_level() {
                     ": one score per row, no tokens, so each row counts as one valid token and the mask, tool-span, KL and mismatch checks do not apply"
@@ -151,9 +176,13 @@ impl Checks {
                 ScoreSource::Scalar { .. } => "score".into(),
                 ScoreSource::Absent => String::new(),
             },
+            sequence_level,
             groups: columns.uid.is_some(),
             rollout_n: config.rollout_n,
             convention: config.algorithm.ext.convention,
+            estimator: config.algorithm.adv_estimator,
+            read,
+            own_nan_scores: false,
             kl_old: kl.then_some(kl_old),
             kl,
             mismatch,

@@ -10,7 +10,6 @@ use crate::loss::AggMode;
 use crate::loss::findings::length_bias;
 use crate::numbers::{num, pct};
 use crate::shaping::scores::Layout;
-use advcalc_maths::estimators::conventions::Convention;
 use advcalc_maths::estimators::groups::Grouping;
 
 use super::checks::{Checks, LossChecks};
@@ -46,6 +45,7 @@ pub fn step_report(step: Option<i64>, t: StepTally, checks: &Checks) -> StepRepo
         v1_padding_rows: t.padding_rows,
         rows_ending_in_tool_token: (checks.layout == Layout::Ragged)
             .then_some(t.rows_ending_in_tool_token),
+        sequence_level: checks.sequence_level,
         masked_reward_rows: t.masked_reward_rows,
         masked_reward_tokens: t.masked_reward_tokens,
         tool_spans: ToolSpans {
@@ -136,13 +136,14 @@ pub fn step_report(step: Option<i64>, t: StepTally, checks: &Checks) -> StepRepo
         });
     }
     r.columns = t.columns;
-    r.warnings = warnings(&r, checks.convention);
+    r.warnings = warnings(&r, checks);
     if let Some(l) = &checks.loss {
         r.warnings.extend(loss_warnings(l, &r, facts));
     }
     if let Some(f) = &r.fragile {
         r.notes = fragile_findings(f, &[checks.convention]).1;
     }
+    r.notes.extend(unread_non_finite_note(&r, checks));
     r
 }
 
@@ -176,8 +177,12 @@ fn loss_warnings(l: &LossChecks, r: &StepReport, facts: &[RowFacts]) -> Vec<Warn
     out
 }
 
-/// The warnings a step's findings raise, in report order.
-pub fn warnings(r: &StepReport, convention: Convention) -> Vec<Warning> {
+/// The warnings a step's findings raise under `checks`' configuration, in report order.
+pub fn warnings(r: &StepReport, checks: &Checks) -> Vec<Warning> {
+    let convention = checks.convention;
+    // rewards on mask-0 tokens matter only to an estimator that reads them under the mask
+    let drops = checks.estimator.info().rewards_under_mask;
+    let estimator = checks.estimator.name();
     let mut w = Vec::new();
     let mut warn = |code: &'static str, message: String| w.push(Warning { code, message });
 
@@ -195,19 +200,19 @@ pub fn warnings(r: &StepReport, convention: Convention) -> Vec<Warning> {
             ),
         );
     }
-    if let Some(n) = r.rows_ending_in_tool_token.filter(|&n| n > 0) {
+    if let Some(n) = r.rows_ending_in_tool_token.filter(|&n| n > 0 && drops) {
         warn(
             "ends_in_tool_token",
             format!(
-                "{n} rows end in a tool token (mask 0 at the last position): verl puts a sequence reward on the last position, where GAE, REINFORCE++, REMAX and OTB drop it; the rollout may have stopped after a tool call"
+                "{n} rows end in a tool token (mask 0 at the last position): verl puts a sequence reward on the last position, where {estimator} drops it (it reads rewards under the mask); the rollout may have stopped after a tool call"
             ),
         );
     }
-    if r.masked_reward_rows > 0 {
+    if r.masked_reward_rows > 0 && drops {
         warn(
             "masked_reward",
             format!(
-                "{} rows carry non-zero rewards on mask-0 tokens ({} tokens): GAE, REINFORCE++, REMAX and OTB drop them while the GRPO family sums them; put the reward on the last mask-1 token",
+                "{} rows carry non-zero rewards on mask-0 tokens ({} tokens): {estimator} drops them (it reads rewards under the mask; the GRPO family sums them); put the reward on the last mask-1 token",
                 r.masked_reward_rows, r.masked_reward_tokens
             ),
         );
@@ -354,12 +359,12 @@ pub fn warnings(r: &StepReport, convention: Convention) -> Vec<Warning> {
             );
         }
     }
-    let bad = r.non_finite();
+    let bad = r.non_finite_in(|c| refused(checks, c));
     if !bad.is_empty() {
         warn(
             "non_finite_values",
             format!(
-                "non-finite values ({}): verl carries them into every group and batch statistic; advcalc run refuses them in the columns its configuration reads unless --allow-nonfinite",
+                "non-finite values in columns {estimator} reads ({}): verl carries them into every group and batch statistic; advcalc run refuses them unless --allow-nonfinite",
                 bad.join("; ")
             ),
         );
@@ -380,6 +385,35 @@ pub fn warnings(r: &StepReport, convention: Convention) -> Vec<Warning> {
         );
     }
     w
+}
+
+/// Whether `advcalc run` under `checks`' configuration refuses the non-finite values of
+/// `column`: a column it reads, unless they are the trainer's own NaN scores.
+fn refused(checks: &Checks, column: &str) -> bool {
+    !own_nans(checks, column)
+        && checks
+            .read
+            .as_ref()
+            .is_none_or(|read| read.contains(column))
+}
+
+/// Whether `column`'s NaNs are the trainer's own scores, which its reader's note covers.
+fn own_nans(checks: &Checks, column: &str) -> bool {
+    checks.own_nan_scores && column == checks.score_column
+}
+
+/// The note for non-finite values that `advcalc run` does not refuse: in columns this
+/// configuration does not read (the trainer's own NaN scores have their reader's note).
+pub fn unread_non_finite_note(r: &StepReport, checks: &Checks) -> Option<Warning> {
+    let unread = r.non_finite_in(|c| !(refused(checks, c) || own_nans(checks, c)));
+    (!unread.is_empty()).then(|| Warning {
+        code: "non_finite_unread",
+        message: format!(
+            "non-finite values in columns {} does not read ({}): they do not reach its advantages",
+            checks.estimator.name(),
+            unread.join("; ")
+        ),
+    })
 }
 
 /// Warnings on the configured estimator's advantages of one step (`inspect -e`).

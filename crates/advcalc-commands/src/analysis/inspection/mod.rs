@@ -84,6 +84,13 @@ impl Inspection {
         })
     }
 
+    /// The score's NaNs are the trainer's own under the configuration's convention
+    /// (`Opened::own_nan_scores`): its reader's note says what they become, no warning.
+    pub fn with_own_nan_scores(mut self, own: bool) -> Self {
+        self.checks.own_nan_scores = own;
+        self
+    }
+
     /// The input's columns the checks read.
     pub fn projection(&self) -> Vec<usize> {
         self.columns.projection(true)
@@ -98,6 +105,8 @@ impl Inspection {
             allow_nonfinite: true,
             row_base: part.first_row,
             path_step: part.path_step,
+            // every column present is counted
+            skip_metrics_only: false,
         };
         let start = input.units()[unit].start;
         let mut group = decode(batch, &self.columns, &options, &part.name, start)?;

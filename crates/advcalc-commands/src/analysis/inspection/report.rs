@@ -51,6 +51,9 @@ pub struct StepReport {
     pub v1_padding_rows: u64,
     /// `None` under `--layout padded`, where trailing mask-0 tokens are padding.
     pub rows_ending_in_tool_token: Option<u64>,
+    /// IN has one score per row and no tokens (verl's JSONL, a TRL dump): the token checks
+    /// (mask, tool spans, KL, mismatch) do not apply, and the text table leaves them out.
+    pub sequence_level: bool,
     /// Rows with a non-zero, non-NaN score on a mask-0 position.
     pub masked_reward_rows: u64,
     /// Mask-0 positions with a non-zero, non-NaN score.
@@ -427,6 +430,48 @@ impl StepReport {
         let mut rows: Vec<(String, String)> = Vec::new();
         let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
         row("rows", self.rows.to_string());
+        if !self.sequence_level {
+            self.token_rows(&mut row);
+        } else if self.v1_padding_rows > 0 {
+            row("verl V1 padding rows", self.v1_padding_rows.to_string());
+        }
+        self.group_and_score_rows(&mut row);
+        if !self.sequence_level {
+            self.log_prob_rows(&mut row);
+        }
+        if let Some(r) = &self.rejection {
+            row(
+                "rejected valid tokens",
+                format!(
+                    "{}{}",
+                    r.rejected_tokens,
+                    paren_pct(fraction(r.rejected_tokens, r.valid_tokens))
+                ),
+            );
+            row(
+                "rows fully rejected",
+                format!(
+                    "{}{}",
+                    r.rows_fully_rejected,
+                    paren_pct(fraction(r.rows_fully_rejected, r.rows_with_valid_token))
+                ),
+            );
+        }
+        row("non-finite values", list_or_none(self.non_finite()));
+        if self.columns.iter().any(|c| c.log_prob) {
+            let positive: Vec<String> = self
+                .columns
+                .iter()
+                .filter(|c| c.positive > 0)
+                .map(|c| format!("{} {}", c.name, c.positive))
+                .collect();
+            row("positive log-probs", list_or_none(positive));
+        }
+        rows
+    }
+
+    /// The rows about tokens: masks, tool tokens, rewards on mask-0 tokens, tool spans.
+    fn token_rows(&self, row: &mut impl FnMut(&str, String)) {
         row("tokens", self.tokens.to_string());
         row(
             "valid tokens (mask 1)",
@@ -466,6 +511,10 @@ impl StepReport {
                 t.max
             ),
         );
+    }
+
+    /// The rows about groups and scores.
+    fn group_and_score_rows(&self, row: &mut impl FnMut(&str, String)) {
         match &self.groups {
             None => row("groups", "not checked (no uid column)".into()),
             Some(g) => {
@@ -520,6 +569,10 @@ impl StepReport {
                 format!("{} rows", self.score_sum.non_finite_rows),
             );
         }
+    }
+
+    /// The rows about log-probabilities: KL and the train/rollout mismatch.
+    fn log_prob_rows(&self, row: &mut impl FnMut(&str, String)) {
         match &self.kl {
             None => row(
                 "KL (old − ref)",
@@ -588,42 +641,18 @@ impl StepReport {
                 );
             }
         }
-        if let Some(r) = &self.rejection {
-            row(
-                "rejected valid tokens",
-                format!(
-                    "{}{}",
-                    r.rejected_tokens,
-                    paren_pct(fraction(r.rejected_tokens, r.valid_tokens))
-                ),
-            );
-            row(
-                "rows fully rejected",
-                format!(
-                    "{}{}",
-                    r.rows_fully_rejected,
-                    paren_pct(fraction(r.rows_fully_rejected, r.rows_with_valid_token))
-                ),
-            );
-        }
-        row("non-finite values", list_or_none(self.non_finite()));
-        if self.columns.iter().any(|c| c.log_prob) {
-            let positive: Vec<String> = self
-                .columns
-                .iter()
-                .filter(|c| c.positive > 0)
-                .map(|c| format!("{} {}", c.name, c.positive))
-                .collect();
-            row("positive log-probs", list_or_none(positive));
-        }
-        rows
     }
 
     /// "column N NaN, M inf" for each column with non-finite values.
     pub fn non_finite(&self) -> Vec<String> {
+        self.non_finite_in(|_| true)
+    }
+
+    /// [`StepReport::non_finite`] of the columns `which` names.
+    pub fn non_finite_in(&self, which: impl Fn(&str) -> bool) -> Vec<String> {
         self.columns
             .iter()
-            .filter(|c| c.nan + c.inf > 0)
+            .filter(|c| c.nan + c.inf > 0 && which(&c.name))
             .map(|c| format!("{} {} NaN, {} inf", c.name, c.nan, c.inf))
             .collect()
     }

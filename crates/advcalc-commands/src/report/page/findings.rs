@@ -124,8 +124,8 @@ pub(super) fn findings(f: &Facts) -> PageSection {
     body += "</table>\n<p class=\"meta\">— : the dump lacks the columns for that check (see the notes). docs/inspect.md explains each finding.</p>\n";
     if let Some(check) = &f.inspect.logged {
         body += &format!(
-            "<h3>Logged advantages</h3>\n<p>This is a {} dump: advcalc recomputed every row's advantage as <code>{}</code> under <code>--convention {}</code> and compared it with the one {} logged (docs/trainers.md).</p>\n<table>\n<tr><th>rows compared</th><th>rows differing</th><th>of them in fragile groups</th><th>largest difference</th></tr>\n<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n</table>\n",
-            escape(check.trainer.title()),
+            "<h3>Logged advantages</h3>\n<p>This is {} dump: advcalc recomputed every row's advantage as <code>{}</code> under <code>--convention {}</code> and compared it with the one {} logged (docs/trainers.md).</p>\n<table>\n<tr><th>rows compared</th><th>rows differing</th><th>of them in fragile groups</th><th>largest difference</th></tr>\n<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n</table>\n",
+            escape(&check.trainer.a_title()),
             escape(check.estimator),
             escape(check.convention),
             escape(check.trainer.title()),
