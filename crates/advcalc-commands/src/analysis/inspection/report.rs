@@ -566,7 +566,10 @@ impl StepReport {
         if self.score_sum.non_finite_rows > 0 {
             row(
                 "non-finite score sums",
-                format!("{} rows", self.score_sum.non_finite_rows),
+                match self.score_sum.non_finite_rows {
+                    1 => "1 row".to_string(),
+                    n => format!("{n} rows"),
+                },
             );
         }
     }
