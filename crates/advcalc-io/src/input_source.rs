@@ -151,15 +151,6 @@ impl InputSource {
         }
     }
 
-    /// Whether IN is an object or a dataset in object storage.
-    pub fn is_object(&self) -> bool {
-        match self {
-            #[cfg(feature = "cloud")]
-            InputSource::Object { .. } | InputSource::ObjectDataset { .. } => true,
-            _ => false,
-        }
-    }
-
     /// IN's name in messages: the path or URL as given, `<stdin>` for `-`.
     pub fn name(&self) -> String {
         match self {

@@ -168,16 +168,6 @@ fn directory_files(dir: &Path, name: &str) -> Result<(Vec<PathBuf>, Vec<PathBuf>
     Ok((jsonl, others))
 }
 
-/// Whether the directory IN is a JSONL dump (it holds `.jsonl` files): what `Format::of`
-/// cannot tell from a name. `false` leaves it to the Parquet reader's own message.
-pub fn directory_is_jsonl(dir: &Path, name: &str) -> Result<bool> {
-    let (jsonl, others) = directory_files(dir, name)?;
-    if jsonl.is_empty() && others.is_empty() {
-        return Err(empty_directory(dir, name));
-    }
-    Ok(!jsonl.is_empty())
-}
-
 /// Whether the directory holds `.jsonl` files (then it is a verl JSONL dump; otherwise a
 /// dataset of Parquet or Arrow files, `io::dataset`).
 pub fn directory_has_jsonl(dir: &Path, name: &str) -> Result<bool> {
@@ -720,7 +710,7 @@ mod tests {
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["1.jsonl", "2.jsonl", "10.jsonl"]);
-        assert!(directory_is_jsonl(dir.path(), "IN").unwrap());
+        assert!(directory_has_jsonl(dir.path(), "IN").unwrap());
     }
 
     fn error_of(text: &str) -> String {
@@ -836,7 +826,6 @@ mod tests {
             files(dir.path(), "IN").unwrap_err().to_string(),
             "IN: is a directory with no .jsonl files in it"
         );
-        assert!(directory_is_jsonl(dir.path(), "IN").is_err());
         write(dir.path(), "1.jsonl", VERL_LINE);
         write(dir.path(), "2.parquet", "");
         let e = files(dir.path(), "IN").unwrap_err().to_string();

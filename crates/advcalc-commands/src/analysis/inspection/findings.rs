@@ -404,7 +404,7 @@ fn own_nans(checks: &Checks, column: &str) -> bool {
 
 /// The note for non-finite values that `advcalc run` does not refuse: in columns this
 /// configuration does not read (the trainer's own NaN scores have their reader's note).
-pub fn unread_non_finite_note(r: &StepReport, checks: &Checks) -> Option<Warning> {
+fn unread_non_finite_note(r: &StepReport, checks: &Checks) -> Option<Warning> {
     let unread = r.non_finite_in(|c| !(refused(checks, c) || own_nans(checks, c)));
     (!unread.is_empty()).then(|| Warning {
         code: "non_finite_unread",
