@@ -1007,3 +1007,23 @@ fn a_trainer_dump_shows_the_check_of_its_logged_advantages() {
     let checked = check_numbers(dir.path(), &page, &["grpo", "drgrpo"], &[input]);
     assert!(checked > 20, "{checked} numbers");
 }
+
+#[test]
+fn the_findings_warn_of_rewards_on_tool_tokens_when_any_variant_drops_them() {
+    // the demo's rewards on tool tokens: nothing to grpo, lost to gae; §1 says so for the
+    // variants it shows, and names the estimators its checks ran under
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = demo();
+    let demo = demo.to_str().unwrap();
+    let both = report(tmp.path(), &["-e", "grpo,gae", demo]);
+    for code in ["ends_in_tool_token", "masked_reward"] {
+        assert!(both.contains(code), "{code}");
+    }
+    assert!(both.contains("where gae drops it"));
+    assert!(both.contains("made for gae too"));
+    let grpo = report(tmp.path(), &["-e", "grpo", demo]);
+    for code in ["ends_in_tool_token", "masked_reward", "made for"] {
+        assert!(!grpo.contains(code), "{code}");
+    }
+    assert!(grpo.contains("What <code>advcalc inspect -e grpo</code> finds in this dump:"));
+}

@@ -44,6 +44,9 @@ pub struct Facts {
     /// advantage statistics (what `inspect -e` gives), and its JSON.
     pub inspect: inspection::Report,
     pub inspect_json: Value,
+    /// The estimators the inspect checks ran under: the first variant's, then the others'
+    /// (the reward-position checks warn when any of them drops such rewards).
+    pub inspect_estimators: Vec<&'static str>,
     /// The comparison (what `compare` gives) and its JSON.
     pub comparison: Comparison,
     pub comparison_json: Value,
@@ -112,10 +115,11 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     }
     let first: &Config = &variants[0].config;
     // a trainer's own NaN scores, under its convention, are not a fault
-    let allow_nonfinite =
-        opts.read.allow_nonfinite || opened.own_nan_scores(variants.iter().map(|v| &v.config));
+    let own_nan_scores = opened.own_nan_scores(variants.iter().map(|v| &v.config));
+    let allow_nonfinite = opts.read.allow_nonfinite || own_nan_scores;
     let inspection = Inspection::new(first, input, opts.read.layout)?
-        .with_own_nan_scores(opened.own_nan_scores(std::iter::once(first)));
+        .with_variants(variants[1..].iter().map(|v| &v.config))
+        .with_own_nan_scores(own_nan_scores);
     let engines = variants
         .iter()
         .map(|v| {
@@ -245,6 +249,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         &pool,
     )?;
 
+    let inspect_estimators = inspection.estimators().iter().map(|e| e.name()).collect();
     let mut report = inspection.finish(input, tallies);
     if let Some(dump) = opened.file.as_ref().and_then(|f| f.trainer.as_ref()) {
         // what the dump's reader assumed, and the check of its logged advantages, as inspect
@@ -307,6 +312,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         sequence_level: input.schema().metadata().contains_key(SEQUENCE_LEVEL_KEY),
         inspect: report,
         inspect_json,
+        inspect_estimators,
         comparison_json: comparison.to_json(),
         comparison,
         variants: facts_of,

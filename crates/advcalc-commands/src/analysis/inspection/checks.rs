@@ -31,11 +31,13 @@ pub struct Checks {
     /// The trainer the run is for (`--convention`): fragile-group findings that concern
     /// only other trainers are notes, not warnings.
     pub convention: Convention,
-    /// The configured estimator (verl's default `gae` when none is): the findings about
-    /// rewards on mask-0 tokens warn only for one that drops them (`Info::rewards_under_mask`).
-    pub estimator: Estimator,
-    /// The columns `advcalc run` reads under this configuration, where it refuses non-finite
-    /// values (`None`: its columns cannot be resolved on this input, so every column counts).
+    /// The configured estimators (verl's default `gae` when none is; the report's variants
+    /// each add theirs): the findings about rewards on mask-0 tokens warn only for one that
+    /// drops them (`Info::rewards_under_mask`).
+    pub estimators: Vec<Estimator>,
+    /// The columns `advcalc run` reads under these configurations, where it refuses
+    /// non-finite values (`None`: some configuration's columns cannot be resolved on this
+    /// input, so every column counts).
     pub read: Option<BTreeSet<String>>,
     /// The score's NaNs are the trainer's own (a TRL row without a reward, under
     /// `--convention trl`): its reader's note says what they become, and no warning repeats it.
@@ -73,15 +75,7 @@ pub struct LossChecks {
 impl Checks {
     pub fn new(config: &Config, columns: &InputColumns, layout: Layout) -> Result<Self> {
         let mut pipeline = Pipeline::new(&config.algorithm);
-        let schema = &columns.schema;
-        let read = InputColumns::resolve(schema.clone(), &pipeline.needs(), "IN")
-            .ok()
-            .map(|c| {
-                c.projection(false)
-                    .into_iter()
-                    .map(|i| schema.field(i).name().clone())
-                    .collect()
-            });
+        let read = read_columns(config, columns);
         let present = |role| columns.token(role).is_some();
         let mut notes = Vec::new();
         let metadata = columns.schema.metadata();
@@ -180,7 +174,7 @@ impl Checks {
             groups: columns.uid.is_some(),
             rollout_n: config.rollout_n,
             convention: config.algorithm.ext.convention,
-            estimator: config.algorithm.adv_estimator,
+            estimators: vec![config.algorithm.adv_estimator],
             read,
             own_nan_scores: false,
             kl_old: kl.then_some(kl_old),
@@ -198,8 +192,37 @@ impl Checks {
         })
     }
 
+    /// Check for `config`'s estimator and columns too (another of the report's variants).
+    pub fn add_variant(&mut self, config: &Config, columns: &InputColumns) {
+        let estimator = config.algorithm.adv_estimator;
+        if !self.estimators.contains(&estimator) {
+            self.estimators.push(estimator);
+        }
+        self.read = match (self.read.take(), read_columns(config, columns)) {
+            (Some(mut a), Some(b)) => {
+                a.extend(b);
+                Some(a)
+            }
+            _ => None,
+        };
+    }
+
     /// β of the KL penalty in the reward, when it runs.
     pub fn beta(&self) -> Option<f64> {
         self.shaping.as_ref().map(|&(_, beta)| beta)
     }
+}
+
+/// The columns `advcalc run` reads under `config` (its projection without metrics); `None`
+/// when they cannot be resolved on this input (`run` would refuse it for a missing column).
+fn read_columns(config: &Config, columns: &InputColumns) -> Option<BTreeSet<String>> {
+    let schema = &columns.schema;
+    let needs = Pipeline::new(&config.algorithm).needs();
+    let read = InputColumns::resolve(schema.clone(), &needs, "IN").ok()?;
+    Some(
+        read.projection(false)
+            .into_iter()
+            .map(|i| schema.field(i).name().clone())
+            .collect(),
+    )
 }

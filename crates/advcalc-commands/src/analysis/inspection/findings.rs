@@ -181,8 +181,18 @@ fn loss_warnings(l: &LossChecks, r: &StepReport, facts: &[RowFacts]) -> Vec<Warn
 pub fn warnings(r: &StepReport, checks: &Checks) -> Vec<Warning> {
     let convention = checks.convention;
     // rewards on mask-0 tokens matter only to an estimator that reads them under the mask
-    let drops = checks.estimator.info().rewards_under_mask;
-    let estimator = checks.estimator.name();
+    let dropping: Vec<&str> = checks
+        .estimators
+        .iter()
+        .filter(|e| e.info().rewards_under_mask)
+        .map(|e| e.name())
+        .collect();
+    let drops = !dropping.is_empty();
+    let (dropping, drop) = (
+        dropping.join(" and "),
+        if dropping.len() == 1 { "drops" } else { "drop" },
+    );
+    let estimators = names(checks);
     let mut w = Vec::new();
     let mut warn = |code: &'static str, message: String| w.push(Warning { code, message });
 
@@ -204,7 +214,7 @@ pub fn warnings(r: &StepReport, checks: &Checks) -> Vec<Warning> {
         warn(
             "ends_in_tool_token",
             format!(
-                "{n} rows end in a tool token (mask 0 at the last position): verl puts a sequence reward on the last position, where {estimator} drops it (it reads rewards under the mask); the rollout may have stopped after a tool call"
+                "{n} rows end in a tool token (mask 0 at the last position): verl puts a sequence reward on the last position, where {dropping} {drop} it (reading rewards under the mask); the rollout may have stopped after a tool call"
             ),
         );
     }
@@ -212,7 +222,7 @@ pub fn warnings(r: &StepReport, checks: &Checks) -> Vec<Warning> {
         warn(
             "masked_reward",
             format!(
-                "{} rows carry non-zero rewards on mask-0 tokens ({} tokens): {estimator} drops them (it reads rewards under the mask; the GRPO family sums them); put the reward on the last mask-1 token",
+                "{} rows carry non-zero rewards on mask-0 tokens ({} tokens): {dropping} {drop} them (reading rewards under the mask; the GRPO family sums them); put the reward on the last mask-1 token",
                 r.masked_reward_rows, r.masked_reward_tokens
             ),
         );
@@ -364,7 +374,7 @@ pub fn warnings(r: &StepReport, checks: &Checks) -> Vec<Warning> {
         warn(
             "non_finite_values",
             format!(
-                "non-finite values in columns {estimator} reads ({}): verl carries them into every group and batch statistic; advcalc run refuses them unless --allow-nonfinite",
+                "non-finite values in columns {estimators} reads ({}): verl carries them into every group and batch statistic; advcalc run refuses them unless --allow-nonfinite",
                 bad.join("; ")
             ),
         );
@@ -385,6 +395,12 @@ pub fn warnings(r: &StepReport, checks: &Checks) -> Vec<Warning> {
         );
     }
     w
+}
+
+/// The configured estimators' names, for messages ("grpo", "grpo and gae").
+fn names(checks: &Checks) -> String {
+    let names: Vec<&str> = checks.estimators.iter().map(|e| e.name()).collect();
+    names.join(" and ")
 }
 
 /// Whether `advcalc run` under `checks`' configuration refuses the non-finite values of
@@ -410,7 +426,7 @@ fn unread_non_finite_note(r: &StepReport, checks: &Checks) -> Option<Warning> {
         code: "non_finite_unread",
         message: format!(
             "non-finite values in columns {} does not read ({}): they do not reach its advantages",
-            checks.estimator.name(),
+            names(checks),
             unread.join("; ")
         ),
     })

@@ -91,6 +91,20 @@ impl Inspection {
         self
     }
 
+    /// Check for the estimators and columns of `others` too (the report's other variants):
+    /// a reward on a tool token matters when any of them drops it.
+    pub fn with_variants<'a>(mut self, others: impl Iterator<Item = &'a Config>) -> Self {
+        for config in others {
+            self.checks.add_variant(config, &self.columns);
+        }
+        self
+    }
+
+    /// The configured estimators, in order, each once.
+    pub fn estimators(&self) -> &[advcalc_maths::estimators::Estimator] {
+        &self.checks.estimators
+    }
+
     /// The input's columns the checks read.
     pub fn projection(&self) -> Vec<usize> {
         self.columns.projection(true)

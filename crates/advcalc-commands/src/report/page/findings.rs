@@ -9,7 +9,6 @@ use super::sources::Inspect;
 /// 1. The inspect findings: warnings first, with their fixes, then the numbers per step.
 pub(super) fn findings(f: &Facts) -> PageSection {
     let j = Inspect(&f.inspect_json);
-    let first = &f.variants[0].label;
     let mut body = String::new();
     let mut any = false;
     body += "<ul class=\"warnings\">\n";
@@ -146,8 +145,15 @@ pub(super) fn findings(f: &Facts) -> PageSection {
         id: "findings",
         title: "Inspect findings",
         caption: format!(
-            "What <code>advcalc inspect -e {}</code> finds in this dump: fix the warnings (each says what to do) before reading the plots below.",
-            escape(first)
+            "What <code>advcalc inspect -e {}</code> finds in this dump{}: fix the warnings (each says what to do) before reading the plots below.",
+            escape(f.inspect_estimators[0]),
+            match &f.inspect_estimators[1..] {
+                [] => String::new(),
+                others => format!(
+                    ", with the checks that depend on the estimator made for {} too",
+                    escape(&others.join(" and "))
+                ),
+            }
         ),
         body: Ok(body),
     }
