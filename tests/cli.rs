@@ -746,3 +746,51 @@ fn object_urls_without_the_cloud_feature_are_usage_errors() {
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn out_is_offered_only_the_formats_advcalc_writes() {
+    let help = advcalc().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let block = &help[help.find("--output-format").unwrap()..];
+    // up to the next option
+    let end = block[1..]
+        .find("\n  -")
+        .or_else(|| block[1..].find("\n      --"))
+        .map_or(block.len(), |i| i + 1);
+    let block = &block[..end];
+    for shown in ["parquet", "arrow", "arrows"] {
+        assert!(block.contains(&format!("- {shown}:")), "{block}");
+    }
+    for hidden in ["jsonl", "trl", "nemo-rl", "prime-rl", "open-instruct"] {
+        assert!(!block.contains(&format!("- {hidden}:")), "{block}");
+    }
+}
+
+#[test]
+fn compare_and_report_take_estimator_as_run_does() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
+    let out = advcalc()
+        .args(["compare", "--json", "--estimator", "grpo,rloo"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spelled = advcalc()
+        .args(["compare", "--json", "--estimators", "grpo,rloo"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, spelled.stdout);
+}
+
+#[test]
+fn loss_help_says_what_loss_reads_and_writes() {
+    let help = advcalc().args(["loss", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let config = &help[help.find("-c, --config").unwrap()..];
+    let config = &config[..config.find("\n\n").unwrap()];
+    assert!(config.contains("actor_rollout_ref.actor"), "{config}");
+    let metrics = &help[help.find("--metrics <FILE>").unwrap()..];
+    let metrics = &metrics[..metrics.find("\n\n").unwrap()];
+    assert!(metrics.contains("actor/pg_loss"), "{metrics}");
+}

@@ -109,7 +109,7 @@ pub struct RunArgs {
     pub output: PathBuf,
 
     /// Format of OUT, instead of guessing from its extension
-    #[arg(long, value_enum, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", value_parser = output_formats())]
     pub output_format: Option<FormatArg>,
 
     /// Advantage estimator (verl's algorithm.adv_estimator; verl's default is gae)
@@ -167,7 +167,9 @@ advcalc loss -c ppo.yaml --set actor_rollout_ref.actor.loss_agg_mode=seq-mean-to
 advcalc loss -c ppo.yaml --json in.parquet out.parquet | jq .modes\n\n\
 IN's advantages are replayed when it has an advantages column; otherwise they are computed \
 first, as `run` computes them. Without a log_probs column the replay is on-policy (ratio 1). \
-docs/loss.md explains the mini-batch assumptions and how to read the length-bias table."
+docs/loss.md explains the mini-batch assumptions and how to read the length-bias table.",
+    mut_arg("config", |a| a.help("verl trainer YAML: its `algorithm:` section, `actor_rollout_ref.actor` (policy_loss, loss_agg_mode, clip ratios, the KL loss, mini- and micro-batch sizes) and `actor_rollout_ref.rollout.n` are read")),
+    mut_arg("metrics", |a| a.help("Write what verl's trainer logs for each step under verl's names (actor/pg_loss, actor/pg_clipfrac, actor/ppo_kl, actor/kl_loss, actor/loss), advcalc's advcalc/loss/... figures and run's metrics, as JSON: one object, or one per step when IN has a `step` column. Under OUT's rules: never IN or OUT, an existing file replaced only with --force; `-` writes to stdout"))
 )]
 pub struct LossArgs {
     #[command(flatten)]
@@ -349,7 +351,8 @@ pub struct InspectArgs {
     pub estimator: Option<String>,
 
     /// verl trainer YAML whose `algorithm:` section (KL coefficient, rollout correction,
-    /// estimator) the checks use
+    /// estimator), `actor_rollout_ref.rollout.n` (the expected group size) and
+    /// `actor_rollout_ref.actor` (the loss checks: loss_agg_mode and the policy loss) the checks use
     #[arg(short = 'c', long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -410,6 +413,7 @@ pub struct VariantArgs {
     #[arg(
         short = 'e',
         long = "estimators",
+        visible_alias = "estimator",
         value_name = "NAMES",
         value_delimiter = ','
     )]
@@ -525,6 +529,22 @@ pub enum FormatArg {
     PrimeRl,
     /// open-instruct's --save_traces shards (RUN_rollouts_NNNNNN.jsonl; input only)
     OpenInstruct,
+}
+
+/// `--output-format`'s values: [`FormatArg`]'s, the input-only ones hidden from the help
+/// (still parsed, so that OUT named as a trainer's dump gets `run`'s message why not).
+fn output_formats() -> impl clap::builder::TypedValueParser<Value = FormatArg> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    let values = FormatArg::value_variants().iter().filter_map(|f| {
+        let value = f.to_possible_value()?;
+        let writable = matches!(
+            Format::from(*f),
+            Format::Parquet | Format::ArrowFile | Format::ArrowStream
+        );
+        Some(value.hide(!writable))
+    });
+    PossibleValuesParser::new(values)
+        .map(|name| FormatArg::from_str(&name, false).expect("one of FormatArg's names"))
 }
 
 impl From<FormatArg> for Format {
