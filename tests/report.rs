@@ -1027,3 +1027,28 @@ fn the_findings_warn_of_rewards_on_tool_tokens_when_any_variant_drops_them() {
     }
     assert!(grpo.contains("What <code>advcalc inspect -e grpo</code> finds in this dump:"));
 }
+
+#[test]
+fn a_chart_with_nothing_to_draw_is_a_note_saying_why() {
+    // open-instruct's dump has no old/ref log-probs and nothing is rejected: no empty KL
+    // or rejection chart, a line each instead; the demo with steps draws its KL
+    let tmp = tempfile::tempdir().unwrap();
+    let dump =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trainers/dumps/open-instruct/run1");
+    let page = report(tmp.path(), &[dump.to_str().unwrap()]);
+    // a chart's title is the SVG's text on a line of its own
+    let (kl, rejected) = (
+        "\nKL: mean k1 per token\n</text>",
+        "\ntokens rejected\n</text>",
+    );
+    assert!(!page.contains(kl));
+    assert!(page.contains("No KL plot: the dump lacks"));
+    assert!(!page.contains(rejected));
+    assert!(page.contains("No rejection plot:"));
+    let stepped = stepped(tmp.path());
+    let mut args = vec!["-e", "grpo", stepped.to_str().unwrap()];
+    args.extend(CORRECTION);
+    let page = report(tmp.path(), &args);
+    assert!(page.contains(kl) && page.contains(rejected));
+    assert!(!page.contains("No KL plot") && !page.contains("No rejection plot"));
+}

@@ -91,6 +91,10 @@ fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
     }
     if hi - lo < 1e-12 {
         let pad = if hi.abs() > 0.0 { hi.abs() * 0.5 } else { 0.5 };
+        // a constant 0 (a share nobody has): the axis still starts at 0, never below
+        if from_zero && lo >= 0.0 {
+            return (0.0, hi + 2.0 * pad);
+        }
         return (lo - pad, hi + pad);
     }
     let pad = (hi - lo) * 0.06;
@@ -595,5 +599,7 @@ mod tests {
         let (lo, hi) = range([3.0].into_iter(), false);
         assert!(lo < 3.0 && hi > 3.0);
         assert_eq!(range(std::iter::empty(), false), (0.0, 1.0));
+        // all zero from zero: 0 to 1, no negative shares
+        assert_eq!(range([0.0, 0.0].into_iter(), true), (0.0, 1.0));
     }
 }

@@ -65,15 +65,23 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
             &one("no signal", series("groups/no_signal_fraction")),
             size,
         )?,
-        plots::lines(
-            &axes("KL: mean k1 per token", false),
-            &one("k1", series("kl/mean_k1")),
-            size,
-        )?,
     ]
     .into_iter()
     .map(figure)
     .collect();
+    // a chart with nothing to draw is a one-line note instead, saying why
+    let mut absent: Vec<&str> = Vec::new();
+    if f.inspect.steps.iter().any(|s| s.kl.is_some()) {
+        charts.push(figure(plots::lines(
+            &axes("KL: mean k1 per token", false),
+            &one("k1", series("kl/mean_k1")),
+            size,
+        )?));
+    } else {
+        absent.push(
+            "No KL plot: the dump lacks <code>old_log_probs</code> or <code>ref_log_prob</code> (<code>rollout_log_probs</code> in bypass mode).",
+        );
+    }
     if let Some(v) = is_variant {
         let m = Metrics::of(&f.variants[v]);
         let pts = |key: &str| -> Vec<(f64, Option<f64>)> {
@@ -136,11 +144,17 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
             ),
         ));
     }
-    charts.push(figure(plots::lines(
-        &axes("tokens rejected", true),
-        &one("rejected", series("rejection/rejected_token_fraction")),
-        size,
-    )?));
+    if f.inspect.steps.iter().any(|s| s.rejection.is_some()) {
+        charts.push(figure(plots::lines(
+            &axes("tokens rejected", true),
+            &one("rejected", series("rejection/rejected_token_fraction")),
+            size,
+        )?));
+    } else {
+        absent.push(
+            "No rejection plot: the first variant rejects no tokens (no <code>rollout_rs</code> is configured, or the dump lacks the log-probs it needs; §1's notes say which).",
+        );
+    }
     let std_lines: Vec<Series> = adv_steps
         .iter()
         .enumerate()
@@ -200,8 +214,10 @@ pub(super) fn steps(f: &Facts) -> Result<PageSection> {
     }
     body += "</table>\n";
     if is_variant.is_none() {
-        body +=
-            "<p class=\"meta\">No IS-weight plot: no variant computes rollout IS weights.</p>\n";
+        absent.push("No IS-weight plot: no variant computes rollout IS weights.");
+    }
+    for why in absent {
+        body += &format!("<p class=\"meta\">{why}</p>\n");
     }
     Ok(PageSection {
         id: "steps",
