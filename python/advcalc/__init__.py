@@ -76,6 +76,8 @@ __all__ = [
     "inspect",
     "compare",
     "estimators",
+    "view",
+    "View",
     "Error",
     "DataError",
     "UsageError",
@@ -102,6 +104,10 @@ def _load() -> ModuleType:
 
 def __getattr__(name: str) -> Any:
     # module attributes that need the native module: loaded on first access
+    if name == "View":
+        from ._view import View
+
+        return View
     if name == "__version__":
         return _load().__version__
     if name == "_native":
@@ -574,6 +580,51 @@ def estimators() -> List[Dict[str, Any]]:
     columns it reads, the settings it uses and its ``overview`` (the cells of
     docs/estimators.md's overview tables)."""
     return json.loads(_load().estimators())
+
+
+def view(
+    src: Any,
+    estimators: Union[str, Sequence[str], None] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    *,
+    follow: bool = False,
+    tokenizer: Optional[PathLike] = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    correct_above: float = 0.0,
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+    height: int = 800,
+) -> "View":
+    """``advcalc view SRC``: browse a dump (steps, groups, rows, every token) in a local
+    web app; a :class:`View` whose ``url`` carries the token every request needs.
+
+    In Jupyter the returned object shows the page in an IFrame of ``height`` pixels. The
+    view runs as a child process (this package's own command line) until
+    :meth:`View.stop`, the end of a ``with`` block, or the object's deletion. ``src`` is a
+    path (a directory of steps with ``follow=True``) or an in-memory table (written once to
+    a temporary Arrow IPC file the view reads). ``estimators`` (one variant each),
+    ``config``, ``set`` and ``convention`` are :func:`compare`'s; ``tokenizer`` a Hugging
+    Face ``tokenizer.json`` that turns the dump's token ids into text. docs/view.md.
+    """
+    from . import _view
+
+    scratch: List[str] = []
+    try:
+        path = _view.config_file(config, scratch)
+        args = _view.arguments(
+            estimators, config, _sets(set), convention, follow, tokenizer, host, port,
+            allow_nonfinite, threads, input_format, correct_above, path,
+        )
+        src = _remote.fspath("src", src) if isinstance(src, (str, os.PathLike)) else src
+    except BaseException:
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        raise
+    return _view.start(src, args, scratch, height)
 
 
 # --- argument handling: Python values to the native module's plain arguments -------------

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::commands::compare::{CompareOptions, Variant};
 use crate::commands::inspect::InspectOptions;
 use crate::commands::report::ReportOptions;
+use crate::commands::view::ViewOptions;
 use crate::config::{Config, ConfigSources};
 use crate::error::{Error, Result};
 use crate::io::format::Format;
@@ -61,6 +62,13 @@ pub enum Command {
     /// loss weights by response length, from the same passes as inspect, compare and loss;
     /// opens offline in any browser and prints.
     Report(Box<ReportArgs>),
+    /// Browse a dump in a local web app: steps, groups, rows, every token
+    ///
+    /// The overview's per-step curves and inspect findings, a step's groups, a group's rows
+    /// with each estimator's advantages, and a row's tokens coloured by advantage, gradient
+    /// weight, IS weight, rejection, KL or entropy; --follow shows steps as they land.
+    /// Listens on 127.0.0.1 with a token in the URL.
+    View(Box<ViewArgs>),
     /// Replay verl's actor loss on a dump: per-token losses and gradient weights
     ///
     /// verl 0.9.1's policy loss (every loss_mode but the random clip_cov), loss_agg_mode and
@@ -506,6 +514,85 @@ impl ReportArgs {
                     dump,
                 )
                 .map_err(|e| e.to_string()),
+        };
+        Ok((variants, options))
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  advcalc view -e grpo,rloo in.parquet\n  \
+advcalc view -c verl_trainer.yaml --follow rollout_data_dir/\n  \
+advcalc view --tokenizer tokenizer.json --port 6007 dumps/\n\n\
+Prints the URL to open (with its token) and serves until Ctrl-C. docs/view.md explains \
+each view and the security model.")]
+pub struct ViewArgs {
+    #[command(flatten)]
+    pub read: ReadArgs,
+
+    #[command(flatten)]
+    pub variants: VariantArgs,
+
+    /// Watch IN (a directory of steps) and show steps as they land, without a reload
+    #[arg(long)]
+    pub follow: bool,
+
+    /// A Hugging Face tokenizer.json: show the dump's token ids as text
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
+
+    /// The address to listen on; anything but a loopback address serves the rollouts to
+    /// the network (the token still guards them)
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+
+    /// The port to listen on [default: any free one]
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub port: u16,
+
+    /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them
+    #[arg(long)]
+    pub allow_nonfinite: bool,
+
+    /// Worker threads [default: one per core]
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+
+    /// No notes
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl ViewArgs {
+    /// Validate the arguments into the variants to show and the view's options.
+    pub fn resolve(&self) -> Result<(Vec<Variant>, ViewOptions)> {
+        let dump = self.read.dump();
+        let mut variants = self.variants.resolve(dump)?;
+        if let Some(v) = variants.first_mut() {
+            note_threads(self.threads, &mut v.config.notes);
+        }
+        let options = ViewOptions {
+            read: compare_options(
+                &self.read,
+                &self.variants,
+                self.threads,
+                self.allow_nonfinite,
+                false,
+            ),
+            // the first variant's configuration with the actor section: gradient weights
+            loss: self
+                .variants
+                .algo
+                .load(
+                    self.variants.config.first().map(PathBuf::as_path),
+                    self.variants.estimators.first().map(String::as_str),
+                    true,
+                    dump,
+                )
+                .map_err(|e| e.to_string()),
+            host: self.host,
+            port: self.port,
+            follow: self.follow,
+            tokenizer: self.tokenizer.clone(),
         };
         Ok((variants, options))
     }

@@ -141,6 +141,30 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
             Ok(())
         }
+        Command::View(args) => {
+            let (variants, options) = args.resolve()?;
+            if !args.quiet {
+                for v in &variants {
+                    for note in &v.config.notes {
+                        eprintln!("note: {}: {note}", v.label);
+                    }
+                }
+            }
+            if !options.host.is_loopback() {
+                eprintln!(
+                    "warning: listening on {}: anyone who can reach this machine and has the URL's token can read these rollouts",
+                    options.host
+                );
+            }
+            let server = crate::commands::view::Server::start(variants, options)?;
+            // the URL first, alone on its line: scripts and the Python package read it
+            print_stdout(&format!("{}\n", server.url()))?;
+            if !args.quiet {
+                eprintln!("advcalc view: serving until Ctrl-C");
+            }
+            server.serve_until(|| crate::interrupt::requested().is_some());
+            Ok(())
+        }
         Command::Loss(args) => run_command(&args.run, true, args.json),
         Command::Run(args) => run_command(&args, false, false),
     }

@@ -24,6 +24,7 @@ pub mod provenance;
 pub mod report;
 pub mod run;
 pub mod run_options;
+pub mod view;
 
 // The floors below under their own names (not re-exported; the configuration crate is
 // `advcalc_config` and the estimators `advcalc_maths::estimators`, as `config` and

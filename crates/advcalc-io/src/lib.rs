@@ -28,6 +28,7 @@ pub mod read;
 pub mod schema;
 pub mod sequence_output;
 pub mod splice;
+pub mod tokenizer;
 pub mod trainers;
 pub mod walk;
 pub mod whole_file;

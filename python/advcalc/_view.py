@@ -1,0 +1,201 @@
+"""``advcalc.view``: the CLI's ``advcalc view`` web app, started from Python (a notebook, a
+script) as a child process running this package's own command line, so the kernel stays
+free and stopping the view never touches the interpreter. In Jupyter the returned object
+shows as the page in an IFrame.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Any, List, Mapping, Optional, Sequence, Union
+
+import pyarrow as pa
+
+from ._errors import UsageError, _from_engine
+
+#: How long the view may take to print its URL (it binds first, then reads the input).
+START_TIMEOUT = 60.0
+
+
+class View:
+    """A running ``advcalc view``: :attr:`url` (with its token) to open; :meth:`stop` (or
+    leaving a ``with`` block) ends it. Shown in Jupyter as the page in an IFrame."""
+
+    def __init__(self, process: "subprocess.Popen[str]", url: str, scratch: List[str], height: int):
+        self._process = process
+        #: The page's URL, with the token every request needs.
+        self.url = url
+        self._scratch = scratch
+        self._height = height
+
+    def stop(self) -> None:
+        """Stop the view (SIGTERM, as Ctrl-C stops the CLI) and remove any spooled input."""
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        for d in self._scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        self._scratch = []
+
+    @property
+    def running(self) -> bool:
+        """Whether the view still answers."""
+        return self._process.poll() is None
+
+    def __enter__(self) -> "View":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<advcalc view at {self.url}{'' if self.running else ' (stopped)'}>"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        url = escape(self.url, quote=True)
+        return (
+            f'<iframe src="{url}" width="100%" height="{int(self._height)}" '
+            f'style="border:1px solid #ddd"></iframe>'
+            f'<p><a href="{url}" target="_blank" rel="noopener">open in a new tab</a></p>'
+        )
+
+
+def start(data: Any, args: List[str], scratch: List[str], height: int) -> View:
+    """Start ``advcalc view ARGS DATA`` and wait for its URL; `scratch`: directories to
+    remove when it stops."""
+    if isinstance(data, (str, os.PathLike)):
+        path = os.fspath(data)
+    elif hasattr(data, "__arrow_c_stream__"):
+        # an in-memory table: written once to a file the view reads row group by row group
+        d = tempfile.mkdtemp(prefix="advcalc-view-")
+        scratch.append(d)
+        path = os.path.join(d, "data.arrow")
+        reader = pa.RecordBatchReader.from_stream(data)
+        with pa.OSFile(path, "wb") as sink:
+            with pa.ipc.new_file(sink, reader.schema) as writer:
+                for batch in reader:
+                    writer.write_batch(batch)
+    else:
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        raise UsageError(
+            f"data: expected a path or an object with __arrow_c_stream__, got {type(data).__name__}",
+            "pass a file path, a pyarrow Table, a polars DataFrame or a DuckDB relation",
+        )
+    command = [sys.executable, "-m", "advcalc", "view", "-q", *args, path]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+    lines: "queue.Queue[Optional[str]]" = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        lines.put(process.stdout.readline() or None)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        first = lines.get(timeout=START_TIMEOUT)
+    except queue.Empty:
+        first = None
+    if not first or not first.startswith("http://"):
+        process.kill()
+        _, err = process.communicate()
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        lines_ = (err or "").strip().splitlines()
+        text = next((m[len("error: ") :] for m in lines_ if m.startswith("error: ")), None)
+        hint = next((m[len("hint: ") :] for m in lines_ if m.startswith("hint: ")), None)
+        causes = [m[len("caused by: ") :] for m in lines_ if m.startswith("caused by: ")]
+        kind = "DataError" if process.returncode == 1 else "UsageError"
+        if text is None:
+            text = f"advcalc view did not start: {(err or '').strip() or 'no URL printed'}"
+        raise _from_engine(kind, text, hint, causes)
+    return View(process, first.strip(), scratch, height)
+
+
+def arguments(
+    estimators: Union[str, Sequence[str], None],
+    config: Any,
+    sets: List[str],
+    convention: Optional[str],
+    follow: bool,
+    tokenizer: Optional[Union[str, "os.PathLike[str]"]],
+    host: str,
+    port: int,
+    allow_nonfinite: bool,
+    threads: Optional[int],
+    input_format: Optional[str],
+    correct_above: float,
+    config_file: Optional[str],
+) -> List[str]:
+    """The CLI's arguments for these Python ones (the config already as a file)."""
+    args: List[str] = []
+    if isinstance(estimators, str):
+        estimators = [e for e in estimators.split(",") if e]
+    if estimators:
+        args += ["-e", ",".join(estimators)]
+    if config_file is not None:
+        args += ["-c", config_file]
+    for s in sets:
+        args += ["--set", s]
+    if convention is not None:
+        args += ["--convention", convention]
+    if follow:
+        args.append("--follow")
+    if tokenizer is not None:
+        args += ["--tokenizer", os.fspath(tokenizer)]
+    if threads is not None:
+        args += ["--threads", str(int(threads))]
+    if input_format is not None:
+        args += ["--input-format", input_format]
+    if allow_nonfinite:
+        args.append("--allow-nonfinite")
+    args += ["--host", str(host), "--port", str(int(port)), "--correct-above", repr(float(correct_above))]
+    return args
+
+
+def config_file(config: Any, scratch: List[str]) -> Optional[str]:
+    """A config as the CLI's ``-c`` takes it: a path as it is; YAML text or a dict written
+    to a temporary file (its directory appended to ``scratch``)."""
+    import json
+
+    if config is None:
+        return None
+    if isinstance(config, os.PathLike):
+        return os.fspath(config)
+    if isinstance(config, str) and not ("\n" in config or ": " in config or config.lstrip().startswith("{")):
+        return config
+    if isinstance(config, Mapping):
+        text = json.dumps(config, allow_nan=False)
+    elif isinstance(config, str):
+        text = config
+    else:
+        raise UsageError(f"config: expected a path, YAML text or a dict, got {type(config).__name__}")
+    d = tempfile.mkdtemp(prefix="advcalc-view-config-")
+    scratch.append(d)
+    path = os.path.join(d, "config.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
