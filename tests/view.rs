@@ -450,6 +450,50 @@ fn follow_shows_a_step_that_lands_while_the_view_runs() {
 }
 
 #[test]
+fn follow_on_a_directory_with_no_step_yet_serves_and_shows_the_first_one_that_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("steps")).unwrap();
+    let mut child = advcalc()
+        .current_dir(dir.path())
+        .args(["view", "-q", "-e", "grpo", "--follow", "steps"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let (host, token) = line.trim()["http://".len()..]
+        .split_once("/?token=")
+        .unwrap();
+    let v = View {
+        child,
+        host: host.into(),
+        token: token.into(),
+    };
+    let wait_for = |want: &str| {
+        let start = Instant::now();
+        loop {
+            let version = v.json("/api/version");
+            if version["state"] == want {
+                return version;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{version}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let waiting = wait_for("failed");
+    assert!(waiting["error"].as_str().unwrap().contains("steps"), "{waiting}");
+    let (status, body) = v.get("/api/overview");
+    assert_eq!(status, 503, "{body}");
+    let demo = read_parquet(&demo());
+    write_parquet(&dir.path().join("steps/step=1.parquet"), &demo, 64);
+    assert_eq!(wait_for("ready")["steps"], 1);
+    assert_eq!(v.json("/api/overview")["rows"], 256);
+}
+
+#[test]
 fn follow_on_a_file_and_a_port_in_use_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = advcalc()

@@ -23,7 +23,7 @@ import advcalc
 from conftest import DEMO, REPO, cli
 
 CHROMIUM = os.environ.get("ADVCALC_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(os.environ.get("ADVCALC_VIEW_SHOTS", REPO / "target" / "view-screenshots"))
+SHOTS = Path(os.environ.get("ADVCALC_VIEW_SHOTS", REPO / "target" / "view-screenshots")).absolute()
 # as the machine's probe starts it: no sandbox as root, nothing fetched in the background
 FLAGS = [
     "--no-sandbox",
@@ -68,10 +68,13 @@ def stepped(dir: Path) -> Path:
 
 
 def test_overview_step_group_row_by_clicking_and_the_hovered_token_shows_run_s_advantage(
-    browser, tmp_path
+    browser, tmp_path, monkeypatch
 ):
-    steps = stepped(tmp_path)
-    cli("run", "-q", "-e", "grpo", steps, tmp_path / "out")
+    # IN named relative to the working directory: the page's header (and the screenshots in
+    # docs/view.md) show `steps`, not a temporary directory
+    monkeypatch.chdir(tmp_path)
+    steps = stepped(tmp_path).relative_to(tmp_path)
+    cli("run", "-q", "-e", "grpo", tmp_path / steps, tmp_path / "out")
     # a dataset OUT mirrors IN: read it back in dataset order
     out = pa.concat_tables(
         [pq.read_table(tmp_path / "out" / f"step={k}.parquet") for k in (1, 2)]
@@ -140,9 +143,10 @@ def test_overview_step_group_row_by_clicking_and_the_hovered_token_shows_run_s_a
     page.close()
 
 
-def test_follow_shows_a_step_that_lands_without_a_reload(browser, tmp_path):
+def test_follow_shows_a_step_that_lands_without_a_reload(browser, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     table = pq.read_table(DEMO)
-    steps = tmp_path / "steps"
+    steps = Path("steps")
     steps.mkdir()
     pq.write_table(table.slice(0, 128), steps / "step=1.parquet", row_group_size=64)
     page = browser.new_page(viewport={"width": 1280, "height": 860})
