@@ -484,7 +484,10 @@ fn follow_on_a_directory_with_no_step_yet_serves_and_shows_the_first_one_that_la
         }
     };
     let waiting = wait_for("failed");
-    assert!(waiting["error"].as_str().unwrap().contains("steps"), "{waiting}");
+    assert!(
+        waiting["error"].as_str().unwrap().contains("steps"),
+        "{waiting}"
+    );
     let (status, body) = v.get("/api/overview");
     assert_eq!(status, 503, "{body}");
     let demo = read_parquet(&demo());
@@ -609,4 +612,33 @@ fn token_ids_are_shown_as_text_with_tokenizer_as_hugging_face_decodes_them() {
         .unwrap();
     assert!(matches!(out.status.code(), Some(1 | 2)), "{}", stderr(&out));
     assert!(stderr(&out).contains("ids.parquet"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_verl_jsonl_row_shows_its_own_line_s_input_and_output() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verl/jsonl_v1/two_steps");
+    let tmp = tempfile::tempdir().unwrap();
+    let v = view(tmp.path(), &["-e", "grpo", dir.to_str().unwrap()]);
+    // the rows in step order, each file's lines in order: step 1's file, then step 2's
+    let mut lines: Vec<Value> = Vec::new();
+    for step in ["1.jsonl", "2.jsonl"] {
+        for l in std::fs::read_to_string(dir.join(step)).unwrap().lines() {
+            if !l.trim().is_empty() {
+                lines.push(serde_json::from_str(l).unwrap());
+            }
+        }
+    }
+    assert_eq!(v.json("/api/overview")["rows"], lines.len());
+    for (row, line) in lines.iter().enumerate() {
+        let meta = &v.json(&format!("/api/rows/{row}"))["meta"];
+        assert_eq!(meta["score"].as_f64(), line["score"].as_f64(), "row {row}");
+        assert_eq!(
+            meta["text"][0],
+            serde_json::json!({"column": "input", "text": line["input"]})
+        );
+        assert_eq!(
+            meta["text"][1],
+            serde_json::json!({"column": "output", "text": line["output"]})
+        );
+    }
 }

@@ -127,7 +127,15 @@ impl Snapshot {
                 Ok(Engine::new(&v.config, input.schema(), &input.name)?
                     .with_layout(read.layout)
                     .allow_nonfinite(allow_nonfinite)
-                    .with_metrics(true))
+                    // verl's rollout_corr metrics read the rollout log-probs (which a NaN
+                    // there would refuse): only for a variant with a correction to show
+                    .with_metrics(
+                        v.config
+                            .algorithm
+                            .rollout_correction
+                            .decoupled()
+                            .is_some_and(|c| c.is_some_active()),
+                    ))
             })
             .collect::<Result<Vec<_>>>()?;
         let mut notes: Vec<String> = Vec::new();
