@@ -25,7 +25,7 @@ pub mod cli;
 /// The commands besides [`run`]: each an entry point, its options and what it returns
 /// (`advcalc-commands`' modules).
 pub mod commands {
-    pub use advcalc_commands::{compare, config, estimators, inspect, losses, report, view};
+    pub use advcalc_commands::{check, compare, config, estimators, inspect, losses, report, view};
 }
 pub use advcalc_config as config;
 pub mod dataset;

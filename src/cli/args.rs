@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::commands::check::CheckOptions;
 use crate::commands::compare::{CompareOptions, Variant};
 use crate::commands::inspect::InspectOptions;
 use crate::commands::report::ReportOptions;
@@ -69,6 +70,13 @@ pub enum Command {
     /// weight, IS weight, rejection, KL or entropy; --follow shows steps as they land.
     /// Listens on 127.0.0.1 with a token in the URL.
     View(Box<ViewArgs>),
+    /// Check a run's logged metrics against the same metrics recomputed from its dumps
+    ///
+    /// Per step: each metric the log holds that advcalc recomputes from the step's dumps
+    /// (verl's critic/score, critic/rewards, critic/advantages, critic/returns,
+    /// critic/values, response_length), logged against recomputed, with the first
+    /// divergence and its likely cause; what it cannot recompute is listed, not skipped.
+    Check(Box<CheckArgs>),
     /// Replay verl's actor loss on a dump: per-token losses and gradient weights
     ///
     /// verl 0.9.1's policy loss (every loss_mode but the random clip_cov), loss_agg_mode and
@@ -595,6 +603,114 @@ impl ViewArgs {
             tokenizer: self.tokenizer.clone(),
         };
         Ok((variants, options))
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  advcalc check -c verl_trainer.yaml run.jsonl rollout_data_dir/\n  \
+advcalc check -c verl_trainer.yaml tensorboard_log/proj/exp dumps/ --json\n  \
+advcalc check -e grpo console.log dumps/ --max-response-length 1024\n\n\
+LOG: verl's file logger (JSON lines), its console output, a TensorBoard log directory or \
+event file, or TRL's trainer_state.json (or its output directory). Exit 1 when a logged \
+value differs from the recomputed one. docs/check.md explains each metric and tolerance."
+)]
+pub struct CheckArgs {
+    /// The run's log (see below)
+    #[arg(value_name = "LOG")]
+    pub log: PathBuf,
+
+    /// The same run's dumps: what `run` reads (a directory of steps, verl's JSONL dumps,
+    /// another trainer's dump directory)
+    #[command(flatten)]
+    pub read: ReadArgs,
+
+    /// Estimator (the config's own, or verl's default grpo, without it)
+    #[arg(short = 'e', long = "estimator", value_name = "NAME")]
+    pub estimator: Option<String>,
+
+    /// verl trainer YAML (or `algorithm:` section) the run used
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub algo: AlgoArgs,
+
+    /// verl's data.max_response_length, for response_length/clip_ratio
+    #[arg(long, value_name = "N")]
+    pub max_response_length: Option<usize>,
+
+    /// Print JSON instead of tables
+    #[arg(long)]
+    pub json: bool,
+
+    /// Let NaN and ±inf in rewards, log-probs and values through instead of refusing them
+    #[arg(long)]
+    pub allow_nonfinite: bool,
+
+    /// Worker threads [default: one per core]
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+
+    /// No progress bar, no notes
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// verl's `data.max_response_length` from the trainer YAML, when it holds an integer there.
+fn max_response_length(file: Option<&std::path::Path>) -> Result<Option<usize>> {
+    let Some((_, text)) = config_text(file)? else {
+        return Ok(None);
+    };
+    let Ok(doc) = advcalc_config::yaml11::parse(&text) else {
+        return Ok(None); // the configuration's own reading reports a bad file
+    };
+    Ok(match doc.at(&["data", "max_response_length"]) {
+        Some(advcalc_config::Value::Int(n)) => usize::try_from(*n).ok(),
+        _ => None,
+    })
+}
+
+impl CheckArgs {
+    /// Validate the arguments into the run's variant and the check's options; the
+    /// alternatives tried when advantages diverge (the other norm_adv_by_std_in_grpo).
+    pub fn resolve(&self, progress: bool) -> Result<(Variant, CheckOptions)> {
+        let dump = self.read.dump();
+        let config = self.algo.load(
+            self.config.as_deref(),
+            self.estimator.as_deref(),
+            false,
+            dump,
+        )?;
+        let label = config.algorithm.adv_estimator.name().to_string();
+        let norm = config.algorithm.norm_adv_by_std_in_grpo;
+        let mut other = config.clone();
+        other.algorithm.norm_adv_by_std_in_grpo = !norm;
+        let variant = Variant { label, config };
+        let options = CheckOptions {
+            log: self.log.clone(),
+            read: CompareOptions {
+                input: self.read.input.clone(),
+                input_format: self.read.input_format.map(Format::from),
+                layout: self.read.layout.into(),
+                threads: self.threads.map(usize::from),
+                progress: progress && !self.quiet,
+                allow_nonfinite: self.allow_nonfinite,
+                correct_above: 0.0,
+            },
+            max_response_length: match self.max_response_length {
+                Some(n) => Some(n),
+                None => max_response_length(self.config.as_deref())?,
+            },
+            alternatives: vec![(
+                format!("norm_adv_by_std_in_grpo={}", !norm),
+                Variant {
+                    label: variant.label.clone(),
+                    config: other,
+                },
+            )],
+        };
+        Ok((variant, options))
     }
 }
 

@@ -141,6 +141,37 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
             Ok(())
         }
+        Command::Check(args) => {
+            let (variant, options) = args.resolve(std::io::stderr().is_terminal())?;
+            if !args.quiet {
+                for note in &variant.config.notes {
+                    eprintln!("note: {note}");
+                }
+            }
+            let report = crate::commands::check::check(&variant, &options)?;
+            if !args.quiet {
+                for w in &report.warnings {
+                    eprintln!("warning: {w}");
+                }
+            }
+            let text = if args.json {
+                serde_json::to_string_pretty(&report.to_json()).unwrap_or_default() + "\n"
+            } else {
+                report.render()
+            };
+            print_stdout(&text)?;
+            match report.first_divergence() {
+                Some(c) => Err(Error::data(format!(
+                    "{}: {} of {} logged values differ from the dumps; the first: step {}, {}",
+                    report.log,
+                    report.diverging(),
+                    report.compared.len(),
+                    c.step,
+                    c.metric
+                ))),
+                None => Ok(()),
+            }
+        }
         Command::View(args) => {
             let (variants, options) = args.resolve()?;
             if !args.quiet {

@@ -12,6 +12,7 @@
 //! `run_options`, `provenance` and `encode`.
 
 pub mod analysis;
+pub mod check;
 pub mod compare;
 pub mod config;
 pub mod dataset;

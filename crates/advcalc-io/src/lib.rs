@@ -21,6 +21,7 @@ pub mod json_line;
 pub mod jsonl;
 pub mod list_chunk;
 pub mod location;
+pub mod logs;
 #[cfg(feature = "cloud")]
 pub mod object;
 pub mod positional;
