@@ -213,3 +213,41 @@ fn a_tensorboard_file_still_being_written_reads_to_its_last_record_and_a_damaged
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("corrupt"), "{err}");
 }
+
+/// `advcalc check --json ARGS`: (exit code, report, stderr).
+fn check_args(args: &[&str]) -> (Option<i32>, Value, String) {
+    let out = advcalc()
+        .args(["check", "-q", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), report, stderr(&out))
+}
+
+#[test]
+fn trl_s_trainer_state_agrees_with_its_completions_given_the_reward_weights() {
+    // written by a real GRPOTrainer.train() (TRL 1.16.0, fixtures/logs/trl/generate.py) with
+    // reward weights [1.0, 0.5], which neither file records
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/logs/trl/run1");
+    let (log, dumps) = (run.to_str().unwrap(), run.join("completions"));
+    let dumps = dumps.to_str().unwrap();
+    let weights = "algorithm.trl.reward_weights=[1.0,0.5]";
+    let (code, r, err) = check_args(&["--set", weights, log, dumps]);
+    assert_eq!(code, Some(0), "{err}");
+    // reward, reward_std and frac_reward_zero_std of 4 steps
+    assert_eq!(r["compared"].as_array().unwrap().len(), 12, "{r}");
+    assert_eq!(r["format"], "TRL trainer_state.json");
+    let not = r["not_recomputed"].to_string();
+    assert!(not.contains("completions/mean_length") && not.contains("clip_ratio/low_mean"));
+    // without the weights: the reward differs, and the cause says which setting
+    let (code, r, _) = check_args(&[log, dumps]);
+    assert_eq!(code, Some(1));
+    assert!(diverging(&r).iter().any(|(_, m)| m == "reward"));
+    assert!(r["likely_causes"].to_string().contains("reward_weights"));
+    // a checkpoint's state logs its steps only; the later dumps are named
+    let ckpt = run.join("checkpoint-2");
+    let (code, r, err) = check_args(&["--set", weights, ckpt.to_str().unwrap(), dumps]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(r["steps_only_in_dumps"], serde_json::json!([3, 4]));
+}

@@ -78,6 +78,7 @@ __all__ = [
     "estimators",
     "view",
     "View",
+    "check",
     "Error",
     "DataError",
     "UsageError",
@@ -625,6 +626,65 @@ def view(
             shutil.rmtree(d, ignore_errors=True)
         raise
     return _view.start(src, args, scratch, height)
+
+
+def check(
+    log: PathLike,
+    dumps: PathLike,
+    estimator: Optional[str] = None,
+    config: ConfigLike = None,
+    set: Sets = None,
+    convention: Optional[str] = None,
+    *,
+    max_response_length: Optional[int] = None,
+    allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+    input_format: Optional[str] = None,
+) -> Dict[str, Any]:
+    """``advcalc check --json LOG DUMPS``: a run's logged metrics, step by step, against the
+    same metrics recomputed from its dumps; the report as a dict (docs/check.md).
+
+    ``log`` is verl's file log (JSON lines), its captured console output, a TensorBoard log
+    directory or event file, or TRL's ``trainer_state.json``; ``dumps`` what :func:`run`
+    reads. A value that differs is in the report (``diverging``, ``first_divergence``,
+    ``likely_causes``), not raised; a log or dumps that cannot be read raise as the CLI's
+    errors do.
+    """
+    import subprocess
+
+    from . import _view
+
+    scratch: List[str] = []
+    try:
+        args = ["check", "--json", "-q"]
+        if estimator is not None:
+            args += ["-e", estimator]
+        path = _view.config_file(config, scratch)
+        if path is not None:
+            args += ["-c", path]
+        for item in _sets(set):
+            args += ["--set", item]
+        if convention is not None:
+            args += ["--convention", convention]
+        if max_response_length is not None:
+            args += ["--max-response-length", str(int(max_response_length))]
+        if allow_nonfinite:
+            args.append("--allow-nonfinite")
+        if threads is not None:
+            args += ["--threads", str(int(threads))]
+        if input_format is not None:
+            args += ["--input-format", input_format]
+        args += [_path("log", log), _path("dumps", dumps)]
+        done = subprocess.run(
+            [sys.executable, "-m", "advcalc", *args],
+            capture_output=True, text=True, encoding="utf-8",
+        )
+    finally:
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)
+    if done.stdout.strip():
+        return json.loads(done.stdout)
+    raise _view.error_of(done.returncode, done.stderr)
 
 
 # --- argument handling: Python values to the native module's plain arguments -------------

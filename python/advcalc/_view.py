@@ -124,14 +124,7 @@ def start(data: Any, args: List[str], scratch: List[str], height: int) -> View:
         _, err = process.communicate()
         for d in scratch:
             shutil.rmtree(d, ignore_errors=True)
-        lines_ = (err or "").strip().splitlines()
-        text = next((m[len("error: ") :] for m in lines_ if m.startswith("error: ")), None)
-        hint = next((m[len("hint: ") :] for m in lines_ if m.startswith("hint: ")), None)
-        causes = [m[len("caused by: ") :] for m in lines_ if m.startswith("caused by: ")]
-        kind = "DataError" if process.returncode == 1 else "UsageError"
-        if text is None:
-            text = f"advcalc view did not start: {(err or '').strip() or 'no URL printed'}"
-        raise _from_engine(kind, text, hint, causes)
+        raise error_of(process.returncode, err or "")
     return View(process, first.strip(), scratch, height)
 
 
@@ -199,3 +192,16 @@ def config_file(config: Any, scratch: List[str]) -> Optional[str]:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return path
+
+
+def error_of(returncode: int, stderr: str) -> Exception:
+    """The CLI's error from its exit status and stderr (``error:``, ``caused by:`` and
+    ``hint:`` lines) as this package raises it."""
+    lines = stderr.strip().splitlines()
+    text = next((m[len("error: ") :] for m in lines if m.startswith("error: ")), None)
+    hint = next((m[len("hint: ") :] for m in lines if m.startswith("hint: ")), None)
+    causes = [m[len("caused by: ") :] for m in lines if m.startswith("caused by: ")]
+    kind = "DataError" if returncode == 1 else "UsageError"
+    if text is None:
+        text = f"advcalc exited {returncode}: {stderr.strip() or 'no message'}"
+    return _from_engine(kind, text, hint, causes)

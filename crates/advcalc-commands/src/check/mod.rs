@@ -144,6 +144,20 @@ pub fn check(variant: &Variant, opts: &CheckOptions) -> Result<CheckReport> {
         warnings: recomputed.warnings.clone(),
     };
     report.causes = causes(&report, &logged, &steps, opts)?;
+    // TRL's logged reward is the weighted sum of its reward functions, with weights no file
+    // records
+    let reward_differs = report
+        .compared
+        .iter()
+        .any(|c| !c.agrees() && (c.metric == "reward" || c.metric == "reward_std"));
+    if logged.format == LogFormat::TrlState
+        && reward_differs
+        && crate::io::trainers::DumpOptions::of(&variant.config)
+            .reward_weights
+            .is_empty()
+    {
+        report.causes.push("TRL's reward_weights: the log's reward is the weighted sum of the reward functions, and neither file records the weights (1.0 each was assumed); give them with --set algorithm.trl.reward_weights=[...]".into());
+    }
     Ok(report)
 }
 
@@ -226,12 +240,24 @@ fn why_not(name: &str, opts: &CheckOptions) -> String {
     if name.starts_with("critic/values/") || name == "critic/vf_explained_var" {
         return "needs the critic's values column in the dumps".into();
     }
+    if name.starts_with("rewards/") {
+        return "one reward function's: the dump's score is their weighted sum".into();
+    }
     match prefix {
-        "timing_s" | "timing_per_token_ms" | "perf" | "global_seqlen" => {
-            "time and throughput: not in the dumps".into()
-        }
+        "timing_s"
+        | "timing_per_token_ms"
+        | "perf"
+        | "global_seqlen"
+        | "step_time"
+        | "total_flos"
+        | "train_runtime"
+        | "train_samples_per_second"
+        | "train_steps_per_second" => "time and throughput: not in the dumps".into(),
         "critic" => "the critic's update: not in the dumps".into(),
-        "actor" => "the actor's update (needs the updated log-probs; docs/loss.md)".into(),
+        "actor" | "loss" | "train_loss" | "grad_norm" | "learning_rate" | "kl" | "entropy"
+        | "clip_ratio" => {
+            "the update's (it needs the policy's log-probs after the rollout; docs/loss.md)".into()
+        }
         "prompt_length" => "the dumps hold responses only (no prompt lengths)".into(),
         "response_length" | "response_length_non_aborted"
             if name.ends_with("clip_ratio") && opts.max_response_length.is_none() =>
@@ -239,7 +265,13 @@ fn why_not(name: &str, opts: &CheckOptions) -> String {
             "needs data.max_response_length (-c a trainer YAML with it, or --max-response-length)"
                 .into()
         }
-        "training" | "val-core" | "val-aux" | "val" => "not from the training batch".into(),
+        "completions" => {
+            "token counts: TRL's completions file holds the text, without its special tokens".into()
+        }
+        "num_tokens" => "a running total since the start of training".into(),
+        "training" | "val-core" | "val-aux" | "val" | "epoch" => {
+            "not from the training batch".into()
+        }
         "num_turns" => "needs the rollout's turn counts (__num_turns__): not in the dumps".into(),
         _ => "advcalc does not compute it".into(),
     }

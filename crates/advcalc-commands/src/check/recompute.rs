@@ -283,7 +283,11 @@ fn sums_of(
                 s.clipped_non_aborted += 1;
             }
             let score: f64 = g.scores[span.clone()].iter().map(|&x| x as f64).sum();
-            s.score.add(score);
+            // a row without a score (TRL's row whose every reward function returned None) is
+            // left out of the statistics, as TRL's nanmean leaves it out
+            if score.is_finite() {
+                s.score.add(score);
+            }
             s.reward.add(
                 out.outputs.token_level_rewards[span.clone()]
                     .iter()
@@ -353,32 +357,36 @@ pub fn metrics(s: &StepSums) -> BTreeMap<String, f64> {
     if rows > 0.0 {
         put("response/aborted_ratio", Some(s.aborted as f64 / rows));
     }
-    // TRL's names (GRPOTrainer's log): the mean score, the mean of the groups' std, the
-    // share of groups whose std is 0
+    // TRL 1.16's names (GRPOTrainer._generate_and_score_completions): the mean and the
+    // sample std of the scored rows' rewards over the whole batch, and the share of groups
+    // whose std is 0 (torch.isclose: at most 1e-8; a group of fewer than two scored rows has
+    // a NaN std, which is not 0)
     put("reward", s.score.mean());
+    put("reward_std", s.score.var().map(f64::sqrt));
     if !s.groups.is_empty() {
-        let stds: Vec<f64> = s.groups.values().map(|g| sample_std(g)).collect();
-        put(
-            "reward_std",
-            Some(stds.iter().sum::<f64>() / stds.len() as f64),
-        );
+        let zero = s
+            .groups
+            .values()
+            .filter(|g| sample_std(g).is_some_and(|sd| sd <= 1e-8))
+            .count();
         put(
             "frac_reward_zero_std",
-            Some(stds.iter().filter(|&&x| x == 0.0).count() as f64 / stds.len() as f64),
+            Some(zero as f64 / s.groups.len() as f64),
         );
     }
     m
 }
 
-/// The sample standard deviation (torch's `std`, correction 1; 0 for one value... as NaN in
-/// torch: a group of one has no spread to speak of).
-fn sample_std(v: &[f64]) -> f64 {
-    if v.len() < 2 {
-        return f64::NAN;
+/// The sample standard deviation of the finite values (TRL's `nanstd`, correction 1), `None`
+/// with fewer than two.
+fn sample_std(v: &[f64]) -> Option<f64> {
+    let finite: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if finite.len() < 2 {
+        return None;
     }
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    (v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)).sqrt()
+    let n = finite.len() as f64;
+    let mean = finite.iter().sum::<f64>() / n;
+    Some((finite.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)).sqrt())
 }
 
 /// `response_length/clip_ratio` and `response_length_non_aborted/clip_ratio`, with the
