@@ -29,7 +29,7 @@ use super::CheckOptions;
 
 /// Count, sum, sum of squares, min and max of some values.
 #[derive(Debug, Clone, Copy)]
-pub struct Moments {
+pub struct ValueStats {
     pub n: u64,
     pub sum: f64,
     pub sum_sq: f64,
@@ -37,9 +37,9 @@ pub struct Moments {
     pub max: f64,
 }
 
-impl Default for Moments {
+impl Default for ValueStats {
     fn default() -> Self {
-        Moments {
+        ValueStats {
             n: 0,
             sum: 0.0,
             sum_sq: 0.0,
@@ -49,7 +49,7 @@ impl Default for Moments {
     }
 }
 
-impl Moments {
+impl ValueStats {
     fn add(&mut self, x: f64) {
         self.n += 1;
         self.sum += x;
@@ -58,7 +58,7 @@ impl Moments {
         self.max = self.max.max(x);
     }
 
-    fn merge(&mut self, o: &Moments) {
+    fn merge(&mut self, o: &ValueStats) {
         self.n += o.n;
         self.sum += o.sum;
         self.sum_sq += o.sum_sq;
@@ -84,24 +84,24 @@ impl Moments {
 pub struct StepSums {
     /// Rows with at least one response token (verl leaves aborted, empty rows out of the
     /// score and reward statistics).
-    pub score: Moments,
-    pub reward: Moments,
+    pub score: ValueStats,
+    pub reward: ValueStats,
     /// Every row's response length (aborted rows included).
-    pub length: Moments,
+    pub length: ValueStats,
     /// The response lengths of the rows that are not aborted (length > 0).
-    pub length_non_aborted: Moments,
+    pub length_non_aborted: ValueStats,
     /// Of those, the ones at the configured maximum.
     pub clipped_non_aborted: u64,
     /// Rows whose response length is the configured maximum.
     pub clipped: u64,
     pub aborted: u64,
-    pub advantages: Moments,
-    pub returns: Moments,
-    pub values: Option<Moments>,
+    pub advantages: ValueStats,
+    pub returns: ValueStats,
+    pub values: Option<ValueStats>,
     /// returns − values over valid tokens, for the explained variance.
-    pub return_minus_value: Option<Moments>,
+    pub return_minus_value: Option<ValueStats>,
     /// verl's `__num_turns__` per row, where the dump has it.
-    pub num_turns: Option<Moments>,
+    pub num_turns: Option<ValueStats>,
     /// Per group: its rows' scores (TRL's reward_std and frac_reward_zero_std).
     pub groups: BTreeMap<String, Vec<f64>>,
 }
@@ -123,7 +123,7 @@ impl StepSums {
             (&mut self.return_minus_value, o.return_minus_value),
         ] {
             if let Some(t) = theirs {
-                mine.get_or_insert_with(Moments::default).merge(&t);
+                mine.get_or_insert_with(ValueStats::default).merge(&t);
             }
         }
         for (g, scores) in o.groups {
@@ -267,7 +267,7 @@ fn sums_of(
     for i in 0..g.rows() {
         let s = steps.entry(g.step_of(i)).or_default();
         if let Some(t) = turns {
-            s.num_turns.get_or_insert_with(Moments::default).add(t[i]);
+            s.num_turns.get_or_insert_with(ValueStats::default).add(t[i]);
         }
         let span = g.span(i);
         let length = span.len();
@@ -306,10 +306,10 @@ fn sums_of(
             s.returns.add(returns[t] as f64);
             if let Some(v) = values {
                 s.values
-                    .get_or_insert_with(Moments::default)
+                    .get_or_insert_with(ValueStats::default)
                     .add(v[t] as f64);
                 s.return_minus_value
-                    .get_or_insert_with(Moments::default)
+                    .get_or_insert_with(ValueStats::default)
                     .add(returns[t] as f64 - v[t] as f64);
             }
         }
