@@ -7,20 +7,15 @@ shows as the page in an IFrame.
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from typing import Any, List, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
 from ._errors import UsageError, _from_engine
-
-#: How long the view may take to print its URL (it binds first, then reads the input).
-START_TIMEOUT = 60.0
 
 
 class View:
@@ -101,30 +96,25 @@ def start(data: Any, args: List[str], scratch: List[str], height: int) -> View:
             "pass a file path, a pyarrow Table, a polars DataFrame or a DuckDB relation",
         )
     command = [sys.executable, "-m", "advcalc", "view", "-q", *args, path]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-    )
-    lines: "queue.Queue[Optional[str]]" = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        lines.put(process.stdout.readline() or None)
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        first = lines.get(timeout=START_TIMEOUT)
-    except queue.Empty:
-        first = None
-    if not first or not first.startswith("http://"):
+    # stderr to a file, not a pipe nobody reads while the view runs (a pipe fills and blocks)
+    err_dir = tempfile.mkdtemp(prefix="advcalc-view-err-")
+    scratch.append(err_dir)
+    err_path = os.path.join(err_dir, "stderr")
+    with open(err_path, "wb") as err_file:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err_file, text=True, encoding="utf-8"
+        )
+    # the URL comes once the input is read, however long that takes; an error ends the process
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    if not first.startswith("http://"):
         process.kill()
-        _, err = process.communicate()
+        process.wait()
+        with open(err_path, encoding="utf-8", errors="replace") as f:
+            err = f.read()
         for d in scratch:
             shutil.rmtree(d, ignore_errors=True)
-        raise error_of(process.returncode, err or "")
+        raise error_of(process.returncode, err)
     return View(process, first.strip(), scratch, height)
 
 

@@ -182,10 +182,18 @@ fn run(cli: Cli) -> Result<(), Error> {
                 }
             }
             if !options.host.is_loopback() {
+                let shown = match options.host {
+                    std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+                    v4 => v4.to_string(),
+                };
                 eprintln!(
-                    "warning: listening on {}: anyone who can reach this machine and has the URL's token can read these rollouts",
-                    options.host
+                    "warning: listening on {shown}: anyone who can reach this machine and has the URL's token can read these rollouts"
                 );
+                if options.host.is_unspecified() {
+                    eprintln!(
+                        "note: the URL names this machine as seen from itself; from another machine, put this machine's name in its place"
+                    );
+                }
             }
             let server = crate::commands::view::Server::start(variants, options)?;
             // the URL first, alone on its line: scripts and the Python package read it

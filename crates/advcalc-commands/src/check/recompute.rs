@@ -267,7 +267,9 @@ fn sums_of(
     for i in 0..g.rows() {
         let s = steps.entry(g.step_of(i)).or_default();
         if let Some(t) = turns {
-            s.num_turns.get_or_insert_with(ValueStats::default).add(t[i]);
+            s.num_turns
+                .get_or_insert_with(ValueStats::default)
+                .add(t[i]);
         }
         let span = g.span(i);
         let length = span.len();

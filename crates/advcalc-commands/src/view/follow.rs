@@ -1,8 +1,9 @@
 //! `--follow`: the view watches IN's directory (the steps a trainer or the hook writes) and
 //! rebuilds its snapshot when a file lands. Polling, not inotify: it works the same on the
-//! network file systems training clusters share, and a step a minute needs no more. A file
-//! that cannot be read yet (still being written in place) leaves the last snapshot shown,
-//! with a note, until the next change.
+//! network file systems training clusters share, and a step a minute needs no more. The
+//! input is read again once the listing has changed and then held still for one poll (a file
+//! written in place is not read at every growth); a file that cannot be read yet leaves the
+//! last snapshot shown, with a note, until the next change.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -12,9 +13,10 @@ use crate::error::{Error, Result};
 
 use super::server::Shared;
 
-/// How often the directory is listed: a landed step shows within this plus the rebuild plus
-/// the page's own poll (`view.js`), under 2 s on a step of a few thousand rows.
-const POLL: Duration = Duration::from_millis(400);
+/// How often the directory is listed: a landed step shows within two of these (seen, then
+/// still), the rebuild and the page's own poll (`view.js`, 0.5 s): under 2 s on steps of a
+/// few thousand rows.
+const POLL: Duration = Duration::from_millis(250);
 
 /// Directory levels walked below IN (`step=N/` layouts nest one or two).
 const DEPTH: usize = 4;
@@ -35,14 +37,17 @@ pub fn check(input: &Path) -> Result<()> {
 /// Rebuild whenever the directory's files change, until the view stops.
 pub(super) fn watch(shared: &Shared) {
     let dir = shared.opts.read.input.clone();
-    let mut last = listing(&dir);
+    // what the shown snapshot read (about: the listing when its read began), and the last poll's
+    let mut read = listing(&dir);
+    let mut seen = read.clone();
     while !shared.stop.load(Ordering::SeqCst) {
         std::thread::sleep(POLL);
         let now = listing(&dir);
-        if now != last {
-            last = now;
+        if now != read && now == seen {
+            read = now.clone();
             shared.refresh();
         }
+        seen = now;
     }
 }
 

@@ -44,6 +44,8 @@ pub struct Snapshot {
     /// The input's columns every engine reads, plus the logged advantage.
     pub projection: Vec<usize>,
     pub index: Index,
+    /// The overview's JSON, made on first request (it does not change with the snapshot).
+    overview: std::sync::OnceLock<Value>,
 }
 
 /// The steps, groups and rows, as scalars.
@@ -243,7 +245,13 @@ impl Snapshot {
             has_loss,
             projection,
             index,
+            overview: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The overview's JSON ([`Index::overview`]), made once.
+    pub fn overview(&self) -> &Value {
+        self.overview.get_or_init(|| self.index.overview())
     }
 
     /// Every engine's pass-2 outputs of one unit (the variants', then the loss replay's).
@@ -397,16 +405,19 @@ impl Index {
 
     /// The overview: every step's curves and findings.
     pub fn overview(&self) -> Value {
-        let inspect_steps = self.inspect["steps"].as_array();
+        // inspect's steps by their step value (a map: thousands of steps)
+        let inspect_steps: std::collections::HashMap<Option<i64>, &Value> = self.inspect["steps"]
+            .as_array()
+            .map(|all| all.iter().map(|x| (x["step"].as_i64(), x)).collect())
+            .unwrap_or_default();
         let steps: Vec<Value> = self
             .steps
             .iter()
             .enumerate()
             .map(|(i, s)| {
                 let inspect = inspect_steps
-                    .and_then(|all| all.iter().find(|x| x["step"] == json!(s.step)))
-                    .cloned()
-                    .unwrap_or(Value::Null);
+                    .get(&s.step)
+                    .map_or(Value::Null, |v| (*v).clone());
                 let groups = || s.groups.iter().map(|&g| &self.groups[g]);
                 let mut m = Map::new();
                 m.insert("index".into(), json!(i));

@@ -12,6 +12,7 @@
 
 mod auth;
 mod follow;
+mod http;
 mod index;
 mod row;
 mod server;

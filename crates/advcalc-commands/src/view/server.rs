@@ -1,24 +1,23 @@
-//! The HTTP side: a few threads answering from the current snapshot, every request checked
-//! first (`auth`), the page's assets compiled into the binary (nothing fetched: an air-gapped
-//! cluster shows the same page). Read-only: only GET and HEAD, and a request names nothing but
-//! indices into the opened input.
+//! The view's requests: each checked first (`auth`), then answered from the current snapshot;
+//! the page's assets are compiled into the binary (nothing fetched: an air-gapped cluster
+//! shows the same page). Read-only: a request names nothing but indices into the opened
+//! input. `http` does the HTTP.
 
-use std::io::Cursor;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tiny_http::{Header, Method, Request, Response};
 
 use crate::analysis::collect::Variant;
 use crate::error::{Error, Result};
 use crate::io::tokenizer::Tokenizer;
 
 use super::ViewOptions;
-use super::auth::{Auth, Verdict};
+use super::auth::Auth;
 use super::follow;
+use super::http::{Listener, Request, Response};
 use super::index::Snapshot;
 use super::row::row_json;
 
@@ -26,9 +25,6 @@ use super::row::row_json;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const VIEW_JS: &str = include_str!("assets/view.js");
 const VIEW_CSS: &str = include_str!("assets/view.css");
-
-/// Threads answering requests (a row's request reads one row group; the rest are instant).
-const WORKERS: usize = 4;
 
 /// What the server shows now.
 pub(super) enum Current {
@@ -39,7 +35,7 @@ pub(super) enum Current {
     Failed(String),
 }
 
-/// What every worker shares.
+/// What every request shares.
 pub(super) struct Shared {
     pub variants: Vec<Variant>,
     pub opts: ViewOptions,
@@ -58,7 +54,16 @@ impl Shared {
     /// Build a snapshot of the input now and show it (or why it failed, when nothing is
     /// shown yet).
     pub fn refresh(&self) {
-        match Snapshot::build(&self.variants, &self.opts) {
+        // a panic while reading is a bug; it must not end the watching (the page says it)
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Snapshot::build(&self.variants, &self.opts)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::data(
+                "advcalc view failed while reading IN (a bug: please report it)",
+            ))
+        });
+        match built {
             Ok(s) => {
                 *self.current.write().expect("not poisoned") = Current::Ready(Arc::new(s));
                 *self.follow_error.write().expect("not poisoned") = None;
@@ -80,10 +85,9 @@ impl Shared {
 /// A running view: its URL, stopped by [`Server::stop`] (or when dropped).
 pub struct Server {
     url: String,
-    addr: std::net::SocketAddr,
-    http: Arc<tiny_http::Server>,
+    listener: Listener,
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    follower: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -95,21 +99,25 @@ impl Server {
         if opts.follow {
             follow::check(&opts.read.input)?;
         }
-        let http = tiny_http::Server::http((opts.host, opts.port)).map_err(|e| {
-            Error::usage(format!("cannot listen on {}:{}: {e}", opts.host, opts.port))
-                .with_hint("pick another --port, or 0 for any free one")
-        })?;
-        let addr = http
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| Error::usage("the view listens on an IP address"))?;
-        let auth = Auth::new(addr, opts.host)?;
-        let url = format!("http://{}/?token={}", auth.url_host(), auth.token());
         let current = if opts.follow {
             Current::Reading
         } else {
             Current::Ready(Arc::new(Snapshot::build(&variants, &opts)?))
         };
+        let token = Auth::random_token()?;
+        // the Host check needs the port, which binding decides: bind first, answering 503
+        // until the shared state is in place (a few microseconds)
+        let cell: Arc<std::sync::OnceLock<Arc<Shared>>> = Arc::new(std::sync::OnceLock::new());
+        let answering = Arc::clone(&cell);
+        let listener = Listener::bind(
+            std::net::SocketAddr::new(opts.host, opts.port),
+            move |r: &Request| match answering.get() {
+                Some(s) => answer(s, r),
+                None => text(503, "starting\n"),
+            },
+        )?;
+        let auth = Auth::with_token(listener.addr(), opts.host, token);
+        let url = format!("http://{}/?token={}", auth.url_host(), auth.token());
         let shared = Arc::new(Shared {
             variants,
             opts,
@@ -120,29 +128,19 @@ impl Server {
             auth,
             tokenizer,
         });
-        let http = Arc::new(http);
-        let mut threads = Vec::new();
-        for _ in 0..WORKERS {
-            let (http, shared) = (Arc::clone(&http), Arc::clone(&shared));
-            threads.push(std::thread::spawn(move || {
-                while let Ok(request) = http.recv() {
-                    answer(&shared, request);
-                }
-            }));
-        }
-        if shared.opts.follow {
+        let _ = cell.set(Arc::clone(&shared));
+        let follower = shared.opts.follow.then(|| {
             let reader = Arc::clone(&shared);
-            threads.push(std::thread::spawn(move || {
+            std::thread::spawn(move || {
                 reader.refresh();
                 follow::watch(&reader);
-            }));
-        }
+            })
+        });
         Ok(Server {
             url,
-            addr,
-            http,
+            listener,
             shared,
-            threads,
+            follower,
         })
     }
 
@@ -153,7 +151,7 @@ impl Server {
 
     /// The address it listens on (its port, when `--port 0` chose one).
     pub fn addr(&self) -> std::net::SocketAddr {
-        self.addr
+        self.listener.addr()
     }
 
     /// Block until `stop` returns true (checked every 100 ms), then stop.
@@ -164,58 +162,42 @@ impl Server {
         self.stop();
     }
 
-    /// Stop answering and join the threads (a snapshot being built is left to finish).
+    /// Stop answering (the follower, maybe inside a long read, notices when done).
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        self.http.unblock();
-        for _ in 1..WORKERS {
-            self.http.unblock();
-        }
-        let threads = std::mem::take(&mut self.threads);
-        for (k, t) in threads.into_iter().enumerate() {
-            // the follower may be inside a long build: it notices `stop` when done
-            if k < WORKERS {
-                let _ = t.join();
-            }
-        }
+        self.listener.stop();
+        drop(self.follower.take());
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if !self.threads.is_empty() {
-            self.shutdown();
-        }
+        self.shutdown();
     }
 }
 
-/// Answer one request.
-fn answer(shared: &Shared, request: Request) {
-    let verdict = shared.auth.check(&request);
-    let response = match verdict {
-        Verdict::Refused(why) => text(403, &format!("403 forbidden: {why}\n")),
-        Verdict::Allowed { set_cookie } => {
-            let mut r = if !matches!(request.method(), Method::Get | Method::Head) {
-                text(405, "405: the view is read-only (GET only)\n")
-            } else {
-                route(shared, request.url())
-            };
-            if let Some(cookie) = set_cookie {
-                r.add_header(header("Set-Cookie", &cookie));
-            }
-            r
-        }
-    };
-    let _ = request.respond(response);
+/// Answer one request: refused without the token or with another Host; a panic (a bug)
+/// is a 500 for this request only.
+fn answer(shared: &Shared, request: &Request) -> Response {
+    if let Err(why) = shared.auth.check(&request.target, &request.header("Host")) {
+        return text(403, &format!("403 forbidden: {why}\n"));
+    }
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        route(shared, &request.target)
+    }))
+    .unwrap_or_else(|_| {
+        error(
+            500,
+            "advcalc view failed on this request (a bug: please report it)",
+        )
+    })
 }
 
-type Reply = Response<Cursor<Vec<u8>>>;
-
-fn route(shared: &Shared, url: &str) -> Reply {
+fn route(shared: &Shared, url: &str) -> Response {
     let path = url.split(['?', '#']).next().unwrap_or("/");
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     match parts.as_slice() {
@@ -248,7 +230,7 @@ fn version(shared: &Shared) -> Value {
     })
 }
 
-fn api(shared: &Shared, parts: &[&str]) -> Reply {
+fn api(shared: &Shared, parts: &[&str]) -> Response {
     let snapshot = match &*shared.current.read().expect("not poisoned") {
         Current::Ready(s) => Arc::clone(s),
         Current::Reading => return error(503, "the input is still being read"),
@@ -257,7 +239,7 @@ fn api(shared: &Shared, parts: &[&str]) -> Reply {
     let index = &snapshot.index;
     match parts {
         ["overview"] => {
-            let mut v = index.overview();
+            let mut v = snapshot.overview().clone();
             v["version"] = json!(shared.version.load(Ordering::SeqCst));
             v["tokenizer"] = json!(shared.tokenizer.is_some());
             json_reply(200, &v)
@@ -282,7 +264,7 @@ fn api(shared: &Shared, parts: &[&str]) -> Reply {
 }
 
 /// `text` as an index below `len`, or a 404 saying why.
-fn position(text: &str, len: usize, what: &str) -> std::result::Result<usize, Reply> {
+fn position(text: &str, len: usize, what: &str) -> std::result::Result<usize, Response> {
     match text.parse::<usize>() {
         Ok(i) if i < len => Ok(i),
         Ok(i) => Err(error(
@@ -299,35 +281,29 @@ fn position(text: &str, len: usize, what: &str) -> std::result::Result<usize, Re
     }
 }
 
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("an ASCII header")
+fn bytes(status: u16, body: Vec<u8>, content_type: &str) -> Response {
+    Response::new(status, content_type, body)
+        .with("Cache-Control", "no-store")
+        .with("X-Content-Type-Options", "nosniff")
+        .with("Referrer-Policy", "no-referrer")
 }
 
-fn bytes(status: u16, body: Vec<u8>, content_type: &str) -> Reply {
-    Response::from_data(body)
-        .with_status_code(status)
-        .with_header(header("Content-Type", content_type))
-        .with_header(header("Cache-Control", "no-store"))
-        .with_header(header("X-Content-Type-Options", "nosniff"))
-        .with_header(header("Referrer-Policy", "no-referrer"))
-}
-
-fn asset(body: &str, content_type: &str) -> Reply {
-    bytes(200, body.as_bytes().to_vec(), content_type).with_header(header(
+fn asset(body: &str, content_type: &str) -> Response {
+    bytes(200, body.as_bytes().to_vec(), content_type).with(
         "Content-Security-Policy",
         "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'",
-    ))
+    )
 }
 
-fn json_reply(status: u16, v: &Value) -> Reply {
+fn json_reply(status: u16, v: &Value) -> Response {
     bytes(status, v.to_string().into_bytes(), "application/json")
 }
 
-fn error(status: u16, message: &str) -> Reply {
+fn error(status: u16, message: &str) -> Response {
     json_reply(status, &json!({ "error": message }))
 }
 
-fn text(status: u16, message: &str) -> Reply {
+fn text(status: u16, message: &str) -> Response {
     bytes(
         status,
         message.as_bytes().to_vec(),

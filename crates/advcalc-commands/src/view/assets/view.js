@@ -64,16 +64,20 @@ function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean);
   return parts;
 }
+// a render started later wins: an older reply that arrives after it is dropped
+let renders = 0;
+function stale(id) { return id !== renders; }
 async function render() {
   const parts = route();
+  const id = ++renders;
   try {
     if (!state.overview) state.overview = await api("api/overview");
     const o = state.overview;
     document.getElementById("file").textContent =
       `${o.file} · ${o.rows} rows · ${o.steps.length} step${o.steps.length === 1 ? "" : "s"} · ${o.labels.join(", ")}`;
-    if (parts[0] === "step") await showStep(Number(parts[1]));
-    else if (parts[0] === "group") await showGroup(Number(parts[1]));
-    else if (parts[0] === "row") await showRow(Number(parts[1]), parts[2] === "token" ? Number(parts[3]) : null);
+    if (parts[0] === "step") await showStep(Number(parts[1]), id);
+    else if (parts[0] === "group") await showGroup(Number(parts[1]), id);
+    else if (parts[0] === "row") await showRow(Number(parts[1]), parts[2] === "token" ? Number(parts[3]) : null, id);
     else showOverview();
   } catch (e) {
     main.replaceChildren(h("p", { class: "warn", "data-testid": "error", text: e.message }));
@@ -110,8 +114,8 @@ function showOverview() {
     ["Pass rate (score > correct-above)", steps.map((s) => [s.pass_rate])],
     ["No-signal groups (every row the same score)", steps.map((s) => [s.no_signal_groups])],
     ["Advantage std over valid tokens", steps.map((s) => s.advantage_std), o.labels],
-    ["Response length (valid tokens, mean)", steps.map((s) => [s.length_mean])],
   ];
+  if (!o.sequence_level) series.push(["Response length (valid tokens, mean)", steps.map((s) => [s.length_mean])]);
   if (steps.some((s) => typeof s.kl_mean === "number"))
     series.push(["KL (old − ref log-prob, mean per token)", steps.map((s) => [s.kl_mean])]);
   if (steps.some((s) => metricOf(s, "rollout_corr/rollout_is_mean") !== null))
@@ -125,17 +129,24 @@ function showOverview() {
     out.push(h("div", { class: "charts" }, series.map(([title, ys, labels]) => chart(title, steps, ys, labels))));
   }
 
-  // findings, each linked to its step
-  const findings = [];
+  // findings by code, each with the steps it names (the first few linked)
+  const byCode = new Map();
   (o.inspect.steps || []).forEach((st) => {
     const i = steps.findIndex((x) => x.step === st.step);
-    (st.warnings || []).forEach((w) => findings.push([i, st.step, w]));
+    (st.warnings || []).forEach((w) => {
+      if (!byCode.has(w.code)) byCode.set(w.code, { message: w.message, steps: [] });
+      byCode.get(w.code).steps.push([i, st.step]);
+    });
   });
-  out.push(h("h2", { text: `Findings (${findings.length})` }));
-  if (!findings.length) out.push(h("p", { class: "muted", text: "advcalc inspect raises no warning on this input." }));
-  else out.push(h("ul", { class: "findings", "data-testid": "findings" }, findings.map(([i, step, w]) =>
-    h("li", {}, h("span", { class: "tag", text: w.code }), " ",
-      h("a", { href: `#/step/${i}`, text: stepName(step, i) }), ": ", w.message))));
+  const total = [...byCode.values()].reduce((n, f) => n + f.steps.length, 0);
+  out.push(h("h2", { text: `Findings (${total})` }));
+  if (!byCode.size) out.push(h("p", { class: "muted", text: "advcalc inspect raises no warning on this input." }));
+  else out.push(h("ul", { class: "findings", "data-testid": "findings" }, [...byCode].map(([code, f]) => {
+    const shown = f.steps.slice(0, 12).map(([i, step]) => [h("a", { href: `#/step/${i}`, text: stepName(step, i) }), " "]);
+    const more = f.steps.length > 12 ? `… and ${f.steps.length - 12} more steps` : "";
+    return h("li", {}, h("span", { class: "tag", text: code }), ` ${f.steps.length} step${f.steps.length === 1 ? "" : "s"}: `,
+      shown, more, h("br"), h("span", { class: "muted", text: f.steps.length > 1 ? `the first: ${f.message}` : f.message }));
+  })));
   const logged = o.inspect.logged_advantages;
   if (logged && typeof logged === "object")
     out.push(h("p", {}, h("b", { text: "Logged advantages: " }),
@@ -150,18 +161,18 @@ function showOverview() {
     ["pass", "Pass rate", (s) => s.pass_rate, (s) => pct(s.pass_rate)],
     ["nosig", "No-signal", (s) => s.no_signal_groups],
     ["fragile", "Fragile", (s) => s.fragile_groups],
-    ["len", "Length", (s) => s.length_mean, (s) => fmt(s.length_mean)],
+    ...(o.sequence_level ? [] : [["len", "Length", (s) => s.length_mean, (s) => fmt(s.length_mean)]]),
     ...o.labels.map((l, v) => [`adv${v}`, `Adv. std ${l}`, (s) => s.advantage_std[v], (s) => fmt(s.advantage_std[v])]),
     ["find", "Findings", (s) => s.findings.length, (s) => findingTags(s), "left"],
   ];
   out.push(table("steps", cols, steps, (s) => `#/step/${s.index}`, "step-row", (s) => ({
-    new: state.newSteps.has(s.index), flagged: s.findings.length > 0,
+    new: state.newSteps.has(s.step), flagged: s.findings.length > 0,
   })));
   main.replaceChildren(...out.filter(Boolean));
 }
 function findingTags(s) {
   const tags = s.findings.map((c) => h("span", { class: "tag", text: c }));
-  if (state.newSteps.has(s.index)) tags.unshift(h("span", { class: "tag new", "data-testid": "new-step", text: "new" }));
+  if (state.newSteps.has(s.step)) tags.unshift(h("span", { class: "tag new", "data-testid": "new-step", text: "new" }));
   return tags.length ? tags : "";
 }
 function chart(title, steps, ys, labels) {
@@ -169,7 +180,8 @@ function chart(title, steps, ys, labels) {
   const n = steps.length;
   const lines = (labels || [""]).map((_, k) => ys.map((y) => (y && typeof y[k] === "number" ? y[k] : null)));
   const all = lines.flat().filter((v) => v !== null);
-  let lo = Math.min(...all), hi = Math.max(...all);
+  let lo = Infinity, hi = -Infinity;
+  for (const v of all) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
   if (!all.length) { lo = 0; hi = 1; }
   if (lo > 0 && lo < hi / 3) lo = 0;
   if (hi === lo) { hi += Math.abs(hi) * 0.1 || 1; lo -= Math.abs(lo) * 0.1 || 0; }
@@ -222,7 +234,7 @@ function table(key, cols, rows, link, testid, marks, redraw) {
   const head = h("tr", {}, cols.map((c, k) => h("th", {
     class: c[4] || null, "aria-sort": sort.col === k ? (sort.dir > 0 ? "ascending" : "descending") : null,
     onclick: () => { state.sort[key] = { col: k, dir: sort.col === k ? -sort.dir : 1 }; (redraw || render)(); },
-  }, c[1])));
+  }, h("button", { class: "sort", type: "button", text: c[1] }))));
   const body = sorted.map((r) => {
     const m = marks ? marks(r) : {};
     const cls = [m.new ? "new" : "", m.flagged ? "flagged" : ""].join(" ").trim() || null;
@@ -234,8 +246,9 @@ function table(key, cols, rows, link, testid, marks, redraw) {
 }
 
 // ---- a step ------------------------------------------------------------------------------
-async function showStep(i) {
+async function showStep(i, id) {
   const st = await api(`api/steps/${i}`);
+  if (stale(id)) return;
   const o = state.overview;
   crumbs([["overview", "#/"], [stepName(st.step, i), null]]);
   const out = [h("h1", { text: `${stepName(st.step, i)}: ${st.rows} rows, ${st.groups.length} groups` })];
@@ -243,12 +256,16 @@ async function showStep(i) {
   if (summary && summary.findings.length)
     out.push(h("p", {}, "Findings: ", summary.findings.map((c) => h("span", { class: "tag", text: c }))));
   if (!st.groups.length) {
-    out.push(h("p", { class: "muted", text: "No uid groups in this input (or no variant groups its rows): its rows are listed instead." }));
+    out.push(h("p", { class: "muted", text: st.row_list.length < st.rows
+      ? `No uid groups in this input (or no variant groups its rows): its first ${st.row_list.length} of ${st.rows} rows are listed; a row's URL (#/row/N) opens any other.`
+      : "No uid groups in this input (or no variant groups its rows): its rows are listed instead." }));
     out.push(rowTable("step-rows", st.row_list, st.labels, false));
     main.replaceChildren(...out.filter(Boolean));
     return;
   }
-  const filter = state.filter || { text: "", only: false };
+  // the filter belongs to its step
+  if (!state.filter || state.filter.step !== i) state.filter = { step: i, text: "", only: false };
+  const filter = state.filter;
   const search = h("input", { type: "search", placeholder: "filter by uid", value: filter.text, "data-testid": "group-filter",
     oninput: (e) => { state.filter = { ...(state.filter || filter), text: e.target.value }; draw(); } });
   const only = h("input", { type: "checkbox", id: "only", checked: filter.only || null,
@@ -265,7 +282,7 @@ async function showStep(i) {
     ["find", "Findings", (g) => g.findings.length, (g) => g.findings.map((c) => h("span", { class: "tag", text: c.replace("_", "-") })), "left"],
   ];
   function draw() {
-    const f = state.filter || { text: "", only: false };
+    const f = state.filter;
     const rows = st.groups.filter((g) => g.uid.toLowerCase().includes(f.text.toLowerCase()) && (!f.only || g.findings.length));
     holder.replaceChildren(h("p", { class: "muted", text: `${rows.length} of ${st.groups.length} groups` }),
       table("groups", cols, rows, (g) => `#/group/${g.index}`, "group-row", (g) => ({ flagged: g.findings.length > 0 }), draw));
@@ -277,8 +294,9 @@ async function showStep(i) {
 }
 
 // ---- a group -----------------------------------------------------------------------------
-async function showGroup(g) {
+async function showGroup(g, id) {
   const gr = await api(`api/groups/${g}`);
+  if (stale(id)) return;
   crumbs([["overview", "#/"], [stepName(gr.step, gr.step_index), `#/step/${gr.step_index}`], [`group ${gr.uid}`, null]]);
   const out = [h("h1", { text: `Group ${gr.uid}: ${gr.rows.length} rows` })];
   const tags = [];
@@ -289,7 +307,8 @@ async function showGroup(g) {
   main.replaceChildren(...out.filter(Boolean));
 }
 function rowTable(key, rows, labels, logged) {
-  const big = Math.max(1e-12, ...rows.flatMap((r) => r.advantages.map(Math.abs)));
+  let big = 1e-12;
+  for (const r of rows) for (const a of r.advantages) big = Math.max(big, Math.abs(a));
   const bar = (v) => {
     const b = h("span", { class: "bar" });
     b.style.width = `${Math.round((40 * Math.abs(v)) / big)}px`;
@@ -300,7 +319,7 @@ function rowTable(key, rows, labels, logged) {
     ["row", "Row", (r) => r.row, null, "left"],
     ["score", "Score", (r) => r.score],
     ["ok", "Correct", (r) => (r.correct ? 1 : 0), (r) => (r.correct ? "✓" : "✗")],
-    ["len", "Length", (r) => r.length],
+    ...(state.overview.sequence_level ? [] : [["len", "Length", (r) => r.length]]),
     ...labels.map((l, v) => [`a${v}`, `Advantage ${l}`, (r) => r.advantages[v], (r) => [fmt(r.advantages[v]), bar(r.advantages[v])]]),
   ];
   if (logged) cols.push(["logged", "Logged", (r) => r.logged]);
@@ -316,8 +335,9 @@ const SIGNAL_HELP = {
   score: "the token scores as read", returns: "returns",
 };
 function kindOf(name) { return name.split(":")[0]; }
-async function showRow(r, pinned) {
+async function showRow(r, pinned, id) {
   const d = await api(`api/rows/${r}`);
+  if (stale(id)) return;
   const m = d.meta;
   const o = state.overview;
   const trail = [["overview", "#/"], [stepName(m.step, m.step_index), `#/step/${m.step_index}`]];
@@ -347,6 +367,10 @@ async function showRow(r, pinned) {
     h("span", { class: "muted", text: SIGNAL_HELP[kindOf(state.signal)] || "" })));
   out.push(scaleLegend(colour));
 
+  if (o.sequence_level) {
+    out.push(h("p", { class: "muted", "data-testid": "sequence-level",
+      text: "This dump has one score per row and no tokens (verl's JSONL, a sequence-level trainer dump): the row's numbers are below, its text after them." }));
+  }
   const rejectedOf = d.signals[Object.keys(d.signals).find((k) => k.startsWith("rejected:"))] || null;
   const rewardAt = new Set(m.reward_at);
   const tokens = h("div", { class: `tokens ${mode}`, "data-testid": "tokens" });
@@ -369,6 +393,19 @@ async function showRow(r, pinned) {
     inspector.replaceChildren(...inspect(d, t).filter(Boolean));
   };
   tokens.addEventListener("mouseover", (e) => { const t = e.target.dataset.t; if (t !== undefined) show(Number(t)); });
+  // the keyboard: arrows move the inspected token, Enter pins it
+  tokens.tabIndex = 0;
+  tokens.setAttribute("aria-label", "the row's tokens: arrow keys move, Enter pins");
+  tokens.addEventListener("keydown", (e) => {
+    const step = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: 64, ArrowUp: -64 }[e.key];
+    if (step) {
+      e.preventDefault();
+      show(Math.max(0, Math.min(d.mask.length - 1, (current ?? start) + step)));
+      tokens.children[current]?.scrollIntoView({ block: "nearest" });
+    } else if (e.key === "Enter" && current !== null) {
+      tokens.children[current].click();
+    }
+  });
   tokens.addEventListener("click", (e) => {
     const t = e.target.dataset.t;
     if (t !== undefined) history.replaceState(null, "", `#/row/${r}/token/${t}`);
@@ -418,7 +455,9 @@ function colourFor(name, values, mask) {
     return { of: (v) => (v ? "#222" : "#e6eaee"), ramp: "linear-gradient(90deg,#e6eaee,#222)", lo: "kept", hi: "rejected" };
   }
   if (diverging) {
-    const reach = Math.max(0, ...vals.map((v) => Math.abs(v - centre)));
+    let reach = 0;
+    for (const v of vals) reach = Math.max(reach, Math.abs(v - centre));
+    if (!vals.length) return { of: () => "rgb(247,247,247)", ramp: "rgb(247,247,247)", lo: "no policy token", hi: "" };
     if (reach === 0) {
       return { of: () => "rgb(247,247,247)", ramp: "rgb(247,247,247)", lo: `every policy token ${fmt(centre)}`, hi: "" };
     }
@@ -431,7 +470,9 @@ function colourFor(name, values, mask) {
     };
     return { of, ramp: "linear-gradient(90deg,rgb(178,24,43),rgb(247,247,247),rgb(33,102,172))", lo: fmt(centre - span), hi: fmt(centre + span) };
   }
-  const lo = Math.min(...vals), hi = Math.max(...vals);
+  let lo = Infinity, hi = -Infinity;
+  for (const v of vals) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  if (!vals.length) { lo = 0; hi = 0; }
   const of = (v) => {
     if (v === null) return "#ff00ff";
     const x = hi > lo ? (v - lo) / (hi - lo) : 0.5;
@@ -463,7 +504,7 @@ async function poll() {
       const before = state.overview ? state.overview.steps.map((s) => s.step) : null;
       state.overview = await api("api/overview");
       if (!first && before) {
-        state.overview.steps.forEach((s) => { if (!before.includes(s.step)) state.newSteps.add(s.index); });
+        state.overview.steps.forEach((s) => { if (!before.includes(s.step)) state.newSteps.add(s.step); });
       }
       await render();
     } else if (v.state === "failed" && state.version === null) {
@@ -475,7 +516,7 @@ async function poll() {
     statusEl.className = "error";
     statusEl.textContent = `the view is not answering (${e.message})`;
   }
-  setTimeout(poll, 700);
+  setTimeout(poll, 500);
 }
 window.addEventListener("hashchange", () => { if (state.version !== null) render(); });
 poll();
