@@ -247,3 +247,68 @@ fn the_table_of_advcalcs_keys_names_every_key_and_its_estimators() {
         }
     }
 }
+
+/// Every document a source file, test or doc cites is in the repository: `reference §N` and
+/// `design §N` once pointed at notes outside it. The reference documents the code cites are
+/// `docs/reference/`; a cited `*.md` that is neither there nor beside the citing file nor at
+/// its path from the root fails.
+#[test]
+fn no_citation_of_a_document_the_repository_does_not_hold() {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root())
+        .output()
+        .expect("git ls-files");
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split('\0')
+        .filter(|f| f.ends_with(".rs") || f.ends_with(".md") || f.ends_with(".py"))
+        // this test names the forms it refuses
+        .filter(|f| *f != "tests/docs.rs")
+        .map(str::to_string)
+        .collect();
+    assert!(!files.is_empty(), "git ls-files listed nothing");
+    let mut bad = Vec::new();
+    for f in &files {
+        let Ok(text) = std::fs::read_to_string(root().join(f)) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            for needle in ["reference §", "design §", "design.md", "shared/reference"] {
+                // "docs/reference/x.md §" and "reference/x.md §" are paths, not the bare form
+                if line.contains(needle)
+                    && !line.contains(&format!("/{needle}"))
+                    && !f.starts_with("docs/reference/")
+                {
+                    bad.push(format!("{f}:{}: {needle}", n + 1));
+                }
+            }
+            for cited in [
+                "trainer-dumps.md",
+                "loss-replay.md",
+                "peers.md",
+                "verl-0.9.1.md",
+            ] {
+                let ok = line.contains(&format!("reference/{cited}"));
+                if line.contains(cited) && !ok && !f.starts_with("docs/reference/") {
+                    bad.push(format!("{f}:{}: {cited} without its path", n + 1));
+                }
+            }
+        }
+    }
+    for cited in [
+        "verl-0.9.1.md",
+        "loss-replay.md",
+        "trainer-dumps.md",
+        "peers.md",
+    ] {
+        assert!(
+            root().join("docs/reference").join(cited).is_file(),
+            "docs/reference/{cited} is cited but missing"
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "citations of documents not in the repository:\n{}",
+        bad.join("\n")
+    );
+}

@@ -281,7 +281,7 @@ fn last_token_a_tool_token() {
 
 #[test]
 fn a_scalar_score_on_a_trailing_tool_token_is_a_dropped_reward() {
-    // verl places a scalar score on the last position, here a tool token (reference §7.1).
+    // verl places a scalar score on the last position, here a tool token (docs/reference/verl-0.9.1.md §7.1).
     let batch = RecordBatch::try_from_iter(vec![
         ("uid", strings(&["a", "a"])),
         ("response_mask", i8_lists(&[vec![1, 1, 0], vec![1, 1]])),

@@ -78,7 +78,7 @@ proptest! {
     }
 
     // RLOO is the score minus the mean of the other members of its group; a singleton keeps
-    // its score (reference §5.7). The leave-one-out mean is computed here by scanning the labels.
+    // its score (docs/reference/verl-0.9.1.md §5.7). The leave-one-out mean is computed here by scanning the labels.
     #[test]
     fn rloo_is_score_minus_leave_one_out_mean((scores, labels) in batch()) {
         let a = rloo::rloo(&scores, &grouping(&labels));
@@ -99,7 +99,7 @@ proptest! {
     }
 
     // GRPO is (s − μ)/(σ + 1e-6) with the group's mean and unbiased std, and s − μ without the
-    // std; a singleton has μ = 0, σ = 1 (reference §5.2). μ and σ are computed here from the
+    // std; a singleton has μ = 0, σ = 1 (docs/reference/verl-0.9.1.md §5.2). μ and σ are computed here from the
     // labels, two-pass.
     #[test]
     fn grpo_is_the_group_z_score((scores, labels) in batch()) {

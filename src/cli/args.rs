@@ -267,7 +267,7 @@ pub fn config_text(file: Option<&std::path::Path>) -> Result<Option<(String, Str
 }
 
 impl AlgoArgs {
-    /// Load the configuration: `file`, then `--set`, then the flags (design §3), reading the
+    /// Load the configuration: `file`, then `--set`, then the flags (docs/config.md), reading the
     /// actor section too when `actor` (`advcalc loss`). For IN another trainer's `dump`, its
     /// estimator and convention are the defaults no source overrode.
     pub fn load(

@@ -1,4 +1,4 @@
-//! The two passes over the input (design §5), each parallel over row groups:
+//! The two passes over the input (docs/architecture.md's data flow), each parallel over row groups:
 //!
 //! 1. **Statistics**: decode the few columns cross-row statistics need (labels, step, mask,
 //!    scores), reduce each row to its scalars, merge in row-group order, and run the

@@ -1,4 +1,4 @@
-//! verl's KL-in-reward keys (reference §2): `use_kl_in_reward`, `kl_penalty` and `kl_ctrl`,
+//! verl's KL-in-reward keys (docs/reference/verl-0.9.1.md §2): `use_kl_in_reward`, `kl_penalty` and `kl_ctrl`,
 //! read into the typed [`KlEstimator`] and [`KlController`]. verl builds the estimator and
 //! the controller only with KL in the reward, so only then are their names and the adaptive
 //! horizon checked; otherwise the keys are only type-checked, as verl's dataclass does.

@@ -1,4 +1,4 @@
-//! verl's `algorithm.rollout_correction` (reference §3.1) read into the typed
+//! verl's `algorithm.rollout_correction` (docs/reference/verl-0.9.1.md §3.1) read into the typed
 //! [`RolloutCorrection`]: the IS level and threshold, the rejection options and their
 //! thresholds, parsed as verl's `_parse_rollout_is_threshold` / `_parse_rollout_rs_thresholds`
 //! do, with verl's messages. Thresholds keep verl's forms: a number or a string (`"lo_hi"` for

@@ -1,5 +1,5 @@
 //! The engine, the fourth floor of the workspace (`docs/architecture.md`): one pipeline's two
-//! passes over row groups (design §5), the plan between them,
+//! passes over row groups (docs/architecture.md's data flow), the plan between them,
 //! row-group parallelism and in-order output.
 
 pub mod exchange;
@@ -196,7 +196,7 @@ impl Engine {
 
     /// Whether a step's numbers depend on the steps before it. Only verl's adaptive KL
     /// controller (KL in the reward) carries state across steps: its β moves after every step
-    /// (reference §2.3). Group and batch statistics, whitening and the IS normalisation never
+    /// (docs/reference/verl-0.9.1.md §2.3). Group and batch statistics, whitening and the IS normalisation never
     /// cross a step, so otherwise each step's rows computed alone give the numbers they get in
     /// the whole input (what lets `advcalc.ray` run each step in one task).
     pub fn carries_across_steps(&self) -> bool {

@@ -1,4 +1,4 @@
-//! `--metrics`: verl's metric names and values per training batch (reference §2.2, §3.2–3.4)
+//! `--metrics`: verl's metric names and values per training batch (docs/reference/verl-0.9.1.md §2.2, §3.2–3.4)
 //! plus advcalc's own. Row groups contribute token sums and per-row values per step in the
 //! statistics pass; they are merged in row-group order and finished per step. The
 //! `rollout_corr/...` maths is `shaping::correction_metrics`; this module reads a row group's

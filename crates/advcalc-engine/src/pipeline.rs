@@ -1,4 +1,4 @@
-//! The per-row stages before the estimator (design §2): token scores → KL-shaped rewards →
+//! The per-row stages before the estimator (docs/architecture.md's data flow): token scores → KL-shaped rewards →
 //! rollout correction (rejected mask, IS weights). Built once from the validated config; the
 //! same code shapes a row group in the statistics pass and again in the output pass.
 

@@ -1,6 +1,6 @@
 //! Between the passes: the training batches, the KL controller and IS normalisation over the
 //! steps, and per batch the estimator's batch work — the counterpart of verl's
-//! `compute_advantage` dispatcher and the trainer's controller (reference §6).
+//! `compute_advantage` dispatcher and the trainer's controller (docs/reference/verl-0.9.1.md §6).
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
 //! Pass 1 for one row group: reduce the shaped rows to the per-row scalars and partial sums
-//! the batch-level statistics need (design §5), then the estimator's own statistics.
+//! the batch-level statistics need (docs/architecture.md's data flow), then the estimator's own statistics.
 
 use crate::data::{RowGroup, TokenRole};
 use crate::error::Result;

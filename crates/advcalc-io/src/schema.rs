@@ -1,4 +1,4 @@
-//! Which input column plays which role (design §1), checked against the run's needs before
+//! Which input column plays which role (README.md's Input), checked against the run's needs before
 //! any row is read, and the output schema: input columns plus the new ones.
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-/// Which exit code an error maps to (design §6).
+/// Which exit code an error maps to (docs/errors.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// Bad data or I/O: exit 1.

@@ -1,7 +1,7 @@
 //! prime-rl's rollout traces: `FileMonitor.log_episodes` writes
 //! `{output_dir}/rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl`, one verifiers
 //! `Episode.to_record()` per line (orjson, `exclude_none`; fixtures/trainers/dumps/README.md
-//! "prime-rl", trainer-dumps.md §5).
+//! "prime-rl", docs/reference/trainer-dumps.md §5).
 //!
 //! - **Files**: `train/effective/` of each step, in numeric step order: the cohort trained on,
 //!   after credit assignment. A step with only `train/all/` (written on arrival, before any

@@ -1,4 +1,4 @@
-//! `gae`: generalised advantage estimation with a critic (reference §5.1, verl
+//! `gae`: generalised advantage estimation with a critic (docs/reference/verl-0.9.1.md §5.1, verl
 //! `compute_gae_advantage_return`).
 //!
 //! **Computes**, right to left over a row (f32, as torch):

@@ -1,4 +1,4 @@
-//! `gdpo`: group reward-decoupled normalisation (reference §5.4, verl
+//! `gdpo`: group reward-decoupled normalisation (docs/reference/verl-0.9.1.md §5.4, verl
 //! `compute_gdpo_outcome_advantage`).
 //!
 //! **Computes**, for each reward component k named by `algorithm.gdpo_reward_keys` (scalar

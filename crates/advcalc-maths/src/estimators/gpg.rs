@@ -1,4 +1,4 @@
-//! `gpg`: group policy gradient (reference §5.10, verl `compute_gpg_outcome_advantage`).
+//! `gpg`: group policy gradient (docs/reference/verl-0.9.1.md §5.10, verl `compute_gpg_outcome_advantage`).
 //!
 //! **Computes** `α = B / max(#{i : s_i ≠ 0}, 1)` over the whole batch (B counts every row,
 //! quirk §9.10) and `a_i = α·(s_i − μ_g)` (a singleton has μ = 0, f_norm = 1);

@@ -1,4 +1,4 @@
-//! `grpo`: group-relative outcome advantages (reference §5.2, verl
+//! `grpo`: group-relative outcome advantages (docs/reference/verl-0.9.1.md §5.2, verl
 //! `compute_grpo_outcome_advantage`).
 //!
 //! **Computes** one scalar per row, broadcast onto the row's mask:
@@ -22,7 +22,7 @@
 //!
 //! **Deliberate deviation**: statistics are accumulated in f64, so a group whose scores are
 //! all equal gets exactly 0. verl's f32 mean can be 1 ulp off for non-dyadic values and give
-//! ≈ 0.029 instead (reference §4.2, §9.6); advcalc returns the exact answer.
+//! ≈ 0.029 instead (docs/reference/verl-0.9.1.md §4.2, §9.6); advcalc returns the exact answer.
 
 use crate::error::Result;
 use crate::estimators::conventions::{self, Convention, Member, Rule, Scale, Under};

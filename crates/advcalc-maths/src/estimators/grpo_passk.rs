@@ -1,4 +1,4 @@
-//! `grpo_passk`: pass@k advantages (reference §5.5, verl `compute_grpo_passk_outcome_advantage`).
+//! `grpo_passk`: pass@k advantages (docs/reference/verl-0.9.1.md §5.5, verl `compute_grpo_passk_outcome_advantage`).
 //!
 //! **Computes**, per group, the top two scores r1 ≥ r2: the top-1 row gets `r1 − r2`, divided
 //! by `std_g + ε` (unbiased) when `norm_adv_by_std_in_grpo` — which this estimator, unlike the

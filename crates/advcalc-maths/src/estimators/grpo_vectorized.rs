@@ -1,4 +1,4 @@
-//! `grpo_vectorized`: verl's tensorised GRPO (reference §5.3, §4.3,
+//! `grpo_vectorized`: verl's tensorised GRPO (docs/reference/verl-0.9.1.md §5.3, §4.3,
 //! `compute_grpo_vectorized_outcome_advantage`).
 //!
 //! **Computes** the same per-row scalar as [`grpo`](super::grpo::Grpo) —

@@ -232,7 +232,7 @@ fn plan_of<E: Estimate>(
 /// engine's carriers of each estimator's own state ([`AnyEstimatorStats`], [`AnyEstimatorPlan`]).
 macro_rules! registry {
     ($($variant:ident => $module:ident :: $ty:ident,)*) => {
-        /// Every estimator advcalc knows: verl 0.9.1's names (reference §5) in its registry's
+        /// Every estimator advcalc knows: verl 0.9.1's names (docs/reference/verl-0.9.1.md §5) in its registry's
         /// order, then advcalc's additions from the agent-RL tutorials and other trainers.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Estimator {

@@ -1,4 +1,4 @@
-//! Masked statistics shared by the estimators: verl's `masked_whiten` (reference §4.1),
+//! Masked statistics shared by the estimators: verl's `masked_whiten` (docs/reference/verl-0.9.1.md §4.1),
 //! accumulated as mergeable moments so that row groups can be reduced in parallel and merged
 //! in a fixed order; and the state the whitening estimators keep between the passes
 //! ([`RowMoments`] in pass 1, [`StepWhitening`] in the plan).

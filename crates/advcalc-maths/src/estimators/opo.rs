@@ -1,4 +1,4 @@
-//! `opo`: length-weighted group baseline (reference §5.9, verl `compute_opo_outcome_advantage`).
+//! `opo`: length-weighted group baseline (docs/reference/verl-0.9.1.md §5.9, verl `compute_opo_outcome_advantage`).
 //!
 //! **Computes** `b_g = Σ_{j∈g} ℓ_j s_j / Σ_{j∈g} ℓ_j` with `ℓ_j` the row's valid-token count
 //! (after rejection), `a_i = s_i − b_g` (a singleton has b = 0); `advantages = returns = a·m`.

@@ -1,5 +1,5 @@
 //! `optimal_token_baseline`: a per-token, per-group baseline weighted by a score-norm proxy
-//! (reference §5.13, verl `compute_optimal_token_baseline_advantage`).
+//! (docs/reference/verl-0.9.1.md §5.13, verl `compute_optimal_token_baseline_advantage`).
 //!
 //! **Computes**
 //! ```text

@@ -1,4 +1,4 @@
-//! `reinforce_plus_plus`: discounted return-to-go, whitened over the batch (reference §5.11,
+//! `reinforce_plus_plus`: discounted return-to-go, whitened over the batch (docs/reference/verl-0.9.1.md §5.11,
 //! verl 0.9 `compute_reinforce_plus_plus_outcome_advantage`).
 //!
 //! **Computes**, right to left over a row (f32):

@@ -1,4 +1,4 @@
-//! `reinforce_plus_plus_baseline`: group-mean baseline, then batch whitening (reference §5.6,
+//! `reinforce_plus_plus_baseline`: group-mean baseline, then batch whitening (docs/reference/verl-0.9.1.md §5.6,
 //! verl `compute_reinforce_plus_plus_baseline_outcome_advantage`).
 //!
 //! **Computes** `a_i = s_i − μ_g` (a singleton has μ = 0), tiled over the row and masked, then

@@ -1,4 +1,4 @@
-//! `remax`: reward-to-go minus the greedy response's reward (reference §5.12, verl
+//! `remax`: reward-to-go minus the greedy response's reward (docs/reference/verl-0.9.1.md §5.12, verl
 //! `compute_remax_outcome_advantage`).
 //!
 //! **Computes** `G_t = Σ_{u ≥ t} r_u·m_u` (torch's cumsum: f64 accumulator, each prefix

@@ -1,4 +1,4 @@
-//! `rloo`: leave-one-out baseline (reference §5.7, verl `compute_rloo_outcome_advantage`).
+//! `rloo`: leave-one-out baseline (docs/reference/verl-0.9.1.md §5.7, verl `compute_rloo_outcome_advantage`).
 //!
 //! **Computes** `a_i = s_i·n/(n−1) − μ_g·n/(n−1)` = `s_i − mean(s_j, j ≠ i)` for a group of
 //! n > 1, and `a_i = s_i` (the raw score) for a singleton; `advantages = returns = a_i · m`.

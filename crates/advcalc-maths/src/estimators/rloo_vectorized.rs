@@ -1,4 +1,4 @@
-//! `rloo_vectorized`: verl's tensorised leave-one-out (reference §5.8,
+//! `rloo_vectorized`: verl's tensorised leave-one-out (docs/reference/verl-0.9.1.md §5.8,
 //! `compute_rloo_vectorized_outcome_advantage`).
 //!
 //! **Computes** `a_i = (c·s_i − S_g)/max(c − 1, 1) · [c > 1]` with c the group size and S_g the

@@ -1,4 +1,4 @@
-//! Multi-output agent sessions (reference §6.3, verl V1
+//! Multi-output agent sessions (docs/reference/verl-0.9.1.md §6.3, verl V1
 //! `compute_advantage_for_multi_trajectories`).
 //!
 //! A session is one sample (`uid`, `session_id`) whose agent loop produced several outputs

@@ -1,5 +1,5 @@
 //! `tir_optimal_token_baseline`: the optimal token baseline aligned by the k-th *generated*
-//! token instead of the absolute column (reference §5.14, verl
+//! token instead of the absolute column (docs/reference/verl-0.9.1.md §5.14, verl
 //! `compute_multi_turn_optimal_token_baseline_advantage`).
 //!
 //! **Computes** G, w, W as [`optimal_token_baseline`], then

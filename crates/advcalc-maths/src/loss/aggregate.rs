@@ -82,7 +82,7 @@ mod tests {
     use super::*;
     use crate::test_support::assert_close;
 
-    // reference §6: 23 mask-1 tokens over 6 rows of lengths 8, 3, 5, 1, 6, 0, G = 6, H = 8
+    // docs/reference/loss-replay.md §6: 23 mask-1 tokens over 6 rows of lengths 8, 3, 5, 1, 6, 0, G = 6, H = 8
     #[test]
     fn weights_of_the_reference_example() {
         let info = BatchInfo {

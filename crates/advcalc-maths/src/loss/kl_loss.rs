@@ -1,6 +1,6 @@
 //! The actor's KL loss (`use_kl_loss`, `workers/utils/losses.py:131-142`): `kl_loss_coef ×
 //! agg_loss(kl_penalty(log π, log π_ref, kl_loss_type))`, aggregated like the policy loss.
-//! `kl_penalty` (`core_algos.py:2188`, reference §3) with d = log π − log π_ref:
+//! `kl_penalty` (`core_algos.py:2188`, docs/reference/loss-replay.md §3) with d = log π − log π_ref:
 //!
 //! | type | value | d value / d log π |
 //! | --- | --- | --- |

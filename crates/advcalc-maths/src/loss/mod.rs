@@ -1,5 +1,5 @@
 //! Stage 5, `advcalc loss`: verl 0.9.1's actor loss replayed token by token
-//! (`reference/loss-replay.md`, `docs/loss.md`). Plain slices and scalars, like the estimators:
+//! (`docs/reference/loss-replay.md`, `docs/loss.md`). Plain slices and scalars, like the estimators:
 //!
 //! - [`policy`]: every registered policy loss, per token ℓ and dℓ/d log π (what autograd
 //!   gives), with the clip flags verl's metrics count;

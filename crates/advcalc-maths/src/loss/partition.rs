@@ -1,4 +1,4 @@
-//! How verl's engine cuts a training batch for the actor update (reference §2, "How a batch
+//! How verl's engine cuts a training batch for the actor update (docs/reference/loss-replay.md §2, "How a batch
 //! is split"), with one data-parallel rank: the step's rows, in the order they come (verl's
 //! `balance_batch` has already reordered them; a hook dump is written in that order), cut into
 //! mini-batches of G = `ppo_mini_batch_size × rollout.n` rows (verl asserts that G divides

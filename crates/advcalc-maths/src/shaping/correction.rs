@@ -1,4 +1,4 @@
-//! Pipeline stage 3: rollout correction in decoupled mode (reference §3, verl
+//! Pipeline stage 3: rollout correction in decoupled mode (docs/reference/verl-0.9.1.md §3, verl
 //! `rollout_corr_helper`): importance-sampling weights and rejection sampling, both from
 //! the per-token log ratio `log ρ = old_log_probs − rollout_log_probs` under the original
 //! (pre-rejection) mask.

@@ -1,4 +1,4 @@
-//! verl's `rollout_corr/...` metrics (reference §3.2 IS weights, §3.3 rejection, §3.4
+//! verl's `rollout_corr/...` metrics (docs/reference/verl-0.9.1.md §3.2 IS weights, §3.3 rejection, §3.4
 //! off-policy diagnostics), beside the correction that they describe.
 //!
 //! A row group contributes [`CorrectionParts`] per step ([`correction_parts`]): token sums

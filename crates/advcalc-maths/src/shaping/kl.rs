@@ -1,4 +1,4 @@
-//! Pipeline stage 2: the KL penalty in the reward (reference §2, verl `apply_kl_penalty`).
+//! Pipeline stage 2: the KL penalty in the reward (docs/reference/verl-0.9.1.md §2, verl `apply_kl_penalty`).
 //!
 //! ```text
 //! kld[t]     = kl_penalty(old_log_probs[t], ref_log_prob[t]) · m[t]

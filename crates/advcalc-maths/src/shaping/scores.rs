@@ -1,5 +1,5 @@
 //! Pipeline stage 1: `token_level_scores`. A token list (`rm_scores`) is taken as is; a scalar
-//! `score` is placed on one position of the row, as verl's reward managers do (reference §7.1).
+//! `score` is placed on one position of the row, as verl's reward managers do (docs/reference/verl-0.9.1.md §7.1).
 
 use crate::data::RowGroup;
 

@@ -340,7 +340,7 @@ impl RatioBounds {
     }
 }
 
-/// verl V1's synthetic padding rows share one uid `pad<hex>` (reference §1); with a
+/// verl V1's synthetic padding rows share one uid `pad<hex>` (docs/reference/verl-0.9.1.md §1); with a
 /// one-token response, mask [0] and score [0] (checked by the caller) they are expected.
 fn is_padding_label(uid: &GroupKey) -> bool {
     matches!(uid, GroupKey::Str(s) if s.starts_with("pad"))

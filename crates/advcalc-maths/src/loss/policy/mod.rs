@@ -1,4 +1,4 @@
-//! Every policy loss verl 0.9.1 registers (`trainer/ppo/core_algos.py`, reference §1), per
+//! Every policy loss verl 0.9.1 registers (`trainer/ppo/core_algos.py`, docs/reference/loss-replay.md §1), per
 //! token: its value ℓ (before aggregation, as verl's `pg_losses` tensor holds it), dℓ/d log π
 //! (what autograd gives through verl's clamps and stop-gradients) and the flags its metrics
 //! count. With Δ = log π − log π_old, r = exp(clamp(Δ, ±20)), ε_l/ε_h the clip ratios, c
@@ -358,7 +358,7 @@ mod tests {
     use super::*;
     use crate::test_support::assert_close;
 
-    // At ratio 1 every loss but sapo has vanilla's gradient −A (reference §1).
+    // At ratio 1 every loss but sapo has vanilla's gradient −A (docs/reference/loss-replay.md §1).
     #[test]
     fn at_ratio_one_the_gradient_is_minus_a() {
         for mode in [
