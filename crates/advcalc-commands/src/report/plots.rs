@@ -473,37 +473,58 @@ pub fn strip(strip: &Strip, labels: &[String], width: u32) -> Result<String> {
                     .pos(Pos::new(HPos::Left, VPos::Center)),
             ))
             .map_err(drawing)?;
-            for t in 0..strip.mask.len() {
-                let (line, col) = (t / per_line, t % per_line);
-                let x = left as f64 + col as f64 * cell_w;
-                let y = top + line as f64 * (cell_h + 3.0);
-                let fill = if strip.mask[t] == 0.0 {
+            let fill_of = |t: usize| {
+                if strip.mask[t] == 0.0 {
                     TOOL
                 } else if mask[t] == 0.0 {
                     REJECTED
                 } else {
                     diverging(adv[t] as f64, scale)
-                };
+                }
+            };
+            let at = |t: usize| {
+                let (line, col) = (t / per_line, t % per_line);
+                (
+                    left as f64 + col as f64 * cell_w,
+                    top + line as f64 * (cell_h + 3.0),
+                )
+            };
+            // a run of equal cells on one line is one rectangle: adjacent rectangles leave an
+            // anti-aliasing hairline between them in a browser, however exactly they abut
+            let mut t = 0;
+            while t < strip.mask.len() {
+                let fill = fill_of(t);
+                let mut end = t + 1;
+                while end < strip.mask.len() && end % per_line != 0 && fill_of(end) == fill {
+                    end += 1;
+                }
+                let (x, y) = at(t);
+                let x_end = at(end - 1).0 + cell_w;
                 root.draw(&Rectangle::new(
                     [
                         (x.round() as i32, y.round() as i32),
-                        ((x + cell_w).round() as i32, (y + cell_h).round() as i32),
+                        (x_end.round() as i32, (y + cell_h).round() as i32),
                     ],
                     fill.filled(),
                 ))
                 .map_err(drawing)?;
-                if strip.reward_at.contains(&t) {
-                    let (cx, by) = (x + cell_w / 2.0, y + cell_h);
-                    root.draw(&Polygon::new(
-                        vec![
-                            (cx.round() as i32, (by - 3.0) as i32),
-                            ((cx - 5.0) as i32, (by + 5.0) as i32),
-                            ((cx + 5.0) as i32, (by + 5.0) as i32),
-                        ],
-                        BLACK.filled(),
-                    ))
-                    .map_err(drawing)?;
+                t = end;
+            }
+            for &t in &strip.reward_at {
+                if t >= strip.mask.len() {
+                    continue;
                 }
+                let (x, y) = at(t);
+                let (cx, by) = (x + cell_w / 2.0, y + cell_h);
+                root.draw(&Polygon::new(
+                    vec![
+                        (cx.round() as i32, (by - 3.0) as i32),
+                        ((cx - 5.0) as i32, (by + 5.0) as i32),
+                        ((cx + 5.0) as i32, (by + 5.0) as i32),
+                    ],
+                    BLACK.filled(),
+                ))
+                .map_err(drawing)?;
             }
         }
         // the colour bar: −scale … 0 … +scale, its numbers under it, then the shadings
