@@ -1052,3 +1052,18 @@ fn a_chart_with_nothing_to_draw_is_a_note_saying_why() {
     assert!(page.contains(kl) && page.contains(rejected));
     assert!(!page.contains("No KL plot") && !page.contains("No rejection plot"));
 }
+
+#[test]
+fn a_graded_reward_s_pass_rates_say_what_correct_means_there() {
+    let dir = tempfile::tempdir().unwrap();
+    // TRL's fixture: weighted sums of two reward functions, 1.25 … 2.5, every row above 0
+    let trl = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/trainers/dumps/trl/run1");
+    let page = report(dir.path(), &[trl.to_str().unwrap()]);
+    assert!(
+        page.contains("The scores here are graded") && page.contains("--correct-above"),
+        "no word on what correct means for a graded reward"
+    );
+    // the demo's pass/fail scores (0, 0.5, 1): no such note
+    let page = report(dir.path(), &["-e", "grpo", demo().to_str().unwrap()]);
+    assert!(!page.contains("The scores here are graded"));
+}

@@ -53,6 +53,11 @@ pub struct Facts {
     pub variants: Vec<VariantFacts>,
     /// Rows correct (score above `correct_above`).
     pub correct: Vec<bool>,
+    /// The threshold: a row is correct when its score is above it.
+    pub correct_above: f64,
+    /// The distinct finite row scores, up to [`DISTINCT_SCORES`] + 1 of them (more: a graded
+    /// or continuous reward, for which "correct" is only the threshold's cut).
+    pub distinct_scores: Vec<f64>,
     /// The groups with their pass rates; `None` without a `uid` column.
     pub groups: Option<PassRates>,
     /// Per variant, per row: (Σ |advantage|, valid tokens).
@@ -63,6 +68,10 @@ pub struct Facts {
     /// The loss section's facts, or why it is absent.
     pub loss: std::result::Result<super::loss::LossFacts, String>,
 }
+
+/// Distinct row scores past which the reward is taken as graded, not pass/fail (0, 1 and a
+/// partial 0.5 are three).
+pub const DISTINCT_SCORES: usize = 3;
 
 /// One variant's facts beyond the comparison.
 pub struct VariantFacts {
@@ -204,6 +213,16 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         .map(|&s| s > opts.read.correct_above)
         .collect();
     let groups = PassRates::new(&prepared, &correct);
+    let mut distinct_scores: Vec<f64> = Vec::new();
+    for &s in sums.score.iter().filter(|s| s.is_finite()) {
+        if !distinct_scores.contains(&s) {
+            distinct_scores.push(s);
+            if distinct_scores.len() > DISTINCT_SCORES {
+                break;
+            }
+        }
+    }
+    distinct_scores.sort_by(f64::total_cmp);
     let loss = match &opts.loss {
         Err(e) => Err(format!("the actor section cannot be read: {e}")),
         Ok(config) if !config.actor_given => Err(
@@ -317,6 +336,8 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         comparison,
         variants: facts_of,
         correct,
+        correct_above: opts.read.correct_above,
+        distinct_scores,
         groups,
         row_abs,
         strips,

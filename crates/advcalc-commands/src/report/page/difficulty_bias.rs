@@ -4,7 +4,7 @@ use crate::analysis::buckets::BUCKETS;
 use crate::error::Result;
 
 use super::super::difficulty;
-use super::super::gather::Facts;
+use super::super::gather::{DISTINCT_SCORES, Facts};
 use super::super::html::{Style, escape};
 use super::super::plots::{self, Axes, Series, colour};
 use super::parts::{PageSection, WIDTH, figure_with_legend};
@@ -12,7 +12,14 @@ use super::sources::Compare;
 
 /// 4. The difficulty-bias curve.
 pub(super) fn difficulty_bias(f: &Facts) -> Result<PageSection> {
-    let caption = "Mean |advantage| per token against the share of the group's rows that are correct: a flat line weighs easy and hard prompts alike, a peak shows the difficulty the estimator amplifies; groups at 0 and 1 give group baselines nothing to learn from.".to_string();
+    let mut caption = "Mean |advantage| per token against the share of the group's rows that are correct: a flat line weighs easy and hard prompts alike, a peak shows the difficulty the estimator amplifies; groups at 0 and 1 give group baselines nothing to learn from.".to_string();
+    if f.distinct_scores.len() > DISTINCT_SCORES {
+        // a graded reward: "correct" is the threshold's cut and nothing more
+        caption += &format!(
+            " The scores here are graded (more than {DISTINCT_SCORES} distinct values): a row counts as correct when its score is above {} (--correct-above), so a pass rate is the share of a group's rows above that line, not a share of solved attempts; set --correct-above to the score that means solved.",
+            crate::numbers::num(f.correct_above)
+        );
+    }
     let Some(groups) = &f.groups else {
         return Ok(PageSection {
             id: "difficulty",
