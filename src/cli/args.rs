@@ -34,6 +34,8 @@ advcalc run --config verl_trainer.yaml --metrics metrics.json in.parquet out.par
 cat in.arrows | advcalc run -q -e rloo - - | next-step\n  advcalc inspect in.parquet\n  \
 advcalc compare -e grpo,rloo,drgrpo in.parquet\n  \
 advcalc report -e grpo,rloo,drgrpo in.parquet -o report.html\n  \
+advcalc view -e grpo,rloo dumps/\n  \
+advcalc check -c verl_trainer.yaml run.jsonl dumps/\n  \
 advcalc config -c verl_trainer.yaml --origins\n  advcalc estimators\n  advcalc losses"
 )]
 pub struct Cli {
@@ -74,8 +76,9 @@ pub enum Command {
     ///
     /// Per step: each metric the log holds that advcalc recomputes from the step's dumps
     /// (verl's critic/score, critic/rewards, critic/advantages, critic/returns,
-    /// critic/values, response_length), logged against recomputed, with the first
-    /// divergence and its likely cause; what it cannot recompute is listed, not skipped.
+    /// critic/values, response_length, num_turns; TRL's reward, reward_std,
+    /// frac_reward_zero_std), logged against recomputed, with the first divergence and its
+    /// likely cause; what it cannot recompute is listed, not skipped.
     Check(Box<CheckArgs>),
     /// Replay verl's actor loss on a dump: per-token losses and gradient weights
     ///
