@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 // Row groups allocate and free large buffers; mimalloc reuses them instead of returning them
 // to the kernel and faulting fresh pages in every time (measured in docs/benchmarks.md).
-// TEMP #[global_allocator]
-// TEMP static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     ExitCode::from(advcalc::cli::main(std::env::args_os()))

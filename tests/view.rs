@@ -645,3 +645,56 @@ fn a_verl_jsonl_row_shows_its_own_line_s_input_and_output() {
         );
     }
 }
+
+#[test]
+fn with_log_the_overview_shows_the_run_s_log_against_its_dumps() {
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/logs/verl/run_wrong_std");
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, log, dumps) = (
+        run.join("config.yaml"),
+        run.join("file.jsonl"),
+        run.join("dumps"),
+    );
+    let v = view(
+        tmp.path(),
+        &[
+            "-c",
+            config.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+            dumps.to_str().unwrap(),
+        ],
+    );
+    let check = &v.json("/api/overview")["check"];
+    // what `advcalc check` finds on the same files (tests/check.rs)
+    assert_eq!(check["compared"], 72, "{check}");
+    assert_eq!(check["diverging"], 18);
+    assert_eq!(check["first_divergence"]["step"], 1);
+    assert!(
+        check["causes"]
+            .to_string()
+            .contains("norm_adv_by_std_in_grpo=false")
+    );
+    let mean = check["metrics"]["critic/advantages/mean"]
+        .as_array()
+        .unwrap();
+    assert_eq!(mean.len(), 3);
+    assert_eq!(mean[0][3], false, "{mean:?}");
+    assert_eq!(check["metrics"]["critic/score/mean"][0][3], true);
+    // a log that cannot be read: the view serves, and says why on the overview
+    let v = view(
+        tmp.path(),
+        &[
+            "-e",
+            "grpo",
+            "--log",
+            "no-such.jsonl",
+            dumps.to_str().unwrap(),
+        ],
+    );
+    let check = &v.json("/api/overview")["check"];
+    assert!(
+        check["error"].as_str().unwrap().contains("no-such.jsonl"),
+        "{check}"
+    );
+}

@@ -551,6 +551,14 @@ pub struct ViewArgs {
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
 
+    /// The run's log (as `advcalc check` reads it): logged against recomputed on the overview
+    #[arg(long, value_name = "LOG")]
+    pub log: Option<PathBuf>,
+
+    /// verl's data.max_response_length, for the log check's response_length/clip_ratio
+    #[arg(long, value_name = "N", requires = "log")]
+    pub max_response_length: Option<usize>,
+
     /// The address to listen on; anything but a loopback address serves the rollouts to
     /// the network (the token still guards them)
     #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
@@ -604,6 +612,11 @@ impl ViewArgs {
             port: self.port,
             follow: self.follow,
             tokenizer: self.tokenizer.clone(),
+            log: self.log.clone(),
+            max_response_length: match self.max_response_length {
+                Some(n) => Some(n),
+                None => max_response_length(self.variants.config.first().map(PathBuf::as_path))?,
+            },
         };
         Ok((variants, options))
     }

@@ -18,6 +18,7 @@ pub mod collect;
 pub mod comparison;
 pub mod fragile;
 pub mod inspection;
+pub mod log_check;
 pub mod logged;
 pub mod steps;
 pub mod sums;

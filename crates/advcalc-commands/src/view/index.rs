@@ -14,6 +14,7 @@ use crate::analysis::buckets::uid_groups;
 use crate::analysis::collect::Variant;
 use crate::analysis::fragile::fragile_groups;
 use crate::analysis::inspection::{Inspection, Tallies};
+use crate::analysis::log_check::{CheckOptions, check};
 use crate::analysis::sums::Sums;
 use crate::analysis::tokens::TokenStats;
 use crate::engine::Engine;
@@ -77,6 +78,8 @@ pub struct Index {
     pub warnings: Vec<Vec<String>>,
     /// What the user should know about how IN was read and what the view left out.
     pub notes: Vec<String>,
+    /// With `--log`: the log checked against IN (`advcalc check`), as the page draws it.
+    pub check: Option<Value>,
 }
 
 /// One training batch.
@@ -238,6 +241,10 @@ impl Snapshot {
             input.schema().metadata().contains_key(SEQUENCE_LEVEL_KEY),
         );
         drop(jobs);
+        let mut index = index;
+        if let Some(log) = &opts.log {
+            index.check = Some(check_json(&variants[0], opts, log));
+        }
         Ok(Snapshot {
             opened,
             engines,
@@ -259,6 +266,53 @@ impl Snapshot {
         let jobs: Vec<Job<'_>> = self.engines.iter().map(Engine::job).collect();
         outputs_of(&jobs, &self.plans, &self.opened.dataset, unit, batch)
     }
+}
+
+/// `--log`: the log checked against IN under the first variant (the other
+/// `norm_adv_by_std_in_grpo` tried when advantages diverge), per metric the logged and
+/// recomputed values by step; or why it could not be checked.
+fn check_json(variant: &Variant, opts: &ViewOptions, log: &std::path::Path) -> Value {
+    let mut flipped = variant.clone();
+    flipped.config.algorithm.norm_adv_by_std_in_grpo =
+        !variant.config.algorithm.norm_adv_by_std_in_grpo;
+    let options = CheckOptions {
+        log: log.to_path_buf(),
+        read: opts.read.clone(),
+        max_response_length: opts.max_response_length,
+        alternatives: vec![(
+            format!(
+                "norm_adv_by_std_in_grpo={}",
+                flipped.config.algorithm.norm_adv_by_std_in_grpo
+            ),
+            flipped,
+        )],
+    };
+    let report = match check(variant, &options) {
+        Ok(r) => r,
+        Err(e) => {
+            return json!({ "log": log.display().to_string(), "error": super::server::describe(&e) });
+        }
+    };
+    let mut metrics: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
+    for c in &report.compared {
+        metrics.entry(c.metric.as_str()).or_default().push(json!([
+            c.step,
+            c.logged,
+            c.recomputed,
+            c.agrees()
+        ]));
+    }
+    json!({
+        "log": report.log,
+        "format": report.format.name(),
+        "compared": report.compared.len(),
+        "diverging": report.diverging(),
+        "first_divergence": report.first_divergence().map(|c| json!({"step": c.step, "metric": c.metric})),
+        "causes": report.causes,
+        "metrics": metrics,
+        "not_recomputed": report.not_recomputed.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>(),
+        "notes": report.notes,
+    })
 }
 
 /// The logged advantage of each row of `batch` (a scalar column), when it has one.
@@ -400,6 +454,7 @@ impl Index {
             metrics,
             warnings: plans.iter().map(|p| p.warnings.clone()).collect(),
             notes,
+            check: None,
         }
     }
 
@@ -484,6 +539,7 @@ impl Index {
             "inspect": self.inspect,
             "warnings": self.warnings,
             "notes": self.notes,
+            "check": self.check,
         })
     }
 

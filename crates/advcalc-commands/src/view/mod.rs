@@ -40,4 +40,8 @@ pub struct ViewOptions {
     pub follow: bool,
     /// A Hugging Face `tokenizer.json` to decode token ids with.
     pub tokenizer: Option<PathBuf>,
+    /// The run's log, checked against IN (`advcalc check`'s, shown on the overview).
+    pub log: Option<PathBuf>,
+    /// `data.max_response_length`, for the log check's `response_length/clip_ratio`.
+    pub max_response_length: Option<usize>,
 }

@@ -129,6 +129,8 @@ function showOverview() {
     out.push(h("div", { class: "charts" }, series.map(([title, ys, labels]) => chart(title, steps, ys, labels))));
   }
 
+  if (o.check) out.push(...checkSection(o.check, steps));
+
   // findings by code, each with the steps it names (the first few linked)
   const byCode = new Map();
   (o.inspect.steps || []).forEach((st) => {
@@ -170,6 +172,38 @@ function showOverview() {
   })));
   main.replaceChildren(...out.filter(Boolean));
 }
+// --log: the run's log against the values recomputed from IN (advcalc check)
+function checkSection(c, steps) {
+  const out = [h("h2", { text: `Logged vs recomputed (${c.log})` })];
+  if (c.error) {
+    out.push(h("p", { class: "warn", "data-testid": "check-error", text: `The log could not be checked: ${c.error}` }));
+    return out;
+  }
+  const first = c.first_divergence;
+  out.push(h("p", { "data-testid": "check-summary", class: first ? "warn" : null,
+    text: first
+      ? `${c.diverging} of ${c.compared} logged values (${c.format}) differ from the dumps; the first: step ${first.step}, ${first.metric}.`
+      : `All ${c.compared} logged values (${c.format}) agree with the dumps.` }));
+  for (const cause of c.causes) out.push(h("p", {}, h("b", { text: "likely cause: " }), cause));
+  const names = Object.keys(c.metrics);
+  const bad = names.filter((n) => c.metrics[n].some((p) => !p[3]));
+  const usual = ["critic/score/mean", "critic/advantages/mean", "response_length/mean", "reward", "reward_std"]
+    .filter((n) => names.includes(n) && !bad.includes(n));
+  const shown = bad.concat(usual).slice(0, 8);
+  const charts = shown.map((name) => {
+    const points = c.metrics[name];
+    const st = points.map((p) => {
+      const i = steps.findIndex((x) => x.step === p[0]);
+      return { step: p[0], index: i < 0 ? 0 : i, findings: p[3] ? [] : ["differs"] };
+    });
+    return chart(`${name}${bad.includes(name) ? " — differs" : ""}`, st, points.map((p) => [p[1], p[2]]), ["logged", "recomputed"]);
+  });
+  if (charts.length) out.push(h("div", { class: "charts", "data-testid": "check-charts" }, charts));
+  if (c.not_recomputed.length)
+    out.push(h("p", { class: "muted", text: `Not recomputed (advcalc check lists why): ${c.not_recomputed.join(", ")}` }));
+  return out;
+}
+
 function findingTags(s) {
   const tags = s.findings.map((c) => h("span", { class: "tag", text: c }));
   if (state.newSteps.has(s.step)) tags.unshift(h("span", { class: "tag new", "data-testid": "new-step", text: "new" }));
@@ -202,12 +236,12 @@ function chart(title, steps, ys, labels) {
     vals.forEach((v, i) => {
       if (v === null) return;
       g.append(s("circle", { class: "pt", cx: x(i), cy: y(v), r: n > 60 ? 1.5 : 2.6, fill: colour,
-        onclick: () => go(`#/step/${i}`) }, s("title", { text: `${stepName(steps[i].step, i)}: ${fmt(v)}` })));
+        onclick: () => go(`#/step/${steps[i].index ?? i}`) }, s("title", { text: `${stepName(steps[i].step, i)}: ${fmt(v)}` })));
     });
   });
   steps.forEach((st, i) => {
     if (st.findings.length) g.append(s("rect", { class: "flag pt", x: x(i) - 2, y: H - B + 1, width: 4, height: 4,
-      onclick: () => go(`#/step/${i}`) }, s("title", { text: `${stepName(st.step, i)}: ${st.findings.join(", ")}` })));
+      onclick: () => go(`#/step/${st.index ?? i}`) }, s("title", { text: `${stepName(st.step, i)}: ${st.findings.join(", ")}` })));
   });
   const legend = labels && labels.length > 1
     ? h("div", { class: "legend" }, labels.map((l, k) => [h("i", { style: null, "data-c": k }), l]))
