@@ -6,6 +6,7 @@
 
 pub mod assemble;
 pub mod atomic;
+pub mod column_orders;
 pub mod columns;
 pub mod convert;
 pub mod dataset;

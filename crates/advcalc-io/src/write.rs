@@ -539,11 +539,14 @@ impl OutputSink {
     pub fn finish(self) -> Result<()> {
         let name = self.dest.display().to_string();
         let io = |e: std::io::Error| Error::data(format!("{name}: write failed")).with_source(e);
+        let leaves = self.writer.schema_descr().num_columns();
         let buf = self
             .writer
             .into_inner()
             .map_err(|e| Error::data(format!("{name}: write failed")).with_source(e))?;
-        let file = buf.into_file().map_err(io)?;
+        let mut file = buf.into_file().map_err(io)?;
+        // float columns under the order IN's writer used, so readers keep their statistics
+        crate::column_orders::type_defined_floats(&mut file, leaves).map_err(io)?;
         file.sync_all().map_err(io)?;
         persist(self.tmp, &self.dest, self.force, &name)
     }
