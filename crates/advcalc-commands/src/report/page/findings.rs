@@ -120,7 +120,13 @@ pub(super) fn findings(f: &Facts) -> PageSection {
             p("rejection/rejected_token_fraction", Style::Percent),
         );
     }
-    body += "</table>\n<p class=\"meta\">— : the dump lacks the columns for that check (see the notes). docs/inspect.md explains each finding.</p>\n";
+    body += "</table>\n";
+    // the dash's footnote only where a dash is
+    if body.contains(">—<") {
+        body += "<p class=\"meta\">— : not checked: the dump lacks the columns, or the configuration does not run the check (the notes say which). docs/inspect.md explains each finding.</p>\n";
+    } else {
+        body += "<p class=\"meta\">docs/inspect.md explains each finding.</p>\n";
+    }
     if let Some(check) = &f.inspect.logged {
         body += &format!(
             "<h3>Logged advantages</h3>\n<p>This is {} dump: advcalc recomputed every row's advantage as <code>{}</code> under <code>--convention {}</code> and compared it with the one {} logged (docs/trainers.md).</p>\n<table>\n<tr><th>rows compared</th><th>rows differing</th><th>of them in fragile groups</th><th>largest difference</th></tr>\n<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n</table>\n",

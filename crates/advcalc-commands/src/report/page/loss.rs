@@ -19,10 +19,22 @@ pub(super) fn loss(f: &Facts) -> Result<PageSection> {
                 id: "loss",
                 title: "Loss weights by response length",
                 caption,
-                body: Err(format!(
-                    "{}; give the run's trainer YAML (<code>-c</code>) and a dump with <code>old_log_probs</code> (and <code>log_probs</code> off-policy).",
-                    escape(why)
-                )),
+                // the fix that fits the reason: the trainer YAML when there is none, the
+                // columns when they are missing; the reason alone otherwise (a mini-batch size
+                // that does not divide a step is the configuration's, not the dump's)
+                body: Err(if why.contains("no actor_rollout_ref.actor section") {
+                    format!(
+                        "{}; give the run's trainer YAML (<code>-c</code>).",
+                        escape(why)
+                    )
+                } else if why.contains("log_probs") {
+                    format!(
+                        "{}; the replay reads <code>old_log_probs</code> (and <code>log_probs</code> off-policy).",
+                        escape(why)
+                    )
+                } else {
+                    format!("{}.", escape(why.trim_end_matches('.')))
+                }),
             });
         }
     };
