@@ -384,8 +384,8 @@ async function showRow(r, pinned, id) {
   const out = [h("h1", { text: `Row ${r} of ${m.rows}` })];
   out.push(h("div", { class: "facts" },
     h("span", {}, h("b", { text: "score " }), fmt(m.score), m.correct ? " (correct)" : " (incorrect)"),
-    h("span", {}, h("b", { text: "length " }), `${m.length} valid of ${m.tokens} tokens`),
-    m.labels.map((l, v) => h("span", {}, h("b", { text: `advantage ${l} ` }), fmt(m.row_advantages[v]), " mean")),
+    o.sequence_level ? null : h("span", {}, h("b", { text: "length " }), `${m.length} valid of ${m.tokens} tokens`),
+    m.labels.map((l, v) => h("span", {}, h("b", { text: `advantage ${l} ` }), fmt(m.row_advantages[v]), o.sequence_level ? "" : " mean")),
     m.logged !== null ? h("span", {}, h("b", { text: "logged " }), fmt(m.logged)) : null));
   const prev = r > 0 ? h("a", { href: `#/row/${r - 1}`, text: "← previous row" }) : null;
   const next = r + 1 < m.rows ? h("a", { href: `#/row/${r + 1}`, text: "next row →" }) : null;
@@ -397,9 +397,9 @@ async function showRow(r, pinned, id) {
     ["strip", "text"].map((k) => h("option", { value: k, selected: k === mode || null, text: k === "strip" ? "as a strip" : "as text" })));
   const values = d.signals[state.signal];
   const colour = colourFor(state.signal, values, d.mask);
-  out.push(h("div", { class: "toolbar" }, h("label", {}, "colour by ", select), h("label", {}, "show ", modeSel),
+  if (!o.sequence_level) out.push(h("div", { class: "toolbar" }, h("label", {}, "colour by ", select), h("label", {}, "show ", modeSel),
     h("span", { class: "muted", text: SIGNAL_HELP[kindOf(state.signal)] || "" })));
-  out.push(scaleLegend(colour));
+  if (!o.sequence_level) out.push(scaleLegend(colour));
 
   if (o.sequence_level) {
     out.push(h("p", { class: "muted", "data-testid": "sequence-level",
@@ -449,7 +449,10 @@ async function showRow(r, pinned, id) {
   const start = pinned !== null && pinned < d.mask.length ? pinned : (m.reward_at[0] ?? 0);
   if (pinned !== null && pinned < d.mask.length) tokens.children[pinned].classList.add("pinned");
   inspector.replaceChildren(...inspect(d, start).filter(Boolean));
-  out.push(h("div", { class: "row-layout" }, h("div", {}, tokens, keyLine()), inspector));
+  // one score per row: no strip to draw, the row's numbers only
+  out.push(o.sequence_level
+    ? h("div", { class: "row-layout" }, h("div", {}), inspector)
+    : h("div", { class: "row-layout" }, h("div", {}, tokens, keyLine()), inspector));
 
   const fields = h("div", { class: "fields" });
   if (m.decoded !== null) fields.append(h("h2", { text: "Response, decoded (--tokenizer)" }), h("pre", { text: m.decoded }));
@@ -471,7 +474,8 @@ function inspect(d, t) {
     h("tr", { class: name === state.signal ? "chosen" : null, "data-signal": name },
       h("td", { text: name }), h("td", { class: "v", text: vals[t] === null ? "NaN/inf" : String(vals[t]) })));
   return [
-    h("h3", { "data-testid": "token-title", text: `token ${t} of ${d.mask.length}` }),
+    h("h3", { "data-testid": "token-title",
+      text: state.overview.sequence_level ? "the row's numbers" : `token ${t} of ${d.mask.length}` }),
     m.pieces ? h("p", { class: "mono", text: JSON.stringify(m.pieces[t]) }) : null,
     m.token_ids ? h("p", { class: "muted", text: `id ${m.token_ids[t]}` }) : null,
     h("p", { class: "muted", text: `mask ${d.mask[t]}${m.reward_at.includes(t) ? " · reward here" : ""}` }),
