@@ -8,10 +8,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{Array, AsArray, RecordBatch};
 use serde_json::Value;
 
 use common::{advcalc, leftovers, lists_f32, read_parquet, run_in, stderr, write_parquet};
@@ -29,41 +27,10 @@ fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet")
 }
 
-/// Rollout correction with IS weights and two rejection options that remove something
-/// from the demo dump (its train/rollout log-ratios are within a few percent).
-const CORRECTION: [&str; 8] = [
-    "--set",
-    "algorithm.rollout_correction.rollout_is=token",
-    "--set",
-    "algorithm.rollout_correction.rollout_is_threshold=2.0",
-    "--set",
-    "algorithm.rollout_correction.rollout_rs=token_k1,seq_mean_k3",
-    "--set",
-    "algorithm.rollout_correction.rollout_rs_threshold=\"0.98_1.02,0.0002\"",
-];
+const CORRECTION: [&str; 8] = common::DEMO_CORRECTION;
 
-/// The demo dump with a `step` column (rows 0–127 step 1, the rest step 2), written in row
-/// groups of 50 rows (groups cross row groups).
 fn stepped(dir: &Path) -> PathBuf {
-    let batch = read_parquet(&demo());
-    let steps: ArrayRef = Arc::new(Int64Array::from(
-        (0..batch.num_rows())
-            .map(|i| if i < 128 { 1 } else { 2 })
-            .collect::<Vec<i64>>(),
-    ));
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new("step", DataType::Int64, false));
-    let mut columns = batch.columns().to_vec();
-    columns.push(steps);
-    let with_step = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
-    let path = dir.join("stepped.parquet");
-    write_parquet(&path, &with_step, 50);
-    path
+    common::stepped_demo(dir)
 }
 
 /// Run `advcalc report ARGS -o OUT` in `dir` and return the page.

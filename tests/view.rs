@@ -13,8 +13,7 @@ use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use serde_json::Value;
 
 use common::{advcalc, lists_f32, read_parquet, run_in, stderr, write_parquet};
@@ -38,8 +37,8 @@ impl Drop for View {
     }
 }
 
-/// Start `advcalc view ARGS` and wait until its first snapshot is built.
-fn view(dir: &Path, args: &[&str]) -> View {
+/// Start `advcalc view -q ARGS` in `dir` and read the URL it prints first.
+fn start_view(dir: &Path, args: &[&str]) -> View {
     let mut all = vec!["view", "-q"];
     all.extend(args);
     let mut child = advcalc()
@@ -58,11 +57,16 @@ fn view(dir: &Path, args: &[&str]) -> View {
         .strip_prefix("http://")
         .unwrap_or_else(|| panic!("a URL first: {url:?}"));
     let (host, token) = rest.split_once("/?token=").expect("host/?token=");
-    let v = View {
+    View {
         child,
         host: host.to_string(),
         token: token.to_string(),
-    };
+    }
+}
+
+/// Start `advcalc view ARGS` and wait until its first snapshot is built.
+fn view(dir: &Path, args: &[&str]) -> View {
+    let v = start_view(dir, args);
     let start = Instant::now();
     loop {
         let (status, body) = v.get("/api/version");
@@ -137,39 +141,11 @@ fn floats(v: &Value) -> Vec<f32> {
         .collect()
 }
 
-/// The demo with a step column (rows 0..128 step 1, the rest step 2), in row groups of 50.
 fn stepped(dir: &Path) -> PathBuf {
-    let batch = read_parquet(&demo());
-    let steps: ArrayRef = Arc::new(Int64Array::from(
-        (0..batch.num_rows())
-            .map(|i| if i < 128 { 1 } else { 2 })
-            .collect::<Vec<i64>>(),
-    ));
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new("step", DataType::Int64, false));
-    let mut columns = batch.columns().to_vec();
-    columns.push(steps);
-    let with_step = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
-    let path = dir.join("stepped.parquet");
-    write_parquet(&path, &with_step, 50);
-    path
+    common::stepped_demo(dir)
 }
 
-const CORRECTION: [&str; 8] = [
-    "--set",
-    "algorithm.rollout_correction.rollout_is=token",
-    "--set",
-    "algorithm.rollout_correction.rollout_is_threshold=2.0",
-    "--set",
-    "algorithm.rollout_correction.rollout_rs=token_k1,seq_mean_k3",
-    "--set",
-    "algorithm.rollout_correction.rollout_rs_threshold=\"0.98_1.02,0.0002\"",
-];
+const CORRECTION: [&str; 8] = common::DEMO_CORRECTION;
 
 #[test]
 fn a_row_s_tokens_are_the_numbers_advcalc_run_writes_for_that_row() {
@@ -456,25 +432,7 @@ fn follow_shows_a_step_that_lands_while_the_view_runs() {
 fn follow_on_a_directory_with_no_step_yet_serves_and_shows_the_first_one_that_lands() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("steps")).unwrap();
-    let mut child = advcalc()
-        .current_dir(dir.path())
-        .args(["view", "-q", "-e", "grpo", "--follow", "steps"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let (host, token) = line.trim()["http://".len()..]
-        .split_once("/?token=")
-        .unwrap();
-    let v = View {
-        child,
-        host: host.into(),
-        token: token.into(),
-    };
+    let v = start_view(dir.path(), &["-e", "grpo", "--follow", "steps"]);
     let wait_for = |want: &str| {
         let start = Instant::now();
         loop {

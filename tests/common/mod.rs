@@ -207,3 +207,43 @@ pub fn wait_until_writing(child: &mut std::process::Child, dir: &Path) {
         "advcalc finished before it was caught writing"
     );
 }
+
+/// The demo dump with a `step` column (rows 0–127 step 1, the rest step 2), written to
+/// `dir/stepped.parquet` in row groups of 50 (so steps and row groups do not line up).
+pub fn stepped_demo(dir: &Path) -> std::path::PathBuf {
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
+    let batch = read_parquet(&demo);
+    let steps: ArrayRef = Arc::new(Int64Array::from(
+        (0..batch.num_rows())
+            .map(|i| if i < 128 { 1 } else { 2 })
+            .collect::<Vec<i64>>(),
+    ));
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("step", DataType::Int64, false));
+    let mut columns = batch.columns().to_vec();
+    columns.push(steps);
+    let with_step = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+    let path = dir.join("stepped.parquet");
+    write_parquet(&path, &with_step, 50);
+    path
+}
+
+/// Rollout correction with IS weights and two rejection options that remove something from
+/// the demo dump (its train/rollout log-ratios are within a few percent).
+pub const DEMO_CORRECTION: [&str; 8] = [
+    "--set",
+    "algorithm.rollout_correction.rollout_is=token",
+    "--set",
+    "algorithm.rollout_correction.rollout_is_threshold=2.0",
+    "--set",
+    "algorithm.rollout_correction.rollout_rs=token_k1,seq_mean_k3",
+    "--set",
+    "algorithm.rollout_correction.rollout_rs_threshold=\"0.98_1.02,0.0002\"",
+];

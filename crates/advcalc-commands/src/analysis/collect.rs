@@ -49,6 +49,43 @@ pub struct CompareOptions {
     pub correct_above: f64,
 }
 
+/// Open `opts.input` as the commands read it (a trainer's dump parsed on a pool of
+/// `opts.threads`), its dump read under `config`'s trainer options.
+pub fn open_input(opts: &CompareOptions, config: &Config) -> Result<crate::io::input::Opened> {
+    thread_pool(opts.threads)?.install(|| {
+        crate::io::input::open(
+            &crate::io::input_source::InputSource::resolve(&opts.input, opts.input_format)?,
+            opts.allow_nonfinite,
+            &crate::io::trainers::DumpOptions::of(config),
+        )
+    })
+}
+
+/// Every variant's engine on `input`; verl's `rollout_corr` metrics only for a variant with a
+/// correction to show (they read the rollout log-probs, where a NaN would be refused).
+pub fn variant_engines(
+    variants: &[Variant],
+    input: &Dataset,
+    layout: Layout,
+    allow_nonfinite: bool,
+) -> Result<Vec<Engine>> {
+    variants
+        .iter()
+        .map(|v| {
+            Ok(Engine::new(&v.config, input.schema(), &input.name)?
+                .with_layout(layout)
+                .allow_nonfinite(allow_nonfinite)
+                .with_metrics(
+                    v.config
+                        .algorithm
+                        .rollout_correction
+                        .decoupled()
+                        .is_some_and(|c| c.is_some_active()),
+                ))
+        })
+        .collect()
+}
+
 /// What the passes leave for the summaries.
 pub struct Collected {
     /// Each variant's statistics pass and plan (its steps, uids and warnings).

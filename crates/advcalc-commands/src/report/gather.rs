@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use serde_json::Value;
 
-use crate::analysis::collect::{Collected, Variant};
+use crate::analysis::collect::{Collected, Variant, open_input, variant_engines};
 use crate::analysis::comparison::Comparison;
 use crate::analysis::comparison::summary::summarise;
 use crate::analysis::inspection::{self, Inspection, Tallies};
@@ -22,8 +22,6 @@ use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::dataset::Dataset;
-use crate::io::input;
-use crate::io::input_source::InputSource;
 use crate::io::jsonl::SEQUENCE_LEVEL_KEY;
 use crate::shaping::correction::Correction;
 use advcalc_config::Config;
@@ -107,13 +105,7 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
         return Err(Error::usage("report needs at least one estimator"));
     }
     // within a pool of --threads: a trainer dump's reader parses on its threads
-    let opened = thread_pool(opts.read.threads)?.install(|| {
-        input::open(
-            &InputSource::resolve(&opts.read.input, opts.read.input_format)?,
-            opts.read.allow_nonfinite,
-            &crate::io::trainers::DumpOptions::of(&variants[0].config),
-        )
-    })?;
+    let opened = open_input(&opts.read, &variants[0].config)?;
     let input = &opened.dataset;
     let rows = input.rows();
     if let Some(&bad) = opts.rows.iter().find(|&&r| r >= rows) {
@@ -129,23 +121,9 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     let inspection = Inspection::new(first, input, opts.read.layout)?
         .with_variants(variants[1..].iter().map(|v| &v.config))
         .with_own_nan_scores(own_nan_scores);
-    let engines = variants
-        .iter()
-        .map(|v| {
-            Ok(Engine::new(&v.config, input.schema(), &input.name)?
-                .with_layout(opts.read.layout)
-                .allow_nonfinite(allow_nonfinite)
-                // verl's rollout_corr metrics (section 6) cost a pass over the log-ratios:
-                // only for a variant with a correction to show
-                .with_metrics(
-                    v.config
-                        .algorithm
-                        .rollout_correction
-                        .decoupled()
-                        .is_some_and(|c| c.is_some_active()),
-                ))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    // verl's rollout_corr metrics (section 6) cost a pass over the log-ratios: only for a
+    // variant with a correction to show
+    let engines = variant_engines(variants, input, opts.read.layout, allow_nonfinite)?;
     let jobs: Vec<Job<'_>> = engines.iter().map(Engine::job).collect();
     let mut projection: Vec<usize> = jobs
         .iter()

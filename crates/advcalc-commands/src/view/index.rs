@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::analysis::buckets::uid_groups;
-use crate::analysis::collect::Variant;
+use crate::analysis::collect::{Variant, open_input, variant_engines};
 use crate::analysis::fragile::fragile_groups;
 use crate::analysis::inspection::{Inspection, Tallies};
 use crate::analysis::log_check::{CheckOptions, check};
@@ -23,10 +23,9 @@ use crate::engine::metrics;
 use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
-use crate::io::input::{self, Opened};
-use crate::io::input_source::InputSource;
+use crate::io::input::Opened;
 use crate::io::jsonl::SEQUENCE_LEVEL_KEY;
-use crate::io::trainers::{DumpOptions, LOGGED_ADVANTAGE};
+use crate::io::trainers::LOGGED_ADVANTAGE;
 
 use super::ViewOptions;
 
@@ -113,36 +112,14 @@ impl Snapshot {
         }
         let read = &opts.read;
         let pool = thread_pool(read.threads)?;
-        let opened = pool.install(|| {
-            input::open(
-                &InputSource::resolve(&read.input, read.input_format)?,
-                read.allow_nonfinite,
-                &DumpOptions::of(&variants[0].config),
-            )
-        })?;
+        let opened = open_input(read, &variants[0].config)?;
         let input = &opened.dataset;
         let own_nan_scores = opened.own_nan_scores(variants.iter().map(|v| &v.config));
         let allow_nonfinite = read.allow_nonfinite || own_nan_scores;
         let inspection = Inspection::new(&variants[0].config, input, read.layout)?
             .with_variants(variants[1..].iter().map(|v| &v.config))
             .with_own_nan_scores(own_nan_scores);
-        let mut engines = variants
-            .iter()
-            .map(|v| {
-                Ok(Engine::new(&v.config, input.schema(), &input.name)?
-                    .with_layout(read.layout)
-                    .allow_nonfinite(allow_nonfinite)
-                    // verl's rollout_corr metrics read the rollout log-probs (which a NaN
-                    // there would refuse): only for a variant with a correction to show
-                    .with_metrics(
-                        v.config
-                            .algorithm
-                            .rollout_correction
-                            .decoupled()
-                            .is_some_and(|c| c.is_some_active()),
-                    ))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let mut engines = variant_engines(variants, input, read.layout, allow_nonfinite)?;
         let mut notes: Vec<String> = Vec::new();
         let has_loss = match &opts.loss {
             Ok(config) if config.actor_given => {

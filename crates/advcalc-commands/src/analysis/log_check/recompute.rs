@@ -21,9 +21,7 @@ use crate::engine::passes::{prepare_jobs, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::dataset::Dataset;
-use crate::io::input::{self, Opened};
-use crate::io::input_source::InputSource;
-use crate::io::trainers::DumpOptions;
+use crate::io::input::Opened;
 
 use super::CheckOptions;
 
@@ -144,13 +142,7 @@ pub struct Recomputed {
 pub fn recompute(variant: &Variant, opts: &CheckOptions) -> Result<Recomputed> {
     let read = &opts.read;
     let pool = thread_pool(read.threads)?;
-    let opened = pool.install(|| {
-        input::open(
-            &InputSource::resolve(&read.input, read.input_format)?,
-            read.allow_nonfinite,
-            &DumpOptions::of(&variant.config),
-        )
-    })?;
+    let opened = crate::analysis::collect::open_input(read, &variant.config)?;
     let input: &Dataset = &opened.dataset;
     let allow_nonfinite =
         read.allow_nonfinite || opened.own_nan_scores([&variant.config].into_iter());
