@@ -46,6 +46,8 @@ pub struct Snapshot {
     pub index: Index,
     /// The overview's JSON, made on first request (it does not change with the snapshot).
     overview: std::sync::OnceLock<Value>,
+    /// A verl JSONL dump's line starts, found on the first row request.
+    jsonl_lines: std::sync::OnceLock<std::result::Result<super::jsonl_lines::LineIndex, String>>,
 }
 
 /// The steps, groups and rows, as scalars.
@@ -230,7 +232,22 @@ impl Snapshot {
             projection,
             index,
             overview: std::sync::OnceLock::new(),
+            jsonl_lines: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Where a verl JSONL dump's rows start (`None` for another input).
+    pub fn jsonl_lines(&self) -> Result<Option<&super::jsonl_lines::LineIndex>> {
+        let Some(jsonl) = self.opened.file.as_ref().and_then(|f| f.jsonl.as_ref()) else {
+            return Ok(None);
+        };
+        match self.jsonl_lines.get_or_init(|| {
+            super::jsonl_lines::LineIndex::build(&jsonl.files)
+                .map_err(|e| super::server::describe(&e))
+        }) {
+            Ok(ix) => Ok(Some(ix)),
+            Err(why) => Err(Error::data(why.clone())),
+        }
     }
 
     /// The overview's JSON ([`Index::overview`]), made once.

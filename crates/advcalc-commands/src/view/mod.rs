@@ -14,6 +14,7 @@ mod auth;
 mod follow;
 mod http;
 mod index;
+mod jsonl_lines;
 mod row;
 mod server;
 

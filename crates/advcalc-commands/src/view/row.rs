@@ -177,8 +177,8 @@ pub fn row_json(snapshot: &Snapshot, row: usize, tokenizer: Option<&Tokenizer>) 
         }
     }
     // a verl JSONL dump's rows are spooled without their text: read from the row's own line
-    if let Some(jsonl) = snapshot.opened.file.as_ref().and_then(|f| f.jsonl.as_ref()) {
-        text.extend(jsonl_text(&jsonl.files, row)?);
+    if let Some(lines) = snapshot.jsonl_lines()? {
+        text.extend(lines.text(row)?);
     }
     let ids = TOKEN_IDS
         .iter()
@@ -303,47 +303,4 @@ fn floats_of_row(column: &ArrayRef, i: usize) -> Option<Vec<f32>> {
         ),
         _ => None,
     }
-}
-
-/// The string fields of row `row` of a JSONL dump (its non-blank lines over `files`, in
-/// order), `input` and `output` first.
-fn jsonl_text(files: &[std::path::PathBuf], row: usize) -> Result<Vec<(String, String)>> {
-    use std::io::BufRead as _;
-    let mut seen = 0usize;
-    for file in files {
-        let reader = std::io::BufReader::new(std::fs::File::open(file).map_err(|e| {
-            crate::error::Error::data(format!("{}: cannot open", file.display())).with_source(e)
-        })?);
-        for line in reader.lines() {
-            let line = line.map_err(|e| {
-                crate::error::Error::data(format!("{}: cannot read", file.display())).with_source(e)
-            })?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            if seen == row {
-                let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&line) else {
-                    return Ok(Vec::new());
-                };
-                let mut out: Vec<(String, String)> = Vec::new();
-                for key in ["input", "output"] {
-                    if let Some(Value::String(t)) = fields.get(key) {
-                        out.push((key.to_string(), t.clone()));
-                    }
-                }
-                for (k, v) in &fields {
-                    if let Value::String(t) = v
-                        && k != "input"
-                        && k != "output"
-                        && k != "uid"
-                    {
-                        out.push((k.clone(), t.clone()));
-                    }
-                }
-                return Ok(out);
-            }
-            seen += 1;
-        }
-    }
-    Ok(Vec::new())
 }
