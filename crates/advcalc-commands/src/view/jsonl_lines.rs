@@ -3,7 +3,7 @@
 //! row's `input` and `output` are one seek and one line away however deep in the dump it is.
 
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -76,12 +76,12 @@ impl LineIndex {
     }
 }
 
-fn open(file: &PathBuf) -> Result<std::fs::File> {
+fn open(file: &Path) -> Result<std::fs::File> {
     std::fs::File::open(file)
         .map_err(|e| Error::data(format!("{}: cannot open", file.display())).with_source(e))
 }
 
-fn read_error(file: &PathBuf, e: std::io::Error) -> Error {
+fn read_error(file: &Path, e: std::io::Error) -> Error {
     Error::data(format!("{}: cannot read", file.display())).with_source(e)
 }
 
