@@ -86,6 +86,23 @@ pub fn variant_engines(
         .collect()
 }
 
+/// Every job's pass-2 outputs of unit `u`'s row group (`batch`, read with the union of the
+/// jobs' columns).
+pub fn outputs_of(
+    jobs: &[Job<'_>],
+    plans: &[Plan],
+    input: &Dataset,
+    u: usize,
+    batch: &arrow_array::RecordBatch,
+) -> Result<Vec<crate::engine::job::GroupOutputs>> {
+    let part = input.part(u);
+    let start = input.units()[u].start;
+    jobs.iter()
+        .zip(plans)
+        .map(|(job, p)| job.at(part).row_group_outputs(batch, start, p))
+        .collect()
+}
+
 /// What the passes leave for the summaries.
 pub struct Collected {
     /// Each variant's statistics pass and plan (its steps, uids and warnings).

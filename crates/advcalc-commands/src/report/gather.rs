@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use serde_json::Value;
 
-use crate::analysis::collect::{Collected, Variant, open_input, variant_engines};
+use crate::analysis::collect::{Collected, Variant, open_input, outputs_of, variant_engines};
 use crate::analysis::comparison::Comparison;
 use crate::analysis::comparison::summary::summarise;
 use crate::analysis::inspection::{self, Inspection, Tallies};
@@ -356,22 +356,6 @@ fn reread(
             strips::extract(outputs, row - units[u].start, row, reason, correct[row])
         })
         .collect())
-}
-
-/// Every job's pass-2 outputs of one unit's row group.
-fn outputs_of(
-    jobs: &[Job<'_>],
-    prepared: &[Plan],
-    input: &Dataset,
-    u: usize,
-    batch: &arrow_array::RecordBatch,
-) -> Result<Vec<GroupOutputs>> {
-    let part = input.part(u);
-    let start = input.units()[u].start;
-    jobs.iter()
-        .zip(prepared)
-        .map(|(job, p)| job.at(part).row_group_outputs(batch, start, p))
-        .collect()
 }
 
 /// The advantages of the valid tokens (mask after rejection).

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::analysis::buckets::uid_groups;
-use crate::analysis::collect::{Variant, open_input, variant_engines};
+use crate::analysis::collect::{Variant, open_input, outputs_of, variant_engines};
 use crate::analysis::fragile::fragile_groups;
 use crate::analysis::inspection::{Inspection, Tallies};
 use crate::analysis::log_check::{CheckOptions, check};
@@ -334,22 +334,6 @@ fn logged_of(batch: &RecordBatch) -> Result<Option<Vec<Option<f64>>>> {
         }
     };
     Ok(Some(values))
-}
-
-/// Every job's pass-2 outputs of one unit's row group.
-fn outputs_of(
-    jobs: &[Job<'_>],
-    plans: &[Plan],
-    input: &crate::io::dataset::Dataset,
-    u: usize,
-    batch: &RecordBatch,
-) -> Result<Vec<GroupOutputs>> {
-    let part = input.part(u);
-    let start = input.units()[u].start;
-    jobs.iter()
-        .zip(plans)
-        .map(|(job, p)| job.at(part).row_group_outputs(batch, start, p))
-        .collect()
 }
 
 impl Index {
