@@ -2,7 +2,8 @@
 //! `docs/datasets.md`) for runners that spread a dataset's files over processes or machines
 //! (the Python package's `advcalc.ray`): its files in the CLI's order, a share of them run as
 //! the CLI runs a dataset, and the clean-up of the temporary outputs killed writers left.
-//! [`crate::run_with`] runs a whole dataset.
+//! [`crate::run_with`] runs a whole dataset; [`part_stats`] and [`part_outputs`] are the passes
+//! on one file of an input whose plan is made elsewhere.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::io::dataset::{Dataset, path_step};
 use crate::io::format::Format;
 use crate::io::input_source::InputSource;
+pub use advcalc_commands::part_passes::{PartOf, StatsOf, part_outputs, part_stats};
 use advcalc_commands::run::{DatasetOptions, RunOptions, RunSummary};
 
 /// One file of a dataset.

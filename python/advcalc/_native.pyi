@@ -52,6 +52,18 @@ def run_parts(
     (the CLI's dataset run: pass 1, plan, pass 2, its writer), outputs at ``dst/rel``,
     overwritten; (rows, warnings)."""
 
+def run_object_parts(
+    name: str,
+    base: str,
+    rels: Sequence[str],
+    dst: str,
+    config: ConfigArgs,
+    read: ReadArgs,
+    force: bool,
+) -> Tuple[int, List[str]]:
+    """``run_parts`` on objects under the prefix ``base``, outputs under ``dst`` (a prefix or
+    a local directory), put as ``advcalc run s3://… s3://…`` puts them; (rows, warnings)."""
+
 def remove_stale_temporaries(dir: str) -> None:
     """Remove the temporary outputs in ``dir`` that killed processes of this host left."""
 
@@ -81,6 +93,28 @@ class Engine:
     ) -> Tuple[bytes, List[Optional[int]]]: ...
     def plan(self, stats: Sequence[bytes]) -> Plan: ...
     def token_outputs(self, data: Any, first_row: int, shard: bytes) -> pa.Table: ...
+    def file_stats(
+        self,
+        src: str,
+        step: Optional[int],
+        first_row: int,
+        prepass: bool,
+        pre: Optional[bytes],
+        threads: Optional[int],
+    ) -> Tuple[bytes, List[Optional[int]]]:
+        """The pre-pass or pass 1 of a file or object read by the CLI's IO layer."""
+    def file_outputs(
+        self,
+        dataset: str,
+        src: str,
+        step: Optional[int],
+        first_row: int,
+        shard: bytes,
+        dst: str,
+        threads: Optional[int],
+    ) -> int:
+        """Pass 2 of a file or object with its plan shard, written to the local path ``dst``
+        by the CLI's writer; the rows written."""
 
 def cli(args: Sequence[str]) -> int: ...
 def estimators() -> str:

@@ -20,14 +20,18 @@ provenance).
 
 1. (only for an adaptive KL controller, or OTB with batch-normalised IS weights) a pre-pass
    ``map_batches`` over the units: their per-row statistics, merged on the driver;
-2. pass 1, ``map_batches`` over the units (one file or block each): per-row statistics, a
-   few numbers per row, sent back to the driver;
+2. pass 1, ``map_batches`` over the units (one file or block each; a file or an object read
+   by the CLI's IO layer, only the columns the maths needs): per-row statistics, a few
+   numbers per row, sent back to the driver;
 3. the plan, on the driver, by the same Rust code as the CLI (the KL controller scanned over
    the steps in order, group and batch statistics per step), cut into one shard per unit
    (the steps its rows hold), each put in the object store;
-4. pass 2, ``map_batches`` over the units: each reads its unit again, applies its shard and
-   writes its output file atomically (a temporary name, then a rename), so a task that Ray
-   kills and retries leaves one whole file.
+4. pass 2, ``map_batches`` over the units: each runs the CLI's pass 2 on its file or object
+   with its shard (``Engine.file_outputs``: the computed columns encoded, IN's other column
+   chunks copied byte for byte, the CLI's provenance) and writes its output atomically (a
+   temporary name, then a rename; an object put once complete), so a task that Ray kills
+   and retries leaves one whole file. A Dataset's blocks, which have no file, are written by
+   pyarrow.
 
 No token data crosses the network except each unit's own read and write: no shuffle, no
 ``groupby().map_groups``. Workers need the package (the distribution ``advcalc-rl``; the
@@ -183,7 +187,6 @@ def run(
     needed = engine.pass1_columns()
     run_id = uuid.uuid4().hex[:12]
     shares = _cut([[i] for i in range(len(units))], n_tasks)
-    items = _items(len(shares))
 
     def each(fn):
         # one task per share of the units; the UDF gets a one-row table holding the share's
@@ -196,18 +199,28 @@ def run(
                 return _failed(share[0], e)
             return pa.concat_tables(rows, promote_options="default")
 
-        return _take_all(items.map_batches(udf, batch_size=1, batch_format="pyarrow"))
+        return _run_tasks(len(shares), udf)
+
+    # a file or an object is read by the CLI's IO layer (its own schema, the step of its
+    # path); a Dataset's block, in memory, through an Arrow C stream
+    def prepass_of(i: int, e: Any) -> pa.Table:
+        unit = units[i]
+        if unit.path is not None:
+            stats, _ = e.file_stats(unit.path, unit.step, starts[i], True, None, _task_threads())
+        else:
+            stats = e.prepass_stats(_read(unit, needed), starts[i])
+        return _row(i, stats=stats)
 
     prepass = None
     if engine.needs_prepass():
-        found = each(
-            lambda i, e: _row(i, stats=e.prepass_stats(_read(units[i], needed), starts[i]))
-        )
-        prepass = ray.put(_native.merge_stats(_ordered(found, "stats")))
+        prepass = ray.put(_native.merge_stats(_ordered(each(prepass_of), "stats")))
 
     def pass1(i: int, e: Any) -> pa.Table:
-        got = ray.get(prepass) if prepass is not None else None
-        stats, steps = e.row_stats(_read(units[i], needed), starts[i], got)
+        unit, got = units[i], ray.get(prepass) if prepass is not None else None
+        if unit.path is not None:
+            stats, steps = e.file_stats(unit.path, unit.step, starts[i], False, got, _task_threads())
+        else:
+            stats, steps = e.row_stats(_read(unit, needed), starts[i], got)
         return _row(i, stats=stats, steps=[s for s in steps])
 
     found = each(pass1)
@@ -216,11 +229,12 @@ def run(
     shards = [ray.put(plan.shard(steps[i])) for i in range(len(units))]
 
     def pass2(i: int, e: Any) -> pa.Table:
-        data = _read(units[i])
-        table = e.token_outputs(data, starts[i], ray.get(shards[i]))
-        # the output holds the file's own columns, as the CLI's dataset run writes it
-        if units[i].step is not None and "step" not in _file_columns(units[i]):
-            table = table.drop_columns(["step"])
+        unit, shard = units[i], ray.get(shards[i])
+        if unit.path is not None:
+            # a file or an object: the CLI's writer, IN's unchanged column chunks copied
+            return _row(i, rows=_file_outputs(e, name, unit, starts[i], shard, targets[i], force))
+        # a Dataset's block has no file to copy from: its table, written by pyarrow
+        table = e.token_outputs(_read(unit), starts[i], shard)
         _write(table, targets[i], run_id, force)
         return _row(i, rows=table.num_rows)
 
@@ -241,10 +255,62 @@ def run(
     }
 
 
-def _take_all(dataset: Any) -> List[Dict[str, Any]]:
-    """``dataset.take_all()``, raising the first advcalc error a task returned (``_failed``)
-    as itself."""
-    rows = dataset.take_all()
+def _task_threads() -> int:
+    """A task's engine threads: as many as the task has CPUs."""
+    import ray
+
+    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+    return max(1, int(cpus))
+
+
+def _file_outputs(
+    e: Any,
+    name: str,
+    unit: _Unit,
+    first_row: int,
+    shard: bytes,
+    target: Union[str, Path],
+    force: bool,
+) -> int:
+    """Pass 2 of a file or an object of the input ``name`` by the CLI's writer
+    (``Engine.file_outputs``): into a local directory, written beside the target and renamed
+    into place (over a retried task's own earlier output; the driver checked the targets);
+    into a prefix, written to a local temporary file and put as ``_put`` puts. Returns the
+    rows written."""
+    if isinstance(target, Path):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return e.file_outputs(name, unit.path, unit.step, first_row, shard, str(target), _task_threads())
+    scratch = tempfile.mkdtemp(prefix="advcalc-ray-")
+    try:
+        local = os.path.join(scratch, _name(target))
+        rows = e.file_outputs(name, unit.path, unit.step, first_row, shard, local, _task_threads())
+        _put_file(local, target, force)
+        return rows
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_tasks(n: int, udf: Any) -> List[Dict[str, Any]]:
+    """One Ray Data execution of `n` tasks, ``udf`` on each task's one-row table (its number),
+    all at once as far as the cluster's CPUs go; the rows they return. The first advcalc
+    error a task returned (``_failed``) is raised as itself.
+
+    Ray Data's resource reservation (``op_resource_reservation_enabled``, on by default) holds
+    back part of the cluster's CPUs for operators downstream of a map; our map has none, so
+    on a small cluster its tasks ran one at a time (Ray 2.60, 2 CPUs: two tasks of 0.5 s took
+    1.07 s, and 0.55 s without it). It is switched off while these datasets are made and
+    run, and the caller's setting restored."""
+    from ray.data import DataContext
+
+    ctx = DataContext.get_current()
+    had = getattr(ctx, "op_resource_reservation_enabled", None)
+    if had is not None:
+        ctx.op_resource_reservation_enabled = False
+    try:
+        rows = _items(n).map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
+    finally:
+        if had is not None:
+            ctx.op_resource_reservation_enabled = had
     for r in sorted(rows, key=lambda r: r["unit"]):
         if r.get("error") is not None:
             raise pickle.loads(r["error"])
@@ -339,16 +405,12 @@ def _run_per_step(
     the CLI's IO layer, and each output is put as the CLI puts it (once complete,
     create-only unless `force`: a retried task whose earlier attempt put an output is
     refused, naming it). Returns the tasks' warnings, in step order."""
-    import ray
-
     objects = _remote.is_url(units[0].path)
 
     def udf(batch: pa.Table) -> pa.Table:
         g = batch.column("unit")[0].as_py()
         members = [units[i] for i in tasks[g]]
-        # as many engine threads as the task has CPUs
-        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
-        args = (cfg, {**read, "threads": max(1, int(cpus))})
+        args = (cfg, {**read, "threads": _task_threads()})
         try:
             base, rels, out = _base(members[0]), [u.out for u in members], str(out_dir)
             if objects:
@@ -367,7 +429,7 @@ def _run_per_step(
         })
 
     try:
-        done = _take_all(_items(len(tasks)).map_batches(udf, batch_size=1, batch_format="pyarrow"))
+        done = _run_tasks(len(tasks), udf)
     finally:
         # temporaries of tasks that Ray killed mid-write (their retries wrote the outputs)
         if isinstance(out_dir, Path):
@@ -503,10 +565,6 @@ def _schema(units: List[_Unit]) -> pa.Schema:
     return first
 
 
-def _file_columns(unit: _Unit) -> List[str]:
-    return (unit.schema or file_schema(unit.path)).names
-
-
 def _read_schema(unit: _Unit) -> pa.Schema:
     schema = (unit.schema or file_schema(unit.path)).remove_metadata()
     if unit.step is not None and "step" not in schema.names:
@@ -599,22 +657,27 @@ def _write(table: pa.Table, path: Union[str, Path], run_id: str, force: bool) ->
 
 
 def _put(table: pa.Table, url: str, force: bool) -> None:
-    """The output written to a local temporary file, then put at ``url`` by the native sink
-    (visible only when complete; create-only unless ``force``). A create-only put refused
-    because the object holds exactly these bytes is this task's own earlier attempt (Ray
-    retried the task after its put): done. Any other existing object is refused."""
+    """The output written to a local temporary file, then put at ``url`` (``_put_file``)."""
     scratch = tempfile.mkdtemp(prefix="advcalc-ray-")
     try:
         name = _name(url)
         local = os.path.join(scratch, name)
         write_file(table, Path(local), like=Path(name))
-        try:
-            _remote.put(local, url, force)
-        except UsageError:
-            if force or not _remote.same_bytes(local, url):
-                raise
+        _put_file(local, url, force)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _put_file(local: str, url: str, force: bool) -> None:
+    """The finished local file put at ``url``: visible only when complete; create-only unless
+    ``force``. A create-only put refused because the object holds exactly these bytes is this
+    task's own earlier attempt (Ray retried the task after its put): done. Any other existing
+    object is refused."""
+    try:
+        _remote.put(local, url, force)
+    except UsageError:
+        if force or not _remote.same_bytes(local, url):
+            raise
 
 
 def _remove_temporaries(out_dir: Path, units: List[_Unit], run_id: str) -> None:

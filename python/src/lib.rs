@@ -468,6 +468,31 @@ fn estimator_name(py: Python<'_>, config: ConfigArgs) -> PyResult<String> {
 #[pyclass(name = "Engine", frozen)]
 struct PyEngine {
     engine: Engine,
+    /// What the engine was made with, for the passes on one file (`file_stats`,
+    /// `file_outputs`), which bind an engine to the file's own schema.
+    config: Config,
+    layout: Layout,
+    allow_nonfinite: bool,
+}
+
+impl PyEngine {
+    /// The run options of the passes on the file `src` (its output at `dst`).
+    fn part_options(&self, src: String, dst: PathBuf, threads: Option<usize>) -> RunOptions {
+        RunOptions {
+            input: PathBuf::from(src),
+            output: dst,
+            // the driver checked the outputs; a retried task redoes its file
+            force: true,
+            threads,
+            progress: false,
+            layout: self.layout,
+            allow_nonfinite: self.allow_nonfinite,
+            input_format: None,
+            output_format: None,
+            metrics: None,
+            memory: None,
+        }
+    }
 }
 
 #[pymethods]
@@ -480,13 +505,82 @@ impl PyEngine {
         name: String,
         read: ReadArgs,
     ) -> PyResult<Self> {
-        let engine = run_engine(py, move || {
+        run_engine(py, move || {
             let config = config.load()?;
-            Ok(Engine::new(&config, Arc::new(schema.0), &name)?
-                .with_layout(read.layout()?)
-                .allow_nonfinite(read.allow_nonfinite))
+            let layout = read.layout()?;
+            let engine = Engine::new(&config, Arc::new(schema.0), &name)?
+                .with_layout(layout)
+                .allow_nonfinite(read.allow_nonfinite);
+            Ok(PyEngine {
+                engine,
+                config,
+                layout,
+                allow_nonfinite: read.allow_nonfinite,
+            })
+        })
+    }
+
+    /// The pre-pass (`prepass=True`) or pass 1 of the file or object `src`, read by the
+    /// CLI's IO layer (only the columns the maths needs; an object by ranged GETs): rows
+    /// `first_row..` of the input, `step` the step its path names. Pass 1 takes the whole
+    /// input's pre-pass statistics (`merge_stats`) when the configuration needs them.
+    /// Returns the statistics as bytes and the steps the file holds.
+    #[allow(clippy::too_many_arguments)]
+    fn file_stats<'py>(
+        &self,
+        py: Python<'py>,
+        src: String,
+        step: Option<i64>,
+        first_row: usize,
+        prepass: bool,
+        pre: Option<&[u8]>,
+        threads: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<Option<i64>>)> {
+        let pre = pre.map(<[u8]>::to_vec);
+        let (bytes, steps) = run_engine(py, || {
+            let opts = self.part_options(src, PathBuf::new(), threads);
+            let part = advcalc::dataset::PartOf {
+                first_row,
+                path_step: step,
+            };
+            let pre = pre.as_deref().map(RowStats::from_bytes).transpose()?;
+            let of = match prepass {
+                true => advcalc::dataset::StatsOf::Prepass,
+                false => advcalc::dataset::StatsOf::Pass1(pre.as_ref()),
+            };
+            let stats = advcalc::dataset::part_stats(&self.config, &opts, part, of)?;
+            Ok((stats.to_bytes()?, stats.steps()))
         })?;
-        Ok(PyEngine { engine })
+        Ok((PyBytes::new(py, &bytes), steps))
+    }
+
+    /// Pass 2 of the file or object `src` (rows `first_row..` of the input `dataset`; `step`
+    /// the step its path names) with the plan `shard` of its steps, written to the local path
+    /// `dst` by the CLI's writer (IN's unchanged column chunks copied byte for byte, a
+    /// temporary file synced and renamed into place, the provenance). Returns the rows
+    /// written.
+    #[allow(clippy::too_many_arguments)]
+    fn file_outputs(
+        &self,
+        py: Python<'_>,
+        dataset: String,
+        src: String,
+        step: Option<i64>,
+        first_row: usize,
+        shard: &[u8],
+        dst: PathBuf,
+        threads: Option<usize>,
+    ) -> PyResult<usize> {
+        let shard = shard.to_vec();
+        run_engine(py, || {
+            let shard = PlanShard::from_bytes(&shard)?;
+            let opts = self.part_options(src, dst, threads);
+            let part = advcalc::dataset::PartOf {
+                first_row,
+                path_step: step,
+            };
+            advcalc::dataset::part_outputs(&self.config, &opts, part, &dataset, &shard)
+        })
     }
 
     /// Whether pass 1 needs the statistics of a pre-pass first (adaptive KL, OTB with

@@ -337,8 +337,8 @@ def test_ray_run_from_a_prefix_to_a_prefix_writes_what_it_writes_locally(
         out = read_object(f"ray-{layout}/adv/{rel}")
         same_columns(out, pq.read_table(path))
         same_columns(out, pq.read_table(tmp_path / "cli" / rel))
-        # written by the CLI's writer from the object itself (the two passes' pyarrow
-        # outputs carry no provenance): the input's ETag, as `advcalc run s3://…` records it
+        # written by the CLI's writer from the object itself: the input's ETag, as
+        # `advcalc run s3://…` records it
         meta = {k.decode(): v.decode() for k, v in (out.schema.metadata or {}).items()}
         assert meta.get("advcalc.dataset") == src
         assert meta.get("advcalc.input_etag", "").strip('"') == etag(f"ray-{layout}/dumps/{rel}")
@@ -375,6 +375,10 @@ def test_ray_run_from_a_prefix_to_a_prefix_writes_what_it_writes_locally(
             same_columns(pq.read_table(tmp_path / "here" / rel), want)
             same_columns(read_object(f"ray-two/adv/{rel}"), want)
             same_columns(read_object(f"ray-glob/adv/{rel}"), want)
+            # the two passes' pass 2 through the CLI's writer too, from the object itself
+            two_meta = read_object(f"ray-two/adv/{rel}").schema.metadata or {}
+            assert two_meta.get(b"advcalc.input_etag", b"").decode().strip('"') == etag(
+                f"ray-{layout}/dumps/{rel}")
 
 
 def test_the_per_step_path_takes_objects(tmp_path: Path) -> None:

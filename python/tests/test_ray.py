@@ -298,3 +298,48 @@ def test_dataset_refusals_as_the_cli(tmp_path: Path) -> None:
     assert done.returncode != 0 and "step=2" in done.stderr
     with pytest.raises(advcalc.Error, match="step=2"):
         advcalc.ray.run(src, tmp_path / "ray", estimator="grpo")
+
+
+def test_the_two_passes_write_each_file_as_the_cli_dataset_run_does(tmp_path: Path) -> None:
+    # pass 2 through the CLI's writer: the same schema (the path's step not added as a
+    # column), the same column chunks (IN's copied byte for byte, the computed ones encoded
+    # as the CLI encodes them) and the CLI's provenance
+    src = hive_dataset(tmp_path / "rollouts")
+    cli("run", "-q", "-e", "rloo", src, tmp_path / "cli")
+    summary = advcalc.ray.run(src, tmp_path / "ray", estimator="rloo", per_step=False)
+    assert summary["per_step"] is False
+    for out in summary["outputs"]:
+        rel = Path(out).relative_to(tmp_path / "ray")
+        got, want = pq.ParquetFile(out), pq.ParquetFile(tmp_path / "cli" / rel)
+        assert got.schema_arrow.names == want.schema_arrow.names
+        assert "step" not in got.schema_arrow.names
+        same_columns(got.read(), want.read())
+        assert got.metadata.num_row_groups == want.metadata.num_row_groups
+        for rg in range(got.metadata.num_row_groups):
+            for c in range(got.metadata.num_columns):
+                a, b = got.metadata.row_group(rg).column(c), want.metadata.row_group(rg).column(c)
+                assert (a.path_in_schema, a.total_compressed_size, a.encodings) == (
+                    b.path_in_schema, b.total_compressed_size, b.encodings)
+                assert a.statistics == b.statistics, (rel, a.path_in_schema)
+        meta = {k.decode(): v.decode() for k, v in got.metadata.metadata.items() if k.startswith(b"advcalc.")}
+        cli_meta = {k.decode(): v.decode() for k, v in want.metadata.metadata.items() if k.startswith(b"advcalc.")}
+        # the plan's fingerprint is the dataset run's own (its --resume); the rest is the same
+        cli_meta.pop("advcalc.plan")
+        assert meta == cli_meta
+
+
+def test_the_two_passes_name_the_file_and_its_row(tmp_path: Path) -> None:
+    # pass 1 reads each file through the CLI's IO layer: a bad value is named by its file and
+    # its row within the file, as the CLI's dataset run names it (row 5 of part1, not 133)
+    table = pq.read_table(DEMO)
+    first, second = table.slice(0, 128), table.slice(128)
+    scores = second.column("rm_scores").to_pylist()
+    scores[5][-1] = float("nan")
+    i = second.schema.get_field_index("rm_scores")
+    second = second.set_column(i, "rm_scores", pa.array(scores, second.schema.field(i).type))
+    pq.write_table(first, tmp_path / "part0.parquet")
+    pq.write_table(second, tmp_path / "part1.parquet")
+    with pytest.raises(advcalc.DataError, match=r"part1\.parquet: column `rm_scores` row 5: NaN"):
+        advcalc.ray.run([tmp_path / "part0.parquet", tmp_path / "part1.parquet"], tmp_path / "out",
+                        estimator="grpo", per_step=False)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -21,6 +21,7 @@ pub mod estimators;
 pub mod inspect;
 pub mod losses;
 pub mod numbers;
+pub mod part_passes;
 pub mod provenance;
 pub mod report;
 pub mod run;

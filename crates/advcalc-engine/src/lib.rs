@@ -100,6 +100,10 @@ pub struct Engine {
     config: u64,
     /// The schema of pass 2's record batches, worked out once.
     output_schema: SchemaRef,
+    /// On one file of a larger input ([`Engine::at`]): the input row of the file's first
+    /// row, and the step its path names.
+    row_base: usize,
+    path_step: Option<i64>,
 }
 
 /// What [`Engine::compute`] returns.
@@ -146,6 +150,8 @@ impl Engine {
             metrics: false,
             config: fingerprint::config(config),
             output_schema,
+            row_base: 0,
+            path_step: None,
         };
         engine.job().check_columns()?;
         Ok(engine)
@@ -169,14 +175,24 @@ impl Engine {
         self
     }
 
+    /// The engine on one file of a larger input whose other files other processes read
+    /// (`advcalc.ray`): the file's first row is input row `first_row` (messages count rows
+    /// within the file), and `path_step` is the step its path names (`step=N`), which fills
+    /// a missing `step` column or must agree with the one there. The schema is the file's own.
+    pub fn at(mut self, first_row: usize, path_step: Option<i64>) -> Self {
+        self.row_base = first_row;
+        self.path_step = path_step;
+        self
+    }
+
     /// The engine's work per row group, for the commands' parallel passes over a file.
     pub fn job(&self) -> Job<'_> {
         Job {
             pipeline: &self.pipeline,
             columns: &self.columns,
             file: &self.name,
-            row_base: 0,
-            path_step: None,
+            row_base: self.row_base,
+            path_step: self.path_step,
             layout: self.layout,
             allow_nonfinite: self.allow_nonfinite,
             metrics: self.metrics,
@@ -359,13 +375,7 @@ impl Engine {
         shard: &PlanShard,
     ) -> Result<RecordBatch> {
         self.check_rows(batch, first_row)?;
-        if shard.config != self.config {
-            return Err(Error::usage(format!(
-                "{}: the plan shard was made with another configuration",
-                self.name
-            ))
-            .with_hint("use the shard of this engine's plan"));
-        }
+        self.check_shard(shard)?;
         let done = self.job().row_group_outputs_with(
             batch,
             first_row,
@@ -375,6 +385,18 @@ impl Engine {
             None,
         )?;
         Ok(self.finish(batch, done)?.0)
+    }
+
+    /// Refuse a plan shard made with another configuration than this engine's.
+    pub fn check_shard(&self, shard: &PlanShard) -> Result<()> {
+        if shard.config != self.config {
+            return Err(Error::usage(format!(
+                "{}: the plan shard was made with another configuration",
+                self.name
+            ))
+            .with_hint("use the shard of this engine's plan"));
+        }
+        Ok(())
     }
 
     /// Pass 2's record batch from a row group's outputs, and its metric parts when collected.
