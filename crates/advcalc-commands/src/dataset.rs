@@ -25,7 +25,7 @@ use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Reason, Result};
-use crate::io::atomic::{canonical, parent_dir, remove_stale_temporaries};
+use crate::io::atomic::{canonical, parent_dir, remove_stale_temporaries, temporary_result};
 use crate::io::dataset::{Dataset, Part};
 use crate::io::format::{Format, is_stdio};
 use crate::io::ipc;
@@ -459,15 +459,7 @@ fn run_into(
             part.check_unchanged()?;
             let result = match part.format {
                 Format::Parquet => None,
-                _ => Some(
-                    tempfile::Builder::new()
-                        .prefix(".advcalc-result-")
-                        .suffix(".parquet")
-                        .tempfile_in(std::env::temp_dir())
-                        .map_err(|e| {
-                            Error::data("cannot create a temporary result file").with_source(e)
-                        })?,
-                ),
+                _ => Some(temporary_result()?),
             };
             let output = ParquetOutput::create_with_metadata(
                 result.as_ref().map_or(dests[p].path(), |r| r.path()),

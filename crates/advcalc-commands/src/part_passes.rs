@@ -18,6 +18,7 @@ use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::thread_pool;
 use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
+use crate::io::atomic::temporary_result;
 use crate::io::dataset::Dataset;
 use crate::io::format::Format;
 use crate::io::input::Input;
@@ -133,13 +134,7 @@ pub fn part_outputs(
     let input = &opened.parquet;
     let result = match out_format {
         Format::Parquet => None,
-        _ => Some(
-            tempfile::Builder::new()
-                .prefix(".advcalc-result-")
-                .suffix(".parquet")
-                .tempfile_in(std::env::temp_dir())
-                .map_err(|e| Error::data("cannot create a temporary result file").with_source(e))?,
-        ),
+        _ => Some(temporary_result()?),
     };
     let mut kv = provenance(config, opts, input);
     kv.push((format!("{PROVENANCE_PREFIX}dataset"), dataset.to_string()));

@@ -28,7 +28,7 @@ use crate::engine::ordered::produce_in_parallel_consume_in_order;
 use crate::engine::passes::{prepare_jobs_keeping, thread_pool};
 use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
-use crate::io::atomic::{check_destination, same_file};
+use crate::io::atomic::{check_destination, same_file, temporary_result};
 use crate::io::dataset::Dataset;
 use crate::io::format::{Format, is_stdio};
 use crate::io::input::Input;
@@ -176,13 +176,7 @@ fn run_file(
     // JSONL dump (its own fields and one advantage per row).
     let result = match (out_format, &opened.jsonl) {
         (Format::Parquet, None) => None,
-        _ => Some(
-            tempfile::Builder::new()
-                .prefix(".advcalc-result-")
-                .suffix(".parquet")
-                .tempfile_in(std::env::temp_dir())
-                .map_err(|e| Error::data("cannot create a temporary result file").with_source(e))?,
-        ),
+        _ => Some(temporary_result()?),
     };
     let provenance = provenance(config, opts, input);
     let mut summary = pool

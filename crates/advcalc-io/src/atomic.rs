@@ -98,6 +98,17 @@ pub fn temporary_output(dir: &Path, name: &str) -> Result<NamedTempFile> {
     })
 }
 
+/// The temporary Parquet result an output of another format is exported from (Arrow IPC,
+/// a JSONL dump's sequence-level output): in the system's temporary directory, removed on
+/// drop.
+pub fn temporary_result() -> Result<NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(".advcalc-result-")
+        .suffix(".parquet")
+        .tempfile_in(std::env::temp_dir())
+        .map_err(|e| Error::data("cannot create a temporary result file").with_source(e))
+}
+
 /// A temporary file in `dir` named `.advcalc-HOST-KEY-PID-…` and ending in `suffix` (every
 /// output's temporary file: Parquet's `.parquet.tmp`, Arrow IPC's `.arrow.tmp`), after
 /// removing this host's dead runs' leftovers there.

@@ -55,11 +55,7 @@ pub fn write(
     }
     if format != Format::Parquet {
         // Arrow IPC is exported from a finished Parquet file, like any other output.
-        let tmp = tempfile::Builder::new()
-            .prefix(".advcalc-result-")
-            .suffix(".parquet")
-            .tempfile_in(std::env::temp_dir())
-            .map_err(|e| Error::data("cannot create a temporary result file").with_source(e))?;
+        let tmp = crate::atomic::temporary_result()?;
         write_parquet(input, &advantages, tmp.as_file(), &name, metadata)?;
         return ipc::export_parquet(tmp.path(), output, format, force);
     }
