@@ -343,3 +343,21 @@ def test_the_two_passes_name_the_file_and_its_row(tmp_path: Path) -> None:
         advcalc.ray.run([tmp_path / "part0.parquet", tmp_path / "part1.parquet"], tmp_path / "out",
                         estimator="grpo", per_step=False)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_tasks_of_one_execution_run_at_once_and_the_callers_context_is_kept() -> None:
+    # Ray Data's resource reservation ran the two tasks one after the other on 2 CPUs (Ray
+    # 2.60); advcalc.ray switches it off for its own executions only
+    import time
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.op_resource_reservation_enabled = True
+
+    def udf(batch: pa.Table) -> pa.Table:
+        start = time.time()
+        time.sleep(1.0)
+        return pa.table({"unit": batch.column("unit"), "start": [start], "end": [time.time()]})
+
+    rows = sorted(advcalc.ray._run_tasks(2, udf), key=lambda r: r["start"])
+    assert rows[1]["start"] < rows[0]["end"], "the two tasks ran one after the other"
+    assert ray.data.DataContext.get_current().op_resource_reservation_enabled is True
