@@ -281,6 +281,12 @@ def test_arrow_files_in_arrow_out_as_the_cli(tmp_path: Path) -> None:
         got = pa.ipc.open_file(out).read_all()
         want = pa.ipc.open_file(tmp_path / "cli" / Path(out).name).read_all()
         same_columns(got, want)
+    # the two passes too: each file read by the IO layer, its output exported as Arrow IPC
+    two = advcalc.ray.run(src, tmp_path / "two", estimator="grpo", per_step=False)
+    assert two["per_step"] is False
+    for out in two["outputs"]:
+        got = pa.ipc.open_file(out).read_all()
+        same_columns(got, pa.ipc.open_file(tmp_path / "cli" / Path(out).name).read_all())
     # one Arrow file, given alone
     single = advcalc.ray.run(src / "step=1.arrow", tmp_path / "one", estimator="grpo")
     assert single["rows"] == 128
@@ -326,6 +332,19 @@ def test_the_two_passes_write_each_file_as_the_cli_dataset_run_does(tmp_path: Pa
         # the plan's fingerprint is the dataset run's own (its --resume); the rest is the same
         cli_meta.pop("advcalc.plan")
         assert meta == cli_meta
+
+
+def test_the_two_passes_on_a_file_without_rows(tmp_path: Path) -> None:
+    table = pq.read_table(DEMO)
+    pq.write_table(table, tmp_path / "a.parquet")
+    pq.write_table(table.slice(0, 0), tmp_path / "b.parquet")
+    want = cli_run(tmp_path / "a.parquet", tmp_path / "cli.parquet", ["-e", "grpo"])
+    summary = advcalc.ray.run([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "out",
+                              estimator="grpo", per_step=False)
+    same_columns(pq.read_table(tmp_path / "out" / "a.parquet"), want)
+    empty = pq.read_table(tmp_path / "out" / "b.parquet")
+    assert empty.num_rows == 0 and empty.schema.names == want.column_names
+    assert summary["rows"] == 256
 
 
 def test_the_two_passes_name_the_file_and_its_row(tmp_path: Path) -> None:
