@@ -105,9 +105,50 @@ fn a_run_made_with_the_wrong_norm_setting_diverges_at_step_1_and_the_cause_is_na
     assert!(text.contains("likely cause:"), "{text}");
 }
 
+#[test]
+fn a_critic_s_values_and_explained_variance_agree_as_verl_computed_them() {
+    // GAE with a critic's values: verl's compute_data_metrics(use_critic=True) logged
+    // critic/values/{mean,max,min} and critic/vf_explained_var, recomputed from the dumps
+    let run = run_dir("run_gae");
+    for log in ["file.jsonl", "console.log", "tensorboard"] {
+        let (code, r, err) = check(&run, &run.join(log), &run.join("dumps"));
+        assert_eq!(code, Some(0), "{log}: {err}");
+        // run_ok's 24 a step and the critic's 4, over 3 steps
+        assert_eq!(r["compared"].as_array().unwrap().len(), 84, "{log}");
+        assert_eq!(r["diverging"], 0, "{log}");
+        let critic = r["compared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| {
+                let m = c["metric"].as_str().unwrap();
+                m.starts_with("critic/values/") || m == "critic/vf_explained_var"
+            })
+            .count();
+        assert_eq!(critic, 12, "{log}");
+    }
+    // and a planted change to one of them is found there alone
+    let dir = tempfile::tempdir().unwrap();
+    let log = planted_in("run_gae", dir.path(), 2, "critic/vf_explained_var", |x| {
+        x + 1e-3
+    });
+    let (code, r, _) = check(&run, &log, &run.join("dumps"));
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        diverging(&r),
+        vec![(2, "critic/vf_explained_var".to_string())],
+        "{r}"
+    );
+}
+
 /// run_ok's file log with step `step`'s `metric` replaced by `f(value)`.
 fn planted(dir: &Path, step: i64, metric: &str, f: impl Fn(f64) -> f64) -> PathBuf {
-    let text = std::fs::read_to_string(run_dir("run_ok").join("file.jsonl")).unwrap();
+    planted_in("run_ok", dir, step, metric, f)
+}
+
+/// Run `run`'s file log with step `step`'s `metric` replaced by `f(value)`.
+fn planted_in(run: &str, dir: &Path, step: i64, metric: &str, f: impl Fn(f64) -> f64) -> PathBuf {
+    let text = std::fs::read_to_string(run_dir(run).join("file.jsonl")).unwrap();
     let mut out = String::new();
     for line in text.lines() {
         let mut v: Value = serde_json::from_str(line).unwrap();
