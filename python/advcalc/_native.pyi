@@ -101,8 +101,9 @@ class Engine:
         prepass: bool,
         pre: Optional[bytes],
         threads: Optional[int],
-    ) -> Tuple[bytes, List[Optional[int]]]:
-        """The pre-pass or pass 1 of a file or object read by the CLI's IO layer."""
+    ) -> Tuple[bytes, List[Optional[int]], int]:
+        """The pre-pass or pass 1 of a file or object read by the CLI's IO layer: (statistics,
+        steps, rows)."""
     def file_outputs(
         self,
         dataset: str,

@@ -206,7 +206,8 @@ def run(
     def prepass_of(i: int, e: Any) -> pa.Table:
         unit = units[i]
         if unit.path is not None:
-            stats, _ = e.file_stats(unit.path, unit.step, starts[i], True, None, _task_threads())
+            stats, _, rows = e.file_stats(unit.path, unit.step, starts[i], True, None, _task_threads())
+            _same_rows(unit, rows)
         else:
             stats = e.prepass_stats(_read(unit, needed), starts[i])
         return _row(i, stats=stats)
@@ -218,7 +219,8 @@ def run(
     def pass1(i: int, e: Any) -> pa.Table:
         unit, got = units[i], ray.get(prepass) if prepass is not None else None
         if unit.path is not None:
-            stats, steps = e.file_stats(unit.path, unit.step, starts[i], False, got, _task_threads())
+            stats, steps, rows = e.file_stats(unit.path, unit.step, starts[i], False, got, _task_threads())
+            _same_rows(unit, rows)
         else:
             stats, steps = e.row_stats(_read(unit, needed), starts[i], got)
         return _row(i, stats=stats, steps=[s for s in steps])
@@ -232,7 +234,9 @@ def run(
         unit, shard = units[i], ray.get(shards[i])
         if unit.path is not None:
             # a file or an object: the CLI's writer, IN's unchanged column chunks copied
-            return _row(i, rows=_file_outputs(e, name, unit, starts[i], shard, targets[i], force))
+            rows = _file_outputs(e, name, unit, starts[i], shard, targets[i], force)
+            _same_rows(unit, rows)
+            return _row(i, rows=rows)
         # a Dataset's block has no file to copy from: its table, written by pyarrow
         table = e.token_outputs(_read(unit), starts[i], shard)
         _write(table, targets[i], run_id, force)
@@ -253,6 +257,17 @@ def run(
         "warnings": warnings,
         "per_step": False,
     }
+
+
+def _same_rows(unit: _Unit, rows: int) -> None:
+    """Refuse a file whose row count is no longer the one the driver listed: the plan numbers
+    every unit's rows from the listed counts, so a file rewritten during the run would get
+    other rows' numbers (as the CLI refuses a dataset file that changed while it ran)."""
+    if rows != unit.rows:
+        raise DataError(
+            f"{unit.name}: changed while advcalc read it ({unit.rows} rows when listed, then {rows})",
+            "run again once the dataset is no longer being written",
+        )
 
 
 def _task_threads() -> int:
@@ -298,19 +313,15 @@ def _run_tasks(n: int, udf: Any) -> List[Dict[str, Any]]:
     Ray Data's resource reservation (``op_resource_reservation_enabled``, on by default) holds
     back part of the cluster's CPUs for operators downstream of a map; our map has none, so
     on a small cluster its tasks ran one at a time (Ray 2.60, 2 CPUs: two tasks of 0.5 s took
-    1.07 s, and 0.55 s without it). It is switched off while these datasets are made and
-    run, and the caller's setting restored."""
-    from ray.data import DataContext
-
-    ctx = DataContext.get_current()
-    had = getattr(ctx, "op_resource_reservation_enabled", None)
-    if had is not None:
+    1.07 s, and 0.55 s without it). It is switched off on these datasets' own copy of the
+    context only."""
+    dataset = _items(n).map_batches(udf, batch_size=1, batch_format="pyarrow")
+    # each Dataset holds its own copy of the context, which its execution reads: the
+    # process-wide one (other threads' datasets) is left alone
+    ctx = getattr(dataset, "context", None)
+    if ctx is not None and hasattr(ctx, "op_resource_reservation_enabled"):
         ctx.op_resource_reservation_enabled = False
-    try:
-        rows = _items(n).map_batches(udf, batch_size=1, batch_format="pyarrow").take_all()
-    finally:
-        if had is not None:
-            ctx.op_resource_reservation_enabled = had
+    rows = dataset.take_all()
     for r in sorted(rows, key=lambda r: r["unit"]):
         if r.get("error") is not None:
             raise pickle.loads(r["error"])
@@ -682,9 +693,10 @@ def _put_file(local: str, url: str, force: bool) -> None:
 
 def _remove_temporaries(out_dir: Path, units: List[_Unit], run_id: str) -> None:
     """This run's temporary files that attempts Ray killed mid-write left (their retries wrote
-    the outputs), on any node: a dead node's are under another host's key, which the PID rule
-    never removes; and, as everywhere, this host's dead processes' temporaries. Another run's,
-    in flight in the same directory, are not touched."""
+    the outputs), for a Dataset's blocks on any node: a dead node's are under another host's
+    key, which the PID rule never removes (a file's output is written by the CLI's writer,
+    whose temporaries carry no run tag); and, as everywhere, this host's dead processes'
+    temporaries. Another run's, in flight in the same directory, are not touched."""
     for parent in {(out_dir / u.out).parent for u in units}:
         if parent.is_dir():
             remove_tagged_temporaries(parent, _run_tag(run_id))

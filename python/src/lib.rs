@@ -524,7 +524,8 @@ impl PyEngine {
     /// CLI's IO layer (only the columns the maths needs; an object by ranged GETs): rows
     /// `first_row..` of the input, `step` the step its path names. Pass 1 takes the whole
     /// input's pre-pass statistics (`merge_stats`) when the configuration needs them.
-    /// Returns the statistics as bytes and the steps the file holds.
+    /// Returns the statistics as bytes, the steps the file holds and its rows (which the
+    /// caller compares with the rows it listed: a file rewritten since is refused).
     #[allow(clippy::too_many_arguments)]
     fn file_stats<'py>(
         &self,
@@ -535,9 +536,9 @@ impl PyEngine {
         prepass: bool,
         pre: Option<&[u8]>,
         threads: Option<usize>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Vec<Option<i64>>)> {
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<Option<i64>>, usize)> {
         let pre = pre.map(<[u8]>::to_vec);
-        let (bytes, steps) = run_engine(py, || {
+        let (bytes, steps, rows) = run_engine(py, || {
             let opts = self.part_options(src, PathBuf::new(), threads);
             let part = advcalc::dataset::PartOf {
                 first_row,
@@ -549,9 +550,9 @@ impl PyEngine {
                 false => advcalc::dataset::StatsOf::Pass1(pre.as_ref()),
             };
             let stats = advcalc::dataset::part_stats(&self.config, &opts, part, of)?;
-            Ok((stats.to_bytes()?, stats.steps()))
+            Ok((stats.to_bytes()?, stats.steps(), stats.rows()))
         })?;
-        Ok((PyBytes::new(py, &bytes), steps))
+        Ok((PyBytes::new(py, &bytes), steps, rows))
     }
 
     /// Pass 2 of the file or object `src` (rows `first_row..` of the input `dataset`; `step`

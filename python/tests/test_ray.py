@@ -366,11 +366,11 @@ def test_the_two_passes_name_the_file_and_its_row(tmp_path: Path) -> None:
 
 def test_the_tasks_of_one_execution_run_at_once_and_the_callers_context_is_kept() -> None:
     # Ray Data's resource reservation ran the two tasks one after the other on 2 CPUs (Ray
-    # 2.60); advcalc.ray switches it off for its own executions only
+    # 2.60); advcalc.ray switches it off on its own datasets only
     import time
 
     ctx = ray.data.DataContext.get_current()
-    ctx.op_resource_reservation_enabled = True
+    assert ctx.op_resource_reservation_enabled is True  # Ray's default
 
     def udf(batch: pa.Table) -> pa.Table:
         start = time.time()

@@ -54,7 +54,8 @@ pub enum StatsOf<'a> {
 /// `opts.input` (one Parquet or Arrow file, local or an object) opened, and the engine bound
 /// to its own schema at its place in the input.
 fn open(config: &Config, opts: &RunOptions, part: PartOf) -> Result<(Input, Engine)> {
-    let source = InputSource::resolve(&opts.input, opts.input_format)?;
+    // listed as one file by the runner: a key with `*` is a file here, not a glob
+    let source = InputSource::one_file(&opts.input, opts.input_format)?;
     let input = Input::open(
         &source,
         opts.allow_nonfinite,

@@ -307,6 +307,13 @@ impl Engine {
 
     /// A batch's rows must be numberable from `first_row` (a runner's offset, not ours).
     fn check_rows(&self, batch: &RecordBatch, first_row: usize) -> Result<()> {
+        if first_row < self.row_base {
+            return Err(Error::usage(format!(
+                "{}: first_row {first_row} is before the file's first row, input row {}",
+                self.name, self.row_base
+            ))
+            .with_hint("number rows in the whole input's order (Engine::at)"));
+        }
         match first_row.checked_add(batch.num_rows()) {
             Some(_) => Ok(()),
             None => Err(Error::usage(format!(

@@ -42,6 +42,27 @@ pub enum InputSource {
 }
 
 impl InputSource {
+    /// `path` as one Parquet or Arrow IPC file, local or an object, without looking for a
+    /// dataset, a glob or a trainer's dump in it: a file a runner already listed as one file of
+    /// a dataset (`advcalc.ray`), whose object key may hold `*`, `?` or `[`.
+    pub fn one_file(path: &Path, format: Option<Format>) -> Result<InputSource> {
+        #[cfg(not(feature = "cloud"))]
+        crate::location::refuse_object_url(path)?;
+        #[cfg(feature = "cloud")]
+        if let Some(url) = path
+            .to_str()
+            .map(crate::object::url::parse_object)
+            .transpose()?
+            .flatten()
+        {
+            return Ok(InputSource::Object { url, format });
+        }
+        Ok(InputSource::File {
+            path: path.to_path_buf(),
+            format: Format::of(path, format),
+        })
+    }
+
     /// What `path` names, with `format` (`--input-format`) when given. In this order: an
     /// object URL (a prefix or a glob is a dataset; without the `cloud` feature any URL is a
     /// usage error naming it); `-`; another trainer's dump (`format` names the trainer, or its
