@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::io::dataset::{Dataset, path_step};
 use crate::io::format::Format;
 use crate::io::input_source::InputSource;
-pub use advcalc_commands::part_passes::{PartOf, StatsOf, part_outputs, part_stats};
+pub use advcalc_commands::part_passes::{PartOf, PartStats, StatsOf, part_outputs, part_stats};
 use advcalc_commands::run::{DatasetOptions, RunOptions, RunSummary};
 
 /// One file of a dataset.

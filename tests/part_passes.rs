@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use advcalc::dataset::{PartOf, StatsOf, part_outputs, part_stats};
+use advcalc::dataset::{PartOf, PartStats, StatsOf, part_outputs, part_stats};
 use advcalc::{Config, ConfigSources, Engine, Layout, RowStats, RunOptions};
 use arrow::array::{Array, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::take;
@@ -61,8 +61,9 @@ fn two_passes(
     let part = |i: usize| PartOf {
         first_row: first_rows[i],
         path_step: files[i].1,
+        version: None,
     };
-    let stats_of = |of: StatsOf<'_>| -> Vec<RowStats> {
+    let stats_of = |of: StatsOf<'_>| -> Vec<PartStats> {
         (0..files.len())
             .map(|i| part_stats(config, &options(&files[i].0, out), part(i), of).unwrap())
             .collect()
@@ -71,20 +72,26 @@ fn two_passes(
         let mut all = RowStats::default();
         stats_of(StatsOf::Prepass)
             .into_iter()
-            .for_each(|s| all.append(s));
+            .for_each(|s| all.append(s.stats));
         all
     });
     let parts = stats_of(StatsOf::Pass1(prepass.as_ref()));
-    let steps: Vec<Vec<Option<i64>>> = parts.iter().map(RowStats::steps).collect();
+    let steps: Vec<Vec<Option<i64>>> = parts.iter().map(|p| p.stats.steps()).collect();
+    let versions: Vec<Option<String>> = parts.iter().map(|p| p.version.clone()).collect();
+    assert!(versions.iter().all(Option::is_some));
     let mut all = RowStats::default();
-    parts.into_iter().for_each(|s| all.append(s));
+    parts.into_iter().for_each(|s| all.append(s.stats));
     let plan = engine.plan(all).unwrap();
     (0..files.len())
         .map(|i| {
             let dest = out.join(files[i].0.file_name().unwrap());
             let shard = plan.for_steps(&steps[i]);
             let opts = options(&files[i].0, &dest);
-            let rows = part_outputs(config, &opts, part(i), "dataset", &shard).unwrap();
+            let part = PartOf {
+                version: versions[i].as_deref(),
+                ..part(i)
+            };
+            let rows = part_outputs(config, &opts, part, "dataset", &shard).unwrap();
             assert_eq!(rows, read_parquet(&files[i].0).num_rows());
             dest
         })
@@ -219,4 +226,41 @@ fn steps_named_by_the_path_only_give_the_dataset_run_s_files() {
             );
         }
     }
+}
+
+#[test]
+fn a_file_rewritten_between_the_passes_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo.parquet");
+    let file = dir.path().join("part0.parquet");
+    std::fs::copy(&demo, &file).unwrap();
+    let config = Config::load(&ConfigSources {
+        estimator: Some("grpo"),
+        ..Default::default()
+    })
+    .unwrap();
+    let out = dir.path().join("out.parquet");
+    let part = PartOf {
+        first_row: 0,
+        path_step: None,
+        version: None,
+    };
+    let found = part_stats(&config, &options(&file, &out), part, StatsOf::Pass1(None)).unwrap();
+    let engine = Engine::new(&config, read_parquet(&file).schema(), "dataset").unwrap();
+    let shard = engine.plan(found.stats).unwrap().whole();
+    // the same rows written again: another file (inode, time), the same row count
+    let batch = read_parquet(&file);
+    std::fs::remove_file(&file).unwrap();
+    write_parquet(&file, &batch, 100);
+    let part = PartOf {
+        version: found.version.as_deref(),
+        ..part
+    };
+    let err = part_outputs(&config, &options(&file, &out), part, "dataset", &shard).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("part0.parquet: changed between the passes"),
+        "{text}"
+    );
+    assert!(!out.exists());
 }

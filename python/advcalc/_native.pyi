@@ -100,10 +100,11 @@ class Engine:
         first_row: int,
         prepass: bool,
         pre: Optional[bytes],
+        version: Optional[str],
         threads: Optional[int],
-    ) -> Tuple[bytes, List[Optional[int]], int]:
+    ) -> Tuple[bytes, List[Optional[int]], int, Optional[str]]:
         """The pre-pass or pass 1 of a file or object read by the CLI's IO layer: (statistics,
-        steps, rows)."""
+        steps, rows, the file's version)."""
     def file_outputs(
         self,
         dataset: str,
@@ -112,6 +113,7 @@ class Engine:
         first_row: int,
         shard: bytes,
         dst: str,
+        version: Optional[str],
         threads: Optional[int],
     ) -> int:
         """Pass 2 of a file or object with its plan shard, written to the local path ``dst``

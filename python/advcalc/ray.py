@@ -202,31 +202,38 @@ def run(
         return _run_tasks(len(shares), udf)
 
     # a file or an object is read by the CLI's IO layer (its own schema, the step of its
-    # path); a Dataset's block, in memory, through an Arrow C stream
+    # path), and each pass checks that it reads the version the first pass read (and the
+    # rows the driver listed); a Dataset's block, in memory, through an Arrow C stream
+    versions: List[Optional[str]] = [None] * len(units)
+
     def prepass_of(i: int, e: Any) -> pa.Table:
         unit = units[i]
-        if unit.path is not None:
-            stats, _, rows = e.file_stats(unit.path, unit.step, starts[i], True, None, _task_threads())
-            _same_rows(unit, rows)
-        else:
-            stats = e.prepass_stats(_read(unit, needed), starts[i])
-        return _row(i, stats=stats)
+        if unit.path is None:
+            return _row(i, stats=e.prepass_stats(_read(unit, needed), starts[i]), version=None)
+        stats, _, rows, version = e.file_stats(
+            unit.path, unit.step, starts[i], True, None, None, _task_threads())
+        _same_rows(unit, rows)
+        return _row(i, stats=stats, version=version)
 
     prepass = None
     if engine.needs_prepass():
-        prepass = ray.put(_native.merge_stats(_ordered(each(prepass_of), "stats")))
+        found = each(prepass_of)
+        prepass = ray.put(_native.merge_stats(_ordered(found, "stats")))
+        versions = _ordered(found, "version")
 
     def pass1(i: int, e: Any) -> pa.Table:
         unit, got = units[i], ray.get(prepass) if prepass is not None else None
-        if unit.path is not None:
-            stats, steps, rows = e.file_stats(unit.path, unit.step, starts[i], False, got, _task_threads())
-            _same_rows(unit, rows)
-        else:
+        if unit.path is None:
             stats, steps = e.row_stats(_read(unit, needed), starts[i], got)
-        return _row(i, stats=stats, steps=[s for s in steps])
+            return _row(i, stats=stats, steps=[s for s in steps], version=None)
+        stats, steps, rows, version = e.file_stats(
+            unit.path, unit.step, starts[i], False, got, versions[i], _task_threads())
+        _same_rows(unit, rows)
+        return _row(i, stats=stats, steps=[s for s in steps], version=version)
 
     found = each(pass1)
     plan = engine.plan(_ordered(found, "stats"))
+    versions = _ordered(found, "version")
     steps = {r["unit"]: r["steps"] for r in found}
     shards = [ray.put(plan.shard(steps[i])) for i in range(len(units))]
 
@@ -234,7 +241,7 @@ def run(
         unit, shard = units[i], ray.get(shards[i])
         if unit.path is not None:
             # a file or an object: the CLI's writer, IN's unchanged column chunks copied
-            rows = _file_outputs(e, name, unit, starts[i], shard, targets[i], force)
+            rows = _file_outputs(e, name, unit, starts[i], shard, targets[i], versions[i], force)
             _same_rows(unit, rows)
             return _row(i, rows=rows)
         # a Dataset's block has no file to copy from: its table, written by pyarrow
@@ -285,20 +292,24 @@ def _file_outputs(
     first_row: int,
     shard: bytes,
     target: Union[str, Path],
+    version: Optional[str],
     force: bool,
 ) -> int:
     """Pass 2 of a file or an object of the input ``name`` by the CLI's writer
-    (``Engine.file_outputs``): into a local directory, written beside the target and renamed
+    (``Engine.file_outputs``; ``version``, the one pass 1 read, which it must still be): into
+    a local directory, written beside the target and renamed
     into place (over a retried task's own earlier output; the driver checked the targets);
     into a prefix, written to a local temporary file and put as ``_put`` puts. Returns the
     rows written."""
     if isinstance(target, Path):
         target.parent.mkdir(parents=True, exist_ok=True)
-        return e.file_outputs(name, unit.path, unit.step, first_row, shard, str(target), _task_threads())
+        return e.file_outputs(name, unit.path, unit.step, first_row, shard, str(target), version,
+                              _task_threads())
     scratch = tempfile.mkdtemp(prefix="advcalc-ray-")
     try:
         local = os.path.join(scratch, _name(target))
-        rows = e.file_outputs(name, unit.path, unit.step, first_row, shard, local, _task_threads())
+        rows = e.file_outputs(name, unit.path, unit.step, first_row, shard, local, version,
+                              _task_threads())
         _put_file(local, target, force)
         return rows
     finally:

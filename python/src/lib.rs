@@ -465,6 +465,9 @@ fn estimator_name(py: Python<'_>, config: ConfigArgs) -> PyResult<String> {
 /// machines (`advcalc.ray`): statistics and plan shards cross as bytes (Arrow IPC,
 /// `engine::exchange`), and each unit of work (a file, a block) is numbered by its first row
 /// in the input's order.
+/// `Engine.file_stats`' result: statistics, steps, rows, the file's version.
+type FileStats<'py> = (Bound<'py, PyBytes>, Vec<Option<i64>>, usize, Option<String>);
+
 #[pyclass(name = "Engine", frozen)]
 struct PyEngine {
     engine: Engine,
@@ -524,8 +527,9 @@ impl PyEngine {
     /// CLI's IO layer (only the columns the maths needs; an object by ranged GETs): rows
     /// `first_row..` of the input, `step` the step its path names. Pass 1 takes the whole
     /// input's pre-pass statistics (`merge_stats`) when the configuration needs them.
-    /// Returns the statistics as bytes, the steps the file holds and its rows (which the
-    /// caller compares with the rows it listed: a file rewritten since is refused).
+    /// `version`: the file's version an earlier pass read (the pre-pass's), which this one
+    /// must read too. Returns the statistics as bytes, the steps the file holds, its rows
+    /// (which the caller compares with the rows it listed) and its version.
     #[allow(clippy::too_many_arguments)]
     fn file_stats<'py>(
         &self,
@@ -535,31 +539,39 @@ impl PyEngine {
         first_row: usize,
         prepass: bool,
         pre: Option<&[u8]>,
+        version: Option<String>,
         threads: Option<usize>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Vec<Option<i64>>, usize)> {
+    ) -> PyResult<FileStats<'py>> {
         let pre = pre.map(<[u8]>::to_vec);
-        let (bytes, steps, rows) = run_engine(py, || {
+        let (bytes, steps, rows, version) = run_engine(py, || {
             let opts = self.part_options(src, PathBuf::new(), threads);
             let part = advcalc::dataset::PartOf {
                 first_row,
                 path_step: step,
+                version: version.as_deref(),
             };
             let pre = pre.as_deref().map(RowStats::from_bytes).transpose()?;
             let of = match prepass {
                 true => advcalc::dataset::StatsOf::Prepass,
                 false => advcalc::dataset::StatsOf::Pass1(pre.as_ref()),
             };
-            let stats = advcalc::dataset::part_stats(&self.config, &opts, part, of)?;
-            Ok((stats.to_bytes()?, stats.steps(), stats.rows()))
+            let found = advcalc::dataset::part_stats(&self.config, &opts, part, of)?;
+            let stats = found.stats;
+            Ok((
+                stats.to_bytes()?,
+                stats.steps(),
+                stats.rows(),
+                found.version,
+            ))
         })?;
-        Ok((PyBytes::new(py, &bytes), steps, rows))
+        Ok((PyBytes::new(py, &bytes), steps, rows, version))
     }
 
     /// Pass 2 of the file or object `src` (rows `first_row..` of the input `dataset`; `step`
     /// the step its path names) with the plan `shard` of its steps, written to the local path
     /// `dst` by the CLI's writer (IN's unchanged column chunks copied byte for byte, a
-    /// temporary file synced and renamed into place, the provenance). Returns the rows
-    /// written.
+    /// temporary file synced and renamed into place, the provenance). `version`: the one
+    /// pass 1 read, which the file must still be. Returns the rows written.
     #[allow(clippy::too_many_arguments)]
     fn file_outputs(
         &self,
@@ -570,6 +582,7 @@ impl PyEngine {
         first_row: usize,
         shard: &[u8],
         dst: PathBuf,
+        version: Option<String>,
         threads: Option<usize>,
     ) -> PyResult<usize> {
         let shard = shard.to_vec();
@@ -579,6 +592,7 @@ impl PyEngine {
             let part = advcalc::dataset::PartOf {
                 first_row,
                 path_step: step,
+                version: version.as_deref(),
             };
             advcalc::dataset::part_outputs(&self.config, &opts, part, &dataset, &shard)
         })

@@ -19,7 +19,7 @@ use crate::engine::passes::thread_pool;
 use crate::engine::shard::PlanShard;
 use crate::error::{Error, Result};
 use crate::io::atomic::temporary_result;
-use crate::io::dataset::Dataset;
+use crate::io::dataset::{Dataset, FileIdentity};
 use crate::io::format::Format;
 use crate::io::input::Input;
 use crate::io::input_source::InputSource;
@@ -34,11 +34,23 @@ use rayon::prelude::*;
 
 /// Where the file sits in the whole input.
 #[derive(Debug, Clone, Copy)]
-pub struct PartOf {
+pub struct PartOf<'a> {
     /// The input row index of the file's first row (the plan numbers rows in input order).
     pub first_row: usize,
     /// The step the file's path names (`step=N`), when the file has no `step` column.
     pub path_step: Option<i64>,
+    /// The version of the file pass 1 read ([`PartStats::version`]): pass 2 refuses another
+    /// (the file rewritten between the passes would mix two versions of it).
+    pub version: Option<&'a str>,
+}
+
+/// What [`part_stats`] found in the file.
+#[derive(Debug)]
+pub struct PartStats {
+    pub stats: RowStats,
+    /// The file's version as read: its size, modification time and inode, or an object's
+    /// ETag (and version id); `None` where none can be told.
+    pub version: Option<String>,
 }
 
 /// Which statistics [`part_stats`] gathers.
@@ -51,9 +63,30 @@ pub enum StatsOf<'a> {
     Pass1(Option<&'a RowStats>),
 }
 
+/// The version of the opened file `input` (`path` locally): what tells a rewritten file.
+fn version_of(input: &Input, path: &Path) -> Option<String> {
+    #[cfg(feature = "cloud")]
+    if let Some(object) = input.parquet.object() {
+        return object
+            .etag()
+            .map(|e| format!("{e} {}", object.version().unwrap_or_default()));
+    }
+    let _ = input;
+    let id = FileIdentity::of(path).ok()?;
+    let modified = id
+        .modified
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Some(format!(
+        "{} bytes, modified {modified}, inode {}",
+        id.len, id.ino
+    ))
+}
+
 /// `opts.input` (one Parquet or Arrow file, local or an object) opened, and the engine bound
-/// to its own schema at its place in the input.
-fn open(config: &Config, opts: &RunOptions, part: PartOf) -> Result<(Input, Engine)> {
+/// to its own schema at its place in the input; a version other than the one `part` names
+/// is refused.
+fn open(config: &Config, opts: &RunOptions, part: PartOf<'_>) -> Result<(Input, Engine)> {
     // listed as one file by the runner: a key with `*` is a file here, not a glob
     let source = InputSource::one_file(&opts.input, opts.input_format)?;
     let input = Input::open(
@@ -65,17 +98,27 @@ fn open(config: &Config, opts: &RunOptions, part: PartOf) -> Result<(Input, Engi
         .with_layout(opts.layout)
         .allow_nonfinite(opts.allow_nonfinite)
         .at(part.first_row, part.path_step);
+    if let Some(read) = part.version
+        && let Some(now) = version_of(&input, &opts.input)
+        && now != read
+    {
+        return Err(Error::data(format!(
+            "{}: changed between the passes (pass 1 read {read}, now {now})",
+            input.parquet.name()
+        ))
+        .with_hint("keep the dataset's files in place while advcalc runs, then run again"));
+    }
     Ok((input, engine))
 }
 
 /// The pre-pass or pass-1 statistics of the file `opts.input`, its row groups read in
-/// parallel (only the columns the maths needs), appended in order.
+/// parallel (only the columns the maths needs), appended in order, and the file's version.
 pub fn part_stats(
     config: &Config,
     opts: &RunOptions,
-    part: PartOf,
+    part: PartOf<'_>,
     of: StatsOf<'_>,
-) -> Result<RowStats> {
+) -> Result<PartStats> {
     thread_pool(opts.threads)?.install(|| {
         let (input, engine) = open(config, opts, part)?;
         let constants = match of {
@@ -103,7 +146,10 @@ pub fn part_stats(
         for s in found {
             stats.append(s);
         }
-        Ok(stats)
+        Ok(PartStats {
+            stats,
+            version: version_of(&input, &opts.input),
+        })
     })
 }
 
@@ -114,7 +160,7 @@ pub fn part_stats(
 pub fn part_outputs(
     config: &Config,
     opts: &RunOptions,
-    part: PartOf,
+    part: PartOf<'_>,
     dataset: &str,
     shard: &PlanShard,
 ) -> Result<usize> {
