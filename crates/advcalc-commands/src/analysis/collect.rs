@@ -86,6 +86,19 @@ pub fn variant_engines(
         .collect()
 }
 
+/// The columns the jobs' passes decode, as one sorted set.
+pub fn jobs_projection(jobs: &[Job<'_>]) -> Vec<usize> {
+    sorted_union(jobs.iter().flat_map(|j| j.columns.projection(j.metrics)))
+}
+
+/// Column indices as one sorted set without repeats (a projection).
+pub fn sorted_union(columns: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    let mut v: Vec<usize> = columns.into_iter().collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Every job's pass-2 outputs of unit `u`'s row group (`batch`, read with the union of the
 /// jobs' columns).
 pub fn outputs_of(
@@ -125,12 +138,7 @@ pub fn collect(variants: &[Variant], input: &Dataset, opts: &CompareOptions) -> 
         })
         .collect::<Result<Vec<_>>>()?;
     let jobs: Vec<Job<'_>> = engines.iter().map(Engine::job).collect();
-    let mut projection: Vec<usize> = jobs
-        .iter()
-        .flat_map(|j| j.columns.projection(false))
-        .collect();
-    projection.sort_unstable();
-    projection.dedup();
+    let projection = jobs_projection(&jobs);
     let rows = input.rows();
     let units = input.units();
     let progress = Progress::new(rows as u64, opts.progress);
@@ -141,12 +149,7 @@ pub fn collect(variants: &[Variant], input: &Dataset, opts: &CompareOptions) -> 
             .into_par_iter()
             .map(|u| {
                 let batch = input.read_unit(u, Some(&projection))?;
-                let part = input.part(u);
-                let outputs = jobs
-                    .iter()
-                    .zip(&prepared)
-                    .map(|(job, p)| job.at(part).row_group_outputs(&batch, units[u].start, p))
-                    .collect::<Result<Vec<_>>>()?;
+                let outputs = outputs_of(&jobs, &prepared, input, u, &batch)?;
                 progress.inc(batch.num_rows());
                 Ok(Sums::of_row_group(&outputs))
             })

@@ -10,8 +10,9 @@
 //! - the inspect checks, tallies and findings that `inspect` prints and `report` runs on its
 //!   own pass (`inspection`);
 //! - numerically fragile groups and their findings (`fragile`), another trainer's logged
-//!   advantages against advcalc's (`logged`), and the finding a command reports
-//!   ([`Warning`]).
+//!   advantages against advcalc's (`logged`), a run's logged metrics against its dumps
+//!   (`log_check`), the text table `compare` and `check` print (`table`), and the finding a
+//!   command reports ([`Warning`]).
 
 pub mod buckets;
 pub mod collect;
@@ -22,6 +23,7 @@ pub mod log_check;
 pub mod logged;
 pub mod steps;
 pub mod sums;
+pub mod table;
 pub mod tokens;
 
 /// A finding that is likely a mistake: a stable snake_case code and a one-line explanation.

@@ -9,7 +9,9 @@
 use rayon::prelude::*;
 use serde_json::Value;
 
-use crate::analysis::collect::{Collected, Variant, open_input, outputs_of, variant_engines};
+use crate::analysis::collect::{
+    Collected, Variant, jobs_projection, open_input, outputs_of, sorted_union, variant_engines,
+};
 use crate::analysis::comparison::Comparison;
 use crate::analysis::comparison::summary::summarise;
 use crate::analysis::inspection::{self, Inspection, Tallies};
@@ -125,16 +127,8 @@ pub fn gather(variants: &[Variant], opts: &ReportOptions) -> Result<Facts> {
     // variant with a correction to show
     let engines = variant_engines(variants, input, opts.read.layout, allow_nonfinite)?;
     let jobs: Vec<Job<'_>> = engines.iter().map(Engine::job).collect();
-    let mut projection: Vec<usize> = jobs
-        .iter()
-        .flat_map(|j| j.columns.projection(j.metrics))
-        .collect();
-    projection.sort_unstable();
-    projection.dedup();
-    let mut all_columns = projection.clone();
-    all_columns.extend(inspection.projection());
-    all_columns.sort_unstable();
-    all_columns.dedup();
+    let projection = jobs_projection(&jobs);
+    let all_columns = sorted_union(projection.iter().copied().chain(inspection.projection()));
     let units = input.units();
     let progress = Progress::new(rows as u64, opts.read.progress);
     let pool = thread_pool(opts.read.threads)?;

@@ -11,7 +11,9 @@ use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::analysis::buckets::uid_groups;
-use crate::analysis::collect::{Variant, open_input, outputs_of, variant_engines};
+use crate::analysis::collect::{
+    Variant, jobs_projection, open_input, outputs_of, sorted_union, variant_engines,
+};
 use crate::analysis::fragile::fragile_groups;
 use crate::analysis::inspection::{Inspection, Tallies};
 use crate::analysis::log_check::{CheckOptions, check};
@@ -150,18 +152,9 @@ impl Snapshot {
             }
         };
         let jobs: Vec<Job<'_>> = engines.iter().map(Engine::job).collect();
-        let mut projection: Vec<usize> = jobs
-            .iter()
-            .flat_map(|j| j.columns.projection(j.metrics))
-            .collect();
         let logged_column = input.schema().index_of(LOGGED_ADVANTAGE).ok();
-        projection.extend(logged_column);
-        projection.sort_unstable();
-        projection.dedup();
-        let mut all_columns = projection.clone();
-        all_columns.extend(inspection.projection());
-        all_columns.sort_unstable();
-        all_columns.dedup();
+        let projection = sorted_union(jobs_projection(&jobs).into_iter().chain(logged_column));
+        let all_columns = sorted_union(projection.iter().copied().chain(inspection.projection()));
         let n = variants.len();
         let units = input.units();
         let quiet = Progress::new(input.rows() as u64, read.progress);

@@ -8,6 +8,7 @@ use crate::analysis::Warning;
 use crate::analysis::buckets::BUCKETS;
 use crate::analysis::fragile::{fragile_findings, fragile_json, fragile_rows};
 use crate::analysis::logged::LoggedCheck;
+use crate::analysis::table::Table;
 use crate::numbers::{fixed6, pct2};
 
 impl Comparison {
@@ -171,62 +172,5 @@ impl Comparison {
             out += &check.render();
         }
         out
-    }
-}
-
-/// A left-labelled table with right-aligned value columns.
-struct Table {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn new(corner: &str, columns: impl IntoIterator<Item = String>) -> Self {
-        let mut header = vec![corner.to_string()];
-        header.extend(columns);
-        Table {
-            header,
-            rows: Vec::new(),
-        }
-    }
-
-    fn row(&mut self, label: &str, cells: Vec<String>) {
-        let mut r = vec![label.to_string()];
-        r.extend(cells);
-        self.rows.push(r);
-    }
-
-    fn render(&self) -> String {
-        let width = |c: usize| {
-            std::iter::once(&self.header)
-                .chain(&self.rows)
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        };
-        let widths: Vec<usize> = (0..self.header.len()).map(width).collect();
-        let mut out = String::new();
-        for r in std::iter::once(&self.header).chain(&self.rows) {
-            let mut line = format!("{:<w$}", r[0], w = widths[0]);
-            for (cell, &w) in r[1..].iter().zip(&widths[1..]) {
-                line += &format!("  {cell:>w$}");
-            }
-            out += line.trim_end();
-            out += "\n";
-        }
-        out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_aligns() {
-        let mut t = Table::new("", ["a".to_string(), "bbbb".to_string()]);
-        t.row("mean", vec!["1.5".into(), "2".into()]);
-        // "mean" sets the label width (4), "1.5" the first column (3), "bbbb" the second.
-        assert_eq!(t.render(), "        a  bbbb\nmean  1.5     2\n");
     }
 }

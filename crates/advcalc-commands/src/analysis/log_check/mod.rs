@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::analysis::collect::{CompareOptions, Variant};
+use crate::analysis::table::Table;
 use crate::error::{Error, Result};
 use crate::io::logs::{self, LogFormat, Logged};
 use crate::numbers::num;
@@ -214,7 +215,7 @@ fn step_metrics(s: &StepSums, max_response_length: Option<usize>) -> BTreeMap<St
     if max_response_length.is_some() {
         let (all, non_aborted) = clip_ratios(s);
         m.insert("response_length/clip_ratio".into(), all);
-        if s.length_non_aborted.n > 0 {
+        if s.length_non_aborted.count() > 0 {
             m.insert("response_length_non_aborted/clip_ratio".into(), non_aborted);
         }
     }
@@ -304,8 +305,12 @@ fn causes(
             };
             let ours = step_metrics(s, opts.max_response_length);
             ours.get(&c.metric).is_some_and(|&v| {
-                (c.logged - v).abs()
-                    <= tolerance(&c.metric, v, &ours, logged.resolution(c.step, &c.metric))
+                Compared {
+                    recomputed: v,
+                    tolerance: tolerance(&c.metric, v, &ours, logged.resolution(c.step, &c.metric)),
+                    ..(*c).clone()
+                }
+                .agrees()
             })
         });
         if all_agree {
@@ -373,41 +378,25 @@ impl CheckReport {
         let bad: Vec<&Compared> = self.compared.iter().filter(|c| !c.agrees()).collect();
         if !bad.is_empty() {
             out += "\ndiffering (|logged − recomputed| > tolerance)\n";
-            let mut rows = vec![[
-                "step".to_string(),
-                "metric".into(),
-                "logged".into(),
-                "recomputed".into(),
-                "difference".into(),
-                "tolerance".into(),
-            ]];
+            let mut table = Table::new(
+                "step",
+                ["metric", "logged", "recomputed", "difference", "tolerance"].map(String::from),
+            )
+            .left_aligned(1);
             for c in &bad {
-                rows.push([
-                    c.step.to_string(),
-                    c.metric.clone(),
-                    num(c.logged),
-                    num(c.recomputed),
-                    num(c.difference()),
-                    num(c.tolerance),
-                ]);
+                table.row(
+                    &c.step.to_string(),
+                    vec![
+                        c.metric.clone(),
+                        num(c.logged),
+                        num(c.recomputed),
+                        num(c.difference()),
+                        num(c.tolerance),
+                    ],
+                );
             }
-            let widths: Vec<usize> = (0..6)
-                .map(|k| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0))
-                .collect();
-            for r in &rows {
-                let cells: Vec<String> = r
-                    .iter()
-                    .zip(&widths)
-                    .enumerate()
-                    .map(|(k, (c, &w))| {
-                        if k == 1 {
-                            format!("{c:<w$}")
-                        } else {
-                            format!("{c:>w$}")
-                        }
-                    })
-                    .collect();
-                out += &format!("  {}\n", cells.join("  ").trim_end());
+            for line in table.render().lines() {
+                out += &format!("  {line}\n");
             }
         }
         if let Some(c) = self.first_divergence() {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use crate::analysis::collect::Variant;
+use crate::analysis::collect::{Variant, sorted_union};
 use crate::data::TokenRole;
 use crate::engine::Engine;
 use crate::engine::job::GroupOutputs;
@@ -22,15 +22,15 @@ use crate::engine::progress::Progress;
 use crate::error::{Error, Result};
 use crate::io::dataset::Dataset;
 use crate::io::input::Opened;
+use advcalc_maths::estimators::moments::Moments;
 
 use super::CheckOptions;
 
-/// Count, sum, sum of squares, min and max of some values.
+/// Count, mean and variance (the estimators' mergeable [`Moments`]), min and max of some
+/// values.
 #[derive(Debug, Clone, Copy)]
 pub struct ValueStats {
-    pub n: u64,
-    pub sum: f64,
-    pub sum_sq: f64,
+    moments: Moments,
     pub min: f64,
     pub max: f64,
 }
@@ -38,9 +38,7 @@ pub struct ValueStats {
 impl Default for ValueStats {
     fn default() -> Self {
         ValueStats {
-            n: 0,
-            sum: 0.0,
-            sum_sq: 0.0,
+            moments: Moments::default(),
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
         }
@@ -49,31 +47,29 @@ impl Default for ValueStats {
 
 impl ValueStats {
     fn add(&mut self, x: f64) {
-        self.n += 1;
-        self.sum += x;
-        self.sum_sq += x * x;
+        self.moments.push(x);
         self.min = self.min.min(x);
         self.max = self.max.max(x);
     }
 
     fn merge(&mut self, o: &ValueStats) {
-        self.n += o.n;
-        self.sum += o.sum;
-        self.sum_sq += o.sum_sq;
+        self.moments.merge(&o.moments);
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
     }
 
+    /// How many values.
+    pub fn count(&self) -> u64 {
+        self.moments.n as u64
+    }
+
     pub fn mean(&self) -> Option<f64> {
-        (self.n > 0).then(|| self.sum / self.n as f64)
+        (self.moments.n > 0.0).then_some(self.moments.mean)
     }
 
     /// The unbiased variance (torch's `var`, correction 1).
     pub fn var(&self) -> Option<f64> {
-        (self.n > 1).then(|| {
-            let n = self.n as f64;
-            ((self.sum_sq - self.sum * self.sum / n) / (n - 1.0)).max(0.0)
-        })
+        (self.moments.n > 1.0).then(|| self.moments.m2 / (self.moments.n - 1.0))
     }
 }
 
@@ -150,13 +146,15 @@ pub fn recompute(variant: &Variant, opts: &CheckOptions) -> Result<Recomputed> {
         .with_layout(read.layout)
         .allow_nonfinite(allow_nonfinite);
     let job = engine.job();
-    let mut projection = job.columns.projection(false);
     let values_column = input.schema().index_of(TokenRole::Values.column()).ok();
-    projection.extend(values_column);
     let turns_column = input.schema().index_of(NUM_TURNS).ok();
-    projection.extend(turns_column);
-    projection.sort_unstable();
-    projection.dedup();
+    let projection = sorted_union(
+        job.columns
+            .projection(false)
+            .into_iter()
+            .chain(values_column)
+            .chain(turns_column),
+    );
     let units = input.units();
     let quiet = Progress::new(input.rows() as u64, read.progress);
     let max_length = opts.max_response_length;
@@ -347,7 +345,7 @@ pub fn metrics(s: &StepSums) -> BTreeMap<String, f64> {
     {
         put("critic/vf_explained_var", Some(1.0 - dv / (rv + 1e-5)));
     }
-    let rows = s.length.n as f64;
+    let rows = s.length.count() as f64;
     if rows > 0.0 {
         put("response/aborted_ratio", Some(s.aborted as f64 / rows));
     }
@@ -374,20 +372,16 @@ pub fn metrics(s: &StepSums) -> BTreeMap<String, f64> {
 /// The sample standard deviation of the finite values (TRL's `nanstd`, correction 1), `None`
 /// with fewer than two.
 fn sample_std(v: &[f64]) -> Option<f64> {
-    let finite: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if finite.len() < 2 {
-        return None;
-    }
-    let n = finite.len() as f64;
-    let mean = finite.iter().sum::<f64>() / n;
-    Some((finite.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)).sqrt())
+    let mut s = ValueStats::default();
+    v.iter().filter(|x| x.is_finite()).for_each(|&x| s.add(x));
+    s.var().map(f64::sqrt)
 }
 
 /// `response_length/clip_ratio` and `response_length_non_aborted/clip_ratio`, with the
 /// configured maximum.
 pub fn clip_ratios(s: &StepSums) -> (f64, f64) {
     (
-        s.clipped as f64 / (s.length.n as f64).max(1.0),
-        s.clipped_non_aborted as f64 / (s.length_non_aborted.n as f64).max(1.0),
+        s.clipped as f64 / (s.length.count() as f64).max(1.0),
+        s.clipped_non_aborted as f64 / (s.length_non_aborted.count() as f64).max(1.0),
     )
 }
