@@ -36,16 +36,8 @@ struct DocCommand {
 
 /// The docs' commands, in file and line order.
 fn commands() -> Vec<DocCommand> {
-    let mut files = vec![repo().join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    docs.sort();
-    files.extend(docs);
     let mut out = Vec::new();
-    for path in files {
+    for path in common::doc_files() {
         let name = path.strip_prefix(repo()).unwrap().display().to_string();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();

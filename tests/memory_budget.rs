@@ -238,6 +238,18 @@ fn reset_own_peak() -> i64 {
         .expect("VmHWM in /proc/self/status")
 }
 
+/// A directory holding the same token dump as `small.parquet` (6 row groups) and
+/// `large.parquet` (24), with the full chain's and the loss's configurations.
+fn small_and_large() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    token_dump(&d.join("small.parquet"), 6);
+    token_dump(&d.join("large.parquet"), 24);
+    std::fs::write(d.join("full.yaml"), FULL_CHAIN).unwrap();
+    std::fs::write(d.join("loss.yaml"), TOKEN_DUMP_LOSS).unwrap();
+    tmp
+}
+
 /// At a fixed `--memory`, peak memory does not grow with the row count once the budget is
 /// full: every command on 4× the row groups (each row group the same) peaks within 1.2× of
 /// the smaller dump, which already fills the budget. What legitimately grows with rows (a
@@ -246,12 +258,8 @@ fn reset_own_peak() -> i64 {
 #[cfg(target_os = "linux")]
 #[test]
 fn peak_memory_is_flat_in_the_row_count_at_a_fixed_budget() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = small_and_large();
     let d = tmp.path();
-    token_dump(&d.join("small.parquet"), 6);
-    token_dump(&d.join("large.parquet"), 24);
-    std::fs::write(d.join("full.yaml"), FULL_CHAIN).unwrap();
-    std::fs::write(d.join("loss.yaml"), TOKEN_DUMP_LOSS).unwrap();
     // 1 MiB holds about two decoded row groups of GRPO's projection, under one of the
     // full chain's: both dumps fill it
     let budget = ["--threads", "2", "--memory", "1M"];
@@ -308,12 +316,8 @@ fn peak_memory_is_flat_in_the_row_count_at_a_fixed_budget() {
 #[cfg(target_os = "linux")]
 #[test]
 fn peak_memory_grows_with_the_row_count_by_the_budget_at_most() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = small_and_large();
     let d = tmp.path();
-    token_dump(&d.join("small.parquet"), 6);
-    token_dump(&d.join("large.parquet"), 24);
-    std::fs::write(d.join("full.yaml"), FULL_CHAIN).unwrap();
-    std::fs::write(d.join("loss.yaml"), TOKEN_DUMP_LOSS).unwrap();
     // under the decoded projection of the 24 row groups for every command (GRPO's, the
     // smallest, is about 12 MiB), over that of the 6 for GRPO's
     let budget_kib: i64 = 4 << 10;

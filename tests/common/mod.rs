@@ -247,3 +247,16 @@ pub const DEMO_CORRECTION: [&str; 8] = [
     "--set",
     "algorithm.rollout_correction.rollout_rs_threshold=\"0.98_1.02,0.0002\"",
 ];
+
+/// README.md and every Markdown file under docs/ (not below it), in name order.
+pub fn doc_files() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    docs.insert(0, root.join("README.md"));
+    docs
+}
