@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::commands::check::CheckOptions;
+use crate::commands::check::{CheckOptions, likely_alternatives};
 use crate::commands::compare::{CompareOptions, Variant};
 use crate::commands::inspect::InspectOptions;
 use crate::commands::report::ReportOptions;
@@ -699,9 +699,6 @@ impl CheckArgs {
             dump,
         )?;
         let label = config.algorithm.adv_estimator.name().to_string();
-        let norm = config.algorithm.norm_adv_by_std_in_grpo;
-        let mut other = config.clone();
-        other.algorithm.norm_adv_by_std_in_grpo = !norm;
         let variant = Variant { label, config };
         let options = CheckOptions {
             log: self.log.clone(),
@@ -718,13 +715,7 @@ impl CheckArgs {
                 Some(n) => Some(n),
                 None => max_response_length(self.config.as_deref())?,
             },
-            alternatives: vec![(
-                format!("norm_adv_by_std_in_grpo={}", !norm),
-                Variant {
-                    label: variant.label.clone(),
-                    config: other,
-                },
-            )],
+            alternatives: likely_alternatives(&variant),
         };
         Ok((variant, options))
     }

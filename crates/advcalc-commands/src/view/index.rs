@@ -16,7 +16,7 @@ use crate::analysis::collect::{
 };
 use crate::analysis::fragile::fragile_groups;
 use crate::analysis::inspection::{Inspection, Tallies};
-use crate::analysis::log_check::{CheckOptions, check};
+use crate::analysis::log_check::{CheckOptions, check, likely_alternatives};
 use crate::analysis::sums::Sums;
 use crate::analysis::tokens::TokenStats;
 use crate::engine::Engine;
@@ -259,20 +259,11 @@ impl Snapshot {
 /// `norm_adv_by_std_in_grpo` tried when advantages diverge), per metric the logged and
 /// recomputed values by step; or why it could not be checked.
 fn check_json(variant: &Variant, opts: &ViewOptions, log: &std::path::Path) -> Value {
-    let mut flipped = variant.clone();
-    flipped.config.algorithm.norm_adv_by_std_in_grpo =
-        !variant.config.algorithm.norm_adv_by_std_in_grpo;
     let options = CheckOptions {
         log: log.to_path_buf(),
         read: opts.read.clone(),
         max_response_length: opts.max_response_length,
-        alternatives: vec![(
-            format!(
-                "norm_adv_by_std_in_grpo={}",
-                flipped.config.algorithm.norm_adv_by_std_in_grpo
-            ),
-            flipped,
-        )],
+        alternatives: likely_alternatives(variant),
     };
     let report = match check(variant, &options) {
         Ok(r) => r,

@@ -39,6 +39,16 @@ pub struct CheckOptions {
     pub alternatives: Vec<(String, Variant)>,
 }
 
+/// The settings tried when the advantages diverge, as `CheckOptions::alternatives` takes
+/// them: `variant` with the other `norm_adv_by_std_in_grpo` (the likeliest wrong setting,
+/// verl #7893).
+pub fn likely_alternatives(variant: &Variant) -> Vec<(String, Variant)> {
+    let mut other = variant.clone();
+    let norm = !variant.config.algorithm.norm_adv_by_std_in_grpo;
+    other.config.algorithm.norm_adv_by_std_in_grpo = norm;
+    vec![(format!("norm_adv_by_std_in_grpo={norm}"), other)]
+}
+
 /// One metric of one step.
 #[derive(Debug, Clone)]
 pub struct Compared {
