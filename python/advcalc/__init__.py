@@ -657,23 +657,12 @@ def check(
     scratch: List[str] = []
     try:
         args = ["check", "--json", "-q"]
-        if estimator is not None:
-            args += ["-e", estimator]
-        path = _view.config_file(config, scratch)
-        if path is not None:
-            args += ["-c", path]
-        for item in _sets(set):
-            args += ["--set", item]
-        if convention is not None:
-            args += ["--convention", convention]
+        args += _view.shared_arguments(
+            estimator, _view.config_file(config, scratch), _sets(set), convention,
+            allow_nonfinite, threads, input_format,
+        )
         if max_response_length is not None:
             args += ["--max-response-length", str(int(max_response_length))]
-        if allow_nonfinite:
-            args.append("--allow-nonfinite")
-        if threads is not None:
-            args += ["--threads", str(int(threads))]
-        if input_format is not None:
-            args += ["--input-format", input_format]
         args += [_path("log", log), _path("dumps", dumps)]
         done = subprocess.run(
             [sys.executable, "-m", "advcalc", *args],

@@ -134,6 +134,28 @@ def arguments(
     config_file: Optional[str],
 ) -> List[str]:
     """The CLI's arguments for these Python ones (the config already as a file)."""
+    args = shared_arguments(
+        estimators, config_file, sets, convention, allow_nonfinite, threads, input_format
+    )
+    if follow:
+        args.append("--follow")
+    if tokenizer is not None:
+        args += ["--tokenizer", os.fspath(tokenizer)]
+    args += ["--host", str(host), "--port", str(int(port)), "--correct-above", repr(float(correct_above))]
+    return args
+
+
+def shared_arguments(
+    estimators: Union[str, Sequence[str], None],
+    config_file: Optional[str],
+    sets: List[str],
+    convention: Optional[str],
+    allow_nonfinite: bool,
+    threads: Optional[int],
+    input_format: Optional[str],
+) -> List[str]:
+    """The CLI arguments ``view`` and ``check`` share: the variant (``-e``, ``-c``,
+    ``--set``, ``--convention``) and how to read the input."""
     args: List[str] = []
     if isinstance(estimators, str):
         estimators = [e for e in estimators.split(",") if e]
@@ -145,17 +167,12 @@ def arguments(
         args += ["--set", s]
     if convention is not None:
         args += ["--convention", convention]
-    if follow:
-        args.append("--follow")
-    if tokenizer is not None:
-        args += ["--tokenizer", os.fspath(tokenizer)]
     if threads is not None:
         args += ["--threads", str(int(threads))]
     if input_format is not None:
         args += ["--input-format", input_format]
     if allow_nonfinite:
         args.append("--allow-nonfinite")
-    args += ["--host", str(host), "--port", str(int(port)), "--correct-above", repr(float(correct_above))]
     return args
 
 
