@@ -461,21 +461,21 @@ fn estimator_name(py: Python<'_>, config: ConfigArgs) -> PyResult<String> {
     })
 }
 
+/// `Engine.file_stats`' result: statistics, steps, rows, the file's version.
+type FileStats<'py> = (Bound<'py, PyBytes>, Vec<Option<i64>>, usize, Option<String>);
+
 /// The engine's passes on record batches, for runners that spread them over processes and
 /// machines (`advcalc.ray`): statistics and plan shards cross as bytes (Arrow IPC,
 /// `engine::exchange`), and each unit of work (a file, a block) is numbered by its first row
 /// in the input's order.
-/// `Engine.file_stats`' result: statistics, steps, rows, the file's version.
-type FileStats<'py> = (Bound<'py, PyBytes>, Vec<Option<i64>>, usize, Option<String>);
-
 #[pyclass(name = "Engine", frozen)]
 struct PyEngine {
     engine: Engine,
     /// What the engine was made with, for the passes on one file (`file_stats`,
-    /// `file_outputs`), which bind an engine to the file's own schema.
+    /// `file_outputs`), which bind an engine to the file's own schema: the configuration,
+    /// and how to read (`share_options`, without paths).
     config: Config,
-    layout: Layout,
-    allow_nonfinite: bool,
+    read: RunOptions,
 }
 
 impl PyEngine {
@@ -484,16 +484,8 @@ impl PyEngine {
         RunOptions {
             input: PathBuf::from(src),
             output: dst,
-            // the driver checked the outputs; a retried task redoes its file
-            force: true,
             threads,
-            progress: false,
-            layout: self.layout,
-            allow_nonfinite: self.allow_nonfinite,
-            input_format: None,
-            output_format: None,
-            metrics: None,
-            memory: None,
+            ..self.read.clone()
         }
     }
 }
@@ -510,15 +502,15 @@ impl PyEngine {
     ) -> PyResult<Self> {
         run_engine(py, move || {
             let config = config.load()?;
-            let layout = read.layout()?;
+            // the driver checked the outputs; a retried task redoes its file
+            let read = share_options(PathBuf::new(), PathBuf::new(), true, &read)?;
             let engine = Engine::new(&config, Arc::new(schema.0), &name)?
-                .with_layout(layout)
+                .with_layout(read.layout)
                 .allow_nonfinite(read.allow_nonfinite);
             Ok(PyEngine {
                 engine,
                 config,
-                layout,
-                allow_nonfinite: read.allow_nonfinite,
+                read,
             })
         })
     }
@@ -777,8 +769,9 @@ fn run_object_parts(
     })
 }
 
-/// The run options of one share of a dataset (`run_parts`, `run_object_parts`): IN's base
-/// directory or prefix, OUT's, no progress bar, no metrics.
+/// The run options of one share of a dataset (`run_parts`, `run_object_parts`, and
+/// `Engine`'s passes on one file): IN's base directory or prefix, OUT's, no progress bar,
+/// no metrics.
 fn share_options(
     base: PathBuf,
     dst: PathBuf,
