@@ -256,8 +256,8 @@ impl Snapshot {
 }
 
 /// `--log`: the log checked against IN under the first variant (the other
-/// `norm_adv_by_std_in_grpo` tried when advantages diverge), per metric the logged and
-/// recomputed values by step; or why it could not be checked.
+/// `norm_adv_by_std_in_grpo` tried when advantages diverge), per metric `[step, logged,
+/// recomputed, agrees, tolerance]`; or why it could not be checked.
 fn check_json(variant: &Variant, opts: &ViewOptions, log: &std::path::Path) -> Value {
     let options = CheckOptions {
         log: log.to_path_buf(),
@@ -277,7 +277,8 @@ fn check_json(variant: &Variant, opts: &ViewOptions, log: &std::path::Path) -> V
             c.step,
             c.logged,
             c.recomputed,
-            c.agrees()
+            c.agrees(),
+            c.tolerance
         ]));
     }
     json!({

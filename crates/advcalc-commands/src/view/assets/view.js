@@ -196,7 +196,10 @@ function checkSection(c, steps) {
       const i = steps.findIndex((x) => x.step === p[0]);
       return { step: p[0], index: i < 0 ? 0 : i, findings: p[3] ? [] : ["differs"] };
     });
-    return chart(`${name}${bad.includes(name) ? " — differs" : ""}`, st, points.map((p) => [p[1], p[2]]), ["logged", "recomputed"]);
+    // at least twice the largest tolerance tall: values that agree draw as one line, not as
+    // float32 noise blown up to the chart's height
+    const span = 2 * Math.max(...points.map((p) => p[4] || 0));
+    return chart(`${name}${bad.includes(name) ? " — differs" : ""}`, st, points.map((p) => [p[1], p[2]]), ["logged", "recomputed"], span);
   });
   if (charts.length) out.push(h("div", { class: "charts", "data-testid": "check-charts" }, charts));
   if (c.not_recomputed.length)
@@ -209,8 +212,8 @@ function findingTags(s) {
   if (state.newSteps.has(s.step)) tags.unshift(h("span", { class: "tag new", "data-testid": "new-step", text: "new" }));
   return tags.length ? tags : "";
 }
-function chart(title, steps, ys, labels) {
-  const W = 300, H = 130, L = 44, R = 8, T = 8, B = 20;
+function chart(title, steps, ys, labels, minSpan = 0) {
+  const W = 300, H = 130, R = 8, T = 8, B = 20;
   const n = steps.length;
   const lines = (labels || [""]).map((_, k) => ys.map((y) => (y && typeof y[k] === "number" ? y[k] : null)));
   const all = lines.flat().filter((v) => v !== null);
@@ -219,13 +222,18 @@ function chart(title, steps, ys, labels) {
   if (!all.length) { lo = 0; hi = 1; }
   if (lo > 0 && lo < hi / 3) lo = 0;
   if (hi === lo) { hi += Math.abs(hi) * 0.1 || 1; lo -= Math.abs(lo) * 0.1 || 0; }
+  if (hi - lo < minSpan) { const mid = (hi + lo) / 2; lo = mid - minSpan / 2; hi = mid + minSpan / 2; }
+  // the axis labels right-aligned left of the axis: room for the longer (10px text, about
+  // 6 units a character), so a "-2.58e-8" keeps its sign
+  const hiText = fmt(hi, 3), loText = fmt(lo, 3);
+  const L = Math.max(44, 6 * Math.max(hiText.length, loText.length) + 6);
   const x = (i) => L + (n === 1 ? 0 : (i * (W - L - R)) / (n - 1));
   const y = (v) => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
   const g = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
   g.append(s("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
   g.append(s("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
-  g.append(s("text", { x: L - 4, y: T + 8, "text-anchor": "end", text: fmt(hi, 3) }));
-  g.append(s("text", { x: L - 4, y: H - B, "text-anchor": "end", text: fmt(lo, 3) }));
+  g.append(s("text", { x: L - 4, y: T + 8, "text-anchor": "end", text: hiText }));
+  g.append(s("text", { x: L - 4, y: H - B, "text-anchor": "end", text: loText }));
   g.append(s("text", { x: L, y: H - 4, text: stepName(steps[0].step, 0) }));
   g.append(s("text", { x: W - R, y: H - 4, "text-anchor": "end", text: stepName(steps[n - 1].step, n - 1) }));
   lines.forEach((vals, k) => {
